@@ -1,0 +1,40 @@
+// Clock: the one source of "now" for every component.
+//
+// Only RealClock reads the system clock. Tests and the simulation use ManualClock, which
+// moves only when told, so every run is deterministic. Times are milliseconds since the
+// Unix epoch, the unit the wire contracts use. Implementations are thread-safe.
+#ifndef EONCE_COMMON_CLOCK_H_
+#define EONCE_COMMON_CLOCK_H_
+
+#include <atomic>
+#include <cstdint>
+
+namespace eonce {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t NowMs() = 0;
+};
+
+class RealClock : public Clock {
+ public:
+  int64_t NowMs() override;
+  // A process-wide instance; lives forever.
+  static RealClock& Get();
+};
+
+class ManualClock : public Clock {
+ public:
+  explicit ManualClock(int64_t start_ms = 1'700'000'000'000) : now_ms_(start_ms) {}
+  int64_t NowMs() override { return now_ms_.load(std::memory_order_relaxed); }
+  void AdvanceMs(int64_t ms) { now_ms_.fetch_add(ms, std::memory_order_relaxed); }
+  void SetMs(int64_t ms) { now_ms_.store(ms, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> now_ms_;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_COMMON_CLOCK_H_

@@ -1,0 +1,56 @@
+// Rules for the command envelope shared by the agent and the sidecar: limits, validation,
+// key derivation and the payload hash. Every violation is INVALID_ARGUMENT naming the
+// field, reason INVALID_FIELD, and is found before anything is written.
+#ifndef EONCE_COMMON_COMMAND_H_
+#define EONCE_COMMON_COMMAND_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "eonce/v1/command.pb.h"
+
+namespace eonce {
+
+// Request metadata the sidecar sends to business services and reads from callers.
+inline constexpr char kCommandIdHeader[] = "eonce-command-id";
+inline constexpr char kIdempotencyKeyHeader[] = "eonce-idempotency-key";
+inline constexpr char kTransparentKeyHeader[] = "idempotency-key";
+inline constexpr char kTenantHeader[] = "eonce-tenant";
+inline constexpr char kActorHeader[] = "eonce-actor";
+inline constexpr char kFencingTokenHeader[] = "eonce-fencing-token";
+inline constexpr char kCredentialEpochHeader[] = "eonce-credential-epoch";
+inline constexpr char kNotAppliedTrailer[] = "eonce-not-applied";
+inline constexpr char kEntityRevisionTrailer[] = "eonce-entity-revision";
+
+struct CommandLimits {
+  size_t max_command_id_bytes = 128;
+  size_t max_key_bytes = 256;
+  size_t max_tenant_bytes = 64;
+  size_t max_actor_bytes = 128;
+  size_t max_method_bytes = 256;
+  size_t max_entity_bytes = 128;
+  size_t max_request_bytes = 1 << 20;
+};
+
+// Checks every field of a complete command (as the sidecar receives it).
+absl::Status ValidateCommand(const v1::Command& command, const CommandLimits& limits);
+
+// Checks the fields a producer must give (the agent fills in the rest).
+absl::Status ValidateProducerCommand(const v1::Command& command, const CommandLimits& limits);
+
+// Tenant and actor names: [A-Za-z0-9._@-]{1,max}.
+absl::Status ValidateName(const std::string& value, size_t max_bytes, const char* field);
+
+// "<operation>:<entity type>/<entity id>:<command id>", operation = the method's last part.
+std::string DeriveIdempotencyKey(const v1::Command& command);
+
+// Sets payload_hash to version 1 of the hash of the command's method and request.
+void FillPayloadHash(v1::Command* command);
+
+// True when the command's payload_hash is version 1 and matches its bytes.
+bool PayloadHashMatches(const v1::Command& command);
+
+}  // namespace eonce
+
+#endif  // EONCE_COMMON_COMMAND_H_

@@ -1,0 +1,111 @@
+#include "common/rocks.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "rocksdb/cache.h"
+#include "rocksdb/table.h"
+
+namespace eonce {
+
+RocksStore::~RocksStore() { Close().IgnoreError(); }
+
+absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
+    const std::string& path, std::vector<ColumnFamilySpec> families,
+    const StoreOptions& options) {
+  rocksdb::Options db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.max_open_files = 256;
+  db_options.keep_log_file_num = 4;
+  if (options.env != nullptr) db_options.env = options.env;
+
+  auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache;
+  table.cache_index_and_filter_blocks = true;
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  families.insert(families.begin(), ColumnFamilySpec{rocksdb::kDefaultColumnFamilyName, {}});
+  for (auto& family : families) {
+    rocksdb::ColumnFamilyOptions cf_options = family.options;
+    cf_options.write_buffer_size = options.write_buffer_bytes;
+    cf_options.max_write_buffer_number = 3;
+    cf_options.periodic_compaction_seconds = options.periodic_compaction_seconds;
+    cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+    descriptors.emplace_back(family.name, cf_options);
+  }
+
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status status = rocksdb::DB::Open(db_options, path, descriptors, &handles, &raw);
+  if (!status.ok()) {
+    if (status.IsIOError() && status.ToString().find("lock") != std::string::npos) {
+      return Error(absl::StatusCode::kFailedPrecondition, "DATA_DIR_IN_USE",
+                   absl::StrCat("data directory ", path,
+                                " is in use by another process (", status.ToString(), ")"));
+    }
+    return FromRocks(status, absl::StrCat("open ", path));
+  }
+  std::unique_ptr<RocksStore> store(new RocksStore());
+  store->db_.reset(raw);
+  for (size_t i = 0; i < handles.size(); ++i) {
+    store->handles_[descriptors[i].name] = handles[i];
+  }
+  return store;
+}
+
+rocksdb::ColumnFamilyHandle* RocksStore::cf(const std::string& name) const {
+  auto it = handles_.find(name);
+  if (it == handles_.end()) {
+    std::cerr << "eonce: no column family named " << name << "\n";
+    std::abort();
+  }
+  return it->second;
+}
+
+absl::Status RocksStore::Close() {
+  if (db_ == nullptr) return absl::OkStatus();
+  absl::Status result;
+  for (auto& [name, handle] : handles_) {
+    rocksdb::Status flushed = db_->Flush(rocksdb::FlushOptions(), handle);
+    if (!flushed.ok() && result.ok()) result = FromRocks(flushed, "flush " + name);
+  }
+  for (auto& [name, handle] : handles_) db_->DestroyColumnFamilyHandle(handle);
+  handles_.clear();
+  rocksdb::Status closed = db_->Close();
+  if (!closed.ok() && result.ok()) result = FromRocks(closed, "close");
+  db_.reset();
+  return result;
+}
+
+uint64_t RocksStore::ApproximateBytes() {
+  if (db_ == nullptr) return 0;
+  uint64_t total = 0;
+  for (auto& [name, handle] : handles_) {
+    uint64_t value = 0;
+    if (db_->GetIntProperty(handle, rocksdb::DB::Properties::kLiveSstFilesSize, &value)) {
+      total += value;
+    }
+    if (db_->GetIntProperty(handle, rocksdb::DB::Properties::kCurSizeAllMemTables, &value)) {
+      total += value;
+    }
+  }
+  return total;
+}
+
+rocksdb::WriteOptions SyncedWrite() {
+  rocksdb::WriteOptions options;
+  options.sync = true;
+  return options;
+}
+
+rocksdb::WriteOptions UnsyncedWrite() {
+  rocksdb::WriteOptions options;
+  options.sync = false;
+  return options;
+}
+
+}  // namespace eonce

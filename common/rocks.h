@@ -1,0 +1,66 @@
+// Opening a RocksDB data directory with named column families, for every component.
+//
+// RocksStore owns the DB and its column-family handles and closes the handles before the
+// DB. A directory already opened by another process fails fast with FAILED_PRECONDITION
+// naming the directory (RocksDB's LOCK file), so two agents never share an outbox.
+#ifndef EONCE_COMMON_ROCKS_H_
+#define EONCE_COMMON_ROCKS_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+
+namespace eonce {
+
+struct ColumnFamilySpec {
+  std::string name;
+  rocksdb::ColumnFamilyOptions options;
+};
+
+struct StoreOptions {
+  // Bounded memory: a shared block cache and small memtables.
+  size_t block_cache_bytes = 32 << 20;
+  size_t write_buffer_bytes = 16 << 20;
+  // How often RocksDB compacts files whose data is older than this, so that TTL filters
+  // run even when no new writes arrive. 0 = off.
+  uint64_t periodic_compaction_seconds = 6 * 3600;
+  rocksdb::Env* env = nullptr;  // for the simulation's crash-simulating file system
+};
+
+class RocksStore {
+ public:
+  ~RocksStore();
+  RocksStore(const RocksStore&) = delete;
+  RocksStore& operator=(const RocksStore&) = delete;
+
+  // Opens (creating if needed) `path` with the default column family plus `families`.
+  static absl::StatusOr<std::unique_ptr<RocksStore>> Open(
+      const std::string& path, std::vector<ColumnFamilySpec> families,
+      const StoreOptions& options);
+
+  rocksdb::DB* db() { return db_.get(); }
+  // The handle of a column family named at Open; aborts on a programmer error.
+  rocksdb::ColumnFamilyHandle* cf(const std::string& name) const;
+  // Flushes memtables and closes. Safe to call twice.
+  absl::Status Close();
+  // Total live SST bytes plus memtable bytes, for metrics and benchmarks.
+  uint64_t ApproximateBytes();
+
+ private:
+  RocksStore() = default;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::map<std::string, rocksdb::ColumnFamilyHandle*> handles_;
+};
+
+// Write options with sync set deliberately; the reason goes with each call site.
+rocksdb::WriteOptions SyncedWrite();
+rocksdb::WriteOptions UnsyncedWrite();
+
+}  // namespace eonce
+
+#endif  // EONCE_COMMON_ROCKS_H_

@@ -1,0 +1,57 @@
+#include "common/status.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace eonce {
+
+absl::Status WithReason(absl::Status status, absl::string_view reason) {
+  if (!status.ok()) status.SetPayload(kReasonPayload, absl::Cord(reason));
+  return status;
+}
+
+absl::Status WithRetryAfter(absl::Status status, int64_t retry_after_ms) {
+  if (!status.ok()) {
+    status.SetPayload(kRetryAfterPayload, absl::Cord(absl::StrCat(retry_after_ms)));
+  }
+  return status;
+}
+
+std::string ReasonOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kReasonPayload);
+  return payload.has_value() ? std::string(*payload) : std::string();
+}
+
+std::optional<int64_t> RetryAfterOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kRetryAfterPayload);
+  int64_t ms = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &ms)) {
+    return std::nullopt;
+  }
+  return ms;
+}
+
+absl::Status Error(absl::StatusCode code, absl::string_view reason,
+                   absl::string_view message) {
+  return WithReason(absl::Status(code, message), reason);
+}
+
+absl::Status FromRocks(const rocksdb::Status& status, absl::string_view what) {
+  if (status.ok()) return absl::OkStatus();
+  std::string message = absl::StrCat(what, ": ", status.ToString());
+  if (status.IsNoSpace()) {
+    return Error(absl::StatusCode::kResourceExhausted, "STORE_FULL", message);
+  }
+  if (status.IsNotFound()) return absl::NotFoundError(message);
+  if (status.IsCorruption()) {
+    return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", message);
+  }
+  if (status.IsInvalidArgument()) return absl::InvalidArgumentError(message);
+  if (status.IsIOError() || status.IsBusy() || status.IsTimedOut() ||
+      status.IsTryAgain() || status.IsShutdownInProgress()) {
+    return Error(absl::StatusCode::kUnavailable, "STORE_ERROR", message);
+  }
+  return Error(absl::StatusCode::kInternal, "STORE_ERROR", message);
+}
+
+}  // namespace eonce

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building, running and testing eonce needs.
+# Safe to run twice: it asks dpkg first and calls apt-get only for what is missing.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap
+  g++
+  pkg-config
+  protobuf-compiler
+  libprotobuf-dev
+  protobuf-compiler-grpc
+  libgrpc++-dev
+  librocksdb-dev
+  libabsl-dev
+  libgtest-dev
+  libgmock-dev
+  libbenchmark-dev
+  prometheus-cpp-dev
+  libssl-dev
+  openssl
+  python3
+  gnuplot-nox
+  prometheus
+  iproute2
+  procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# kubectl ships on the machine image rather than as a Debian package; the deploy
+# tests need it and skip with a message when it is absent.
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "setup: note: kubectl not found; the deploy/ rendering tests will report a skip" >&2
+fi
