@@ -1,0 +1,99 @@
+#include "common/server.h"
+
+#include <signal.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+
+namespace eonce {
+
+std::vector<char*> ParseFlagsWithEnv(int argc, char** argv, const char* usage) {
+  absl::SetProgramUsageMessage(usage);
+  for (auto& [name, flag] : absl::GetAllFlags()) {
+    std::string env_name = "EONCE_";
+    for (char c : name) env_name.push_back(static_cast<char>(std::toupper(c)));
+    const char* value = std::getenv(env_name.c_str());
+    if (value == nullptr) continue;
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      std::cerr << "bad value for setting " << name << " (from " << env_name
+                << "): " << error << "\n";
+      std::exit(2);
+    }
+  }
+  return absl::ParseCommandLine(argc, argv);
+}
+
+void BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForShutdownSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int signal = 0;
+  sigwait(&set, &signal);
+  return signal;
+}
+
+void EnableStandardServices() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+}
+
+absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& address,
+                         int* bound_port) {
+  if (address.empty()) return absl::InvalidArgumentError("listen address is empty");
+  bool unix_socket = absl::StartsWith(address, "unix:");
+  if (!unix_socket && address.find(':') == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen address \"", address, "\" must be host:port or unix:/path"));
+  }
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                           unix_socket ? nullptr : bound_port);
+  return absl::OkStatus();
+}
+
+void SetServing(grpc::Server& server, bool serving) {
+  if (auto* health = server.GetHealthCheckService(); health != nullptr) {
+    health->SetServingStatus(serving);
+  }
+}
+
+void ApplyServerLimits(grpc::ServerBuilder& builder, int max_message_bytes,
+                       int max_concurrent_streams) {
+  builder.SetMaxReceiveMessageSize(max_message_bytes);
+  builder.SetMaxSendMessageSize(max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, max_concurrent_streams);
+  // Callers' metadata is small (ids and tokens); 16 KiB is ample and bounds abuse.
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 16 * 1024);
+}
+
+void AnnounceListening(const char* name, const std::string& address, int port) {
+  std::string where = address;
+  if (port > 0) {
+    size_t colon = address.rfind(':');
+    where = absl::StrCat(address.substr(0, colon), ":", port);
+  }
+  std::printf("%s listening on %s\n", name, where.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace eonce

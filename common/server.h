@@ -1,0 +1,49 @@
+// What every eonce server binary shares: flags that can also come from the environment,
+// signal handling for graceful shutdown, and the standard gRPC extras (health checking,
+// reflection).
+#ifndef EONCE_COMMON_SERVER_H_
+#define EONCE_COMMON_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+
+namespace eonce {
+
+// Parses flags. A flag --foo_bar may also be set by the environment variable
+// EONCE_FOO_BAR; the command line wins. A bad value exits with a message naming the
+// setting. Returns the positional arguments.
+std::vector<char*> ParseFlagsWithEnv(int argc, char** argv, const char* usage);
+
+// Blocks SIGTERM and SIGINT in this thread and every thread it starts later. Call it
+// first in main, before any server or store starts threads.
+void BlockShutdownSignals();
+
+// Waits for SIGTERM or SIGINT; returns the signal number.
+int WaitForShutdownSignal();
+
+// Adds health checking and server reflection to every server built after this call.
+void EnableStandardServices();
+
+// Adds a listening port: "host:port" or "unix:/path". `bound_port` receives the port.
+absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& address,
+                         int* bound_port);
+
+// Sets the serving status of every service in `server`'s health service.
+void SetServing(grpc::Server& server, bool serving);
+
+// The limits every server applies: message size and concurrent streams.
+void ApplyServerLimits(grpc::ServerBuilder& builder, int max_message_bytes,
+                       int max_concurrent_streams);
+
+// Writes a single line "listening on <address>" for the scripts that start us.
+void AnnounceListening(const char* name, const std::string& address, int port);
+
+}  // namespace eonce
+
+#endif  // EONCE_COMMON_SERVER_H_

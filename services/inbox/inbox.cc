@@ -1,0 +1,182 @@
+#include "services/inbox/inbox.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/command.h"
+#include "common/status.h"
+
+namespace eonce {
+namespace {
+
+constexpr char kInboxCf[] = "inbox";
+constexpr char kEffectsCf[] = "effects";
+
+std::string InboxKey(const std::string& tenant, const std::string& command_id) {
+  return absl::StrCat(tenant, std::string(1, '\0'), command_id);
+}
+
+std::string SeqKey(uint64_t seq) {
+  std::string key(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    key[i] = static_cast<char>(seq & 0xff);
+    seq >>= 8;
+  }
+  return key;
+}
+
+uint64_t SeqOfKey(const rocksdb::Slice& key) {
+  uint64_t seq = 0;
+  for (size_t i = 0; i < 8 && i < key.size(); ++i) {
+    seq = (seq << 8) | static_cast<unsigned char>(key[i]);
+  }
+  return seq;
+}
+
+std::string Metadata(const grpc::ServerContextBase& context, const char* name) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(name);
+  if (it == metadata.end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+}  // namespace
+
+CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context) {
+  CallIdentity identity;
+  identity.command_id = Metadata(context, kCommandIdHeader);
+  identity.tenant = Metadata(context, kTenantHeader);
+  identity.actor = Metadata(context, kActorHeader);
+  identity.idempotency_key = Metadata(context, kIdempotencyKeyHeader);
+  uint64_t token = 0;
+  if (absl::SimpleAtoi(Metadata(context, kFencingTokenHeader), &token)) {
+    identity.fencing_token = token;
+  }
+  return identity;
+}
+
+std::vector<ColumnFamilySpec> Inbox::ColumnFamilies() {
+  return {ColumnFamilySpec{kInboxCf, {}}, ColumnFamilySpec{kEffectsCf, {}}};
+}
+
+Inbox::Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* faults)
+    : store_(store), clock_(clock), legacy_mode_(legacy_mode), faults_(faults) {
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kEffectsCf)));
+  it->SeekToLast();
+  if (it->Valid()) next_effect_seq_ = SeqOfKey(it->key()) + 1;
+}
+
+absl::StatusOr<std::optional<internal::InboxEntry>> Inbox::Lookup(
+    const std::string& tenant, const std::string& command_id) {
+  std::string value;
+  rocksdb::Status status = store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kInboxCf),
+                                            InboxKey(tenant, command_id), &value);
+  if (status.IsNotFound()) return std::optional<internal::InboxEntry>();
+  EONCE_RETURN_IF_ERROR(FromRocks(status, "inbox lookup"));
+  internal::InboxEntry entry;
+  if (!entry.ParseFromString(value)) {
+    return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable inbox entry");
+  }
+  return std::optional<internal::InboxEntry>(std::move(entry));
+}
+
+absl::StatusOr<v1::CallResult> Inbox::Run(const CallIdentity& identity,
+                                          std::initializer_list<absl::string_view> entities,
+                                          const ApplyFn& apply) {
+  const bool dedupe = !legacy_mode_ && !identity.command_id.empty();
+  std::string inbox_key = InboxKey(identity.tenant, identity.command_id);
+  // The lock set is the command plus every entity, taken in one call, in stripe order.
+  std::vector<absl::string_view> keys(entities);
+  keys.push_back(inbox_key);
+  StripedLocks::Guard guard = locks_.Lock(keys);
+
+  if (dedupe) {
+    EONCE_ASSIGN_OR_RETURN(auto stored, Lookup(identity.tenant, identity.command_id));
+    if (stored.has_value()) return stored->result();
+  }
+
+  rocksdb::WriteBatch batch;
+  uint64_t seq = next_effect_seq_.fetch_add(1);
+  EONCE_ASSIGN_OR_RETURN(Applied applied, apply(&batch, seq));
+  int64_t now = clock_.NowMs();
+  if (!applied.effect.has_value()) seq = 0;
+  if (applied.effect.has_value()) {
+    v1::Effect& effect = *applied.effect;
+    effect.set_seq(seq);
+    effect.set_command_id(identity.command_id);
+    effect.set_tenant(identity.tenant);
+    effect.set_applied_at_ms(now);
+    batch.Put(store_.cf(kEffectsCf), SeqKey(seq), effect.SerializeAsString());
+  }
+  if (dedupe) {
+    internal::InboxEntry entry;
+    *entry.mutable_result() = applied.result;
+    entry.set_applied_at_ms(now);
+    entry.set_effect_seq(seq);
+    batch.Put(store_.cf(kInboxCf), inbox_key, entry.SerializeAsString());
+  }
+  if (batch.Count() > 0) {
+    // Synced: the effect and its inbox entry must be durable before the answer leaves.
+    EONCE_RETURN_IF_ERROR(FromRocks(store_.db()->Write(SyncedWrite(), &batch), "apply"));
+  }
+  EONCE_RETURN_IF_ERROR(HitFault(faults_, FaultPoint::kAfterApplyBeforeResponse));
+  return applied.result;
+}
+
+absl::StatusOr<v1::QueryOutcomeResponse> Inbox::QueryOutcome(const std::string& tenant,
+                                                            const std::string& command_id) {
+  if (legacy_mode_) {
+    return absl::UnimplementedError("this service keeps no inbox (legacy mode)");
+  }
+  if (command_id.empty()) {
+    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD", "command_id: required");
+  }
+  EONCE_ASSIGN_OR_RETURN(auto stored, Lookup(tenant, command_id));
+  v1::QueryOutcomeResponse response;
+  if (stored.has_value()) {
+    response.set_applied(true);
+    *response.mutable_result() = stored->result();
+    response.set_applied_at_ms(stored->applied_at_ms());
+  }
+  return response;
+}
+
+absl::StatusOr<v1::ListEffectsResponse> Inbox::ListEffects(uint64_t after_seq, int limit) {
+  limit = std::clamp(limit <= 0 ? 1000 : limit, 1, 10000);
+  v1::ListEffectsResponse response;
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kEffectsCf)));
+  for (it->Seek(SeqKey(after_seq + 1)); it->Valid() && response.effects_size() < limit;
+       it->Next()) {
+    if (!response.add_effects()->ParseFromArray(it->value().data(),
+                                                static_cast<int>(it->value().size()))) {
+      return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable effect");
+    }
+    response.set_last_seq(SeqOfKey(it->key()));
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "list effects"));
+  if (response.effects_size() == 0) response.set_last_seq(after_seq);
+  return response;
+}
+
+v1::CallResult RejectionResult(absl::StatusCode code, const std::string& reason,
+                               const std::string& detail) {
+  v1::CallResult result;
+  result.set_code(static_cast<int>(code));
+  result.set_message(absl::StrCat(reason, ": ", detail));
+  v1::Rejection rejection;
+  rejection.set_reason(reason);
+  rejection.set_detail(detail);
+  result.set_error_details(rejection.SerializeAsString());
+  return result;
+}
+
+grpc::Status StatusOfResult(const v1::CallResult& result) {
+  if (result.code() == 0) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(result.code()), result.message(),
+                      result.error_details());
+}
+
+}  // namespace eonce

@@ -1,0 +1,109 @@
+// Inbox: the inbox pattern and the effect ledger for a C++ business service.
+//
+// A service behind the sidecar may see the same command twice (a recovery forward, a
+// replay after a lost answer). The inbox makes the second call harmless: the command id
+// and its result are written in the same RocksDB WriteBatch as the effect, and a repeat
+// of the command id returns the stored result with no second effect. QueryOutcome is
+// answered from the same data, so it is exact.
+//
+// Adopting it takes a few lines:
+//
+//   auto result = inbox.Run(identity, {"account/a", "account/b"},
+//       [&](rocksdb::WriteBatch* batch, uint64_t seq) -> absl::StatusOr<Applied> {...});
+//
+// Run serializes calls that share a command id or an entity (striped locks); others run
+// in parallel and share RocksDB's group commit. In legacy mode the inbox is off: every
+// call applies (the effect ledger still records it, as ground truth).
+//
+// Thread-safe. The RocksStore must outlive the Inbox.
+#ifndef EONCE_SERVICES_INBOX_INBOX_H_
+#define EONCE_SERVICES_INBOX_INBOX_H_
+
+#include <atomic>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/fault.h"
+#include "common/rocks.h"
+#include "common/striped_lock.h"
+#include "eonce/internal/records.pb.h"
+#include "eonce/v1/outcome.pb.h"
+#include "grpcpp/server_context.h"
+#include "rocksdb/write_batch.h"
+
+namespace eonce {
+
+// Who sent a call, from the request metadata the sidecar adds.
+struct CallIdentity {
+  std::string command_id;  // empty for a call that did not come through eonce
+  std::string tenant;
+  std::string actor;
+  std::string idempotency_key;
+  uint64_t fencing_token = 0;
+};
+
+CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context);
+
+// What an apply function produced.
+struct Applied {
+  // The answer: OK with the response bytes, or a terminal business rejection.
+  v1::CallResult result;
+  // The effect to append to the ledger; none for a rejection.
+  std::optional<v1::Effect> effect;
+};
+
+class Inbox {
+ public:
+  // Column families the inbox needs in the service's store.
+  static std::vector<ColumnFamilySpec> ColumnFamilies();
+
+  Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* faults = nullptr);
+
+  // Adds the effect's writes to `batch` and returns the answer. `effect_seq` is the
+  // sequence number the effect will have in the ledger (ascending; a rejection leaves a
+  // gap), so that a response can name it.
+  using ApplyFn =
+      std::function<absl::StatusOr<Applied>(rocksdb::WriteBatch* batch, uint64_t effect_seq)>;
+
+  // Applies once per (tenant, command id). `entities` names what the effect touches, so
+  // that calls on the same entity are serialized. Returns the new or stored result; an
+  // error is an operating error (the store), not a business rejection.
+  absl::StatusOr<v1::CallResult> Run(const CallIdentity& identity,
+                                     std::initializer_list<absl::string_view> entities,
+                                     const ApplyFn& apply);
+
+  // The stored entry of (tenant, command id), if the command was applied.
+  absl::StatusOr<std::optional<internal::InboxEntry>> Lookup(const std::string& tenant,
+                                                             const std::string& command_id);
+
+  absl::StatusOr<v1::QueryOutcomeResponse> QueryOutcome(const std::string& tenant,
+                                                       const std::string& command_id);
+
+  absl::StatusOr<v1::ListEffectsResponse> ListEffects(uint64_t after_seq, int limit);
+
+  bool legacy_mode() const { return legacy_mode_; }
+
+ private:
+  RocksStore& store_;
+  Clock& clock_;
+  const bool legacy_mode_;
+  FaultInjector* const faults_;
+  StripedLocks locks_;
+  std::atomic<uint64_t> next_effect_seq_{1};
+};
+
+// Builds a CallResult for a terminal business rejection with an eonce.v1.Rejection.
+v1::CallResult RejectionResult(absl::StatusCode code, const std::string& reason,
+                               const std::string& detail);
+
+// The gRPC status (with error details) that carries `result` back to the caller.
+grpc::Status StatusOfResult(const v1::CallResult& result);
+
+}  // namespace eonce
+
+#endif  // EONCE_SERVICES_INBOX_INBOX_H_

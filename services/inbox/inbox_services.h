@@ -1,0 +1,64 @@
+// gRPC adapters that any service using the Inbox registers as they are: the Outcome
+// service (QueryOutcome) and the Effects service (the effect ledger), plus the helper
+// that turns an Inbox result into a typed unary answer.
+#ifndef EONCE_SERVICES_INBOX_INBOX_SERVICES_H_
+#define EONCE_SERVICES_INBOX_INBOX_SERVICES_H_
+
+#include "eonce/v1/outcome.grpc.pb.h"
+#include "google/protobuf/message.h"
+#include "grpcpp/server_context.h"
+#include "services/inbox/inbox.h"
+
+namespace eonce {
+
+class OutcomeServiceImpl : public v1::Outcome::CallbackService {
+ public:
+  explicit OutcomeServiceImpl(Inbox& inbox) : inbox_(inbox) {}
+  grpc::ServerUnaryReactor* QueryOutcome(grpc::CallbackServerContext* context,
+                                         const v1::QueryOutcomeRequest* request,
+                                         v1::QueryOutcomeResponse* response) override;
+
+ private:
+  Inbox& inbox_;
+};
+
+class EffectsServiceImpl : public v1::Effects::CallbackService {
+ public:
+  explicit EffectsServiceImpl(Inbox& inbox) : inbox_(inbox) {}
+  grpc::ServerUnaryReactor* ListEffects(grpc::CallbackServerContext* context,
+                                        const v1::ListEffectsRequest* request,
+                                        v1::ListEffectsResponse* response) override;
+
+ private:
+  Inbox& inbox_;
+};
+
+// Finishes a typed unary call with the result of a mutation: the stored response bytes
+// parsed into `response`, or the business rejection with its error details.
+grpc::ServerUnaryReactor* FinishMutation(grpc::CallbackServerContext* context,
+                                         const absl::StatusOr<v1::CallResult>& result,
+                                         google::protobuf::Message* response);
+
+// Finishes a typed unary read.
+template <typename T>
+grpc::ServerUnaryReactor* FinishRead(grpc::CallbackServerContext* context,
+                                     absl::StatusOr<T> result, T* response);
+
+}  // namespace eonce
+
+#include "common/grpc_status.h"
+
+namespace eonce {
+
+template <typename T>
+grpc::ServerUnaryReactor* FinishRead(grpc::CallbackServerContext* context,
+                                     absl::StatusOr<T> result, T* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (result.ok()) *response = std::move(*result);
+  reactor->Finish(ToGrpcStatus(result.status(), context));
+  return reactor;
+}
+
+}  // namespace eonce
+
+#endif  // EONCE_SERVICES_INBOX_INBOX_SERVICES_H_

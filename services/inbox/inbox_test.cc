@@ -1,0 +1,153 @@
+#include "services/inbox/inbox.h"
+
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+class CrashAfterApply : public FaultInjector {
+ public:
+  absl::Status Hit(FaultPoint point) override {
+    if (armed && point == FaultPoint::kAfterApplyBeforeResponse) {
+      return absl::AbortedError("crash after apply");
+    }
+    return absl::OkStatus();
+  }
+  bool armed = true;
+};
+
+class InboxTest : public ::testing::Test {
+ protected:
+  void Open(bool legacy, FaultInjector* faults = nullptr) {
+    inbox_.reset();
+    store_.reset();
+    auto store = RocksStore::Open(dir_, Inbox::ColumnFamilies(), StoreOptions());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    inbox_ = std::make_unique<Inbox>(*store_, clock_, legacy, faults);
+  }
+
+  // A counter effect: each apply adds one to "applies" and records an effect.
+  absl::StatusOr<v1::CallResult> Apply(const std::string& command_id) {
+    CallIdentity id;
+    id.command_id = command_id;
+    id.tenant = "acme";
+    return inbox_->Run(id, {"counter"}, [&](rocksdb::WriteBatch*, uint64_t) -> absl::StatusOr<Applied> {
+      Applied applied;
+      applies_.fetch_add(1);
+      applied.result.set_response("response-of-" + command_id + "-" +
+                                  std::to_string(applies_.load()));
+      v1::Effect effect;
+      effect.set_entity("counter/1");
+      effect.set_method("/test.Counter/Add");
+      applied.effect = effect;
+      return applied;
+    });
+  }
+
+  int EffectsFor(const std::string& command_id) {
+    auto page = inbox_->ListEffects(0, 10000);
+    EXPECT_TRUE(page.ok());
+    int n = 0;
+    for (const auto& e : page->effects()) n += e.command_id() == command_id;
+    return n;
+  }
+
+  std::string dir_ = testing::FreshDir("inbox");
+  ManualClock clock_;
+  std::atomic<int> applies_{0};
+  std::unique_ptr<RocksStore> store_;
+  std::unique_ptr<Inbox> inbox_;
+};
+
+TEST_F(InboxTest, SequentialRepeatHasOneEffectAndTheSameResult) {
+  Open(/*legacy=*/false);
+  auto first = Apply("c1");
+  auto second = Apply("c1");
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->SerializeAsString(), second->SerializeAsString());
+  EXPECT_EQ(applies_.load(), 1);
+  EXPECT_EQ(EffectsFor("c1"), 1);
+}
+
+TEST_F(InboxTest, ConcurrentRepeatsHaveOneEffect) {
+  Open(/*legacy=*/false);
+  std::vector<std::thread> threads;
+  std::vector<std::string> responses(8);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        auto r = Apply("same");
+        ASSERT_TRUE(r.ok());
+        if (i == 0) responses[t] = r->response();
+        EXPECT_EQ(r->response(), responses[t]);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(applies_.load(), 1);
+  EXPECT_EQ(EffectsFor("same"), 1);
+  for (const auto& r : responses) EXPECT_EQ(r, responses[0]);
+}
+
+TEST_F(InboxTest, LegacyModeAppliesEveryCall) {
+  Open(/*legacy=*/true);
+  ASSERT_TRUE(Apply("c1").ok());
+  ASSERT_TRUE(Apply("c1").ok());
+  EXPECT_EQ(applies_.load(), 2);
+  EXPECT_EQ(EffectsFor("c1"), 2);
+  EXPECT_EQ(inbox_->QueryOutcome("acme", "c1").status().code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+TEST_F(InboxTest, CrashBetweenEffectAndAnswerIsRecoveredExactly) {
+  CrashAfterApply faults;
+  Open(/*legacy=*/false, &faults);
+  auto lost = Apply("c9");
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kAborted);  // the answer never left
+
+  faults.armed = false;
+  Open(/*legacy=*/false);  // reopen the database, as after a restart
+  auto outcome = inbox_->QueryOutcome("acme", "c9");
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_TRUE(outcome->applied());
+  EXPECT_EQ(outcome->result().response(), "response-of-c9-1");
+
+  auto again = Apply("c9");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->response(), "response-of-c9-1");
+  EXPECT_EQ(applies_.load(), 1);
+  EXPECT_EQ(EffectsFor("c9"), 1);
+
+  auto unseen = inbox_->QueryOutcome("acme", "never");
+  ASSERT_TRUE(unseen.ok());
+  EXPECT_FALSE(unseen->applied());
+  // Another tenant's command with the same id is a different command.
+  auto other_tenant = inbox_->QueryOutcome("globex", "c9");
+  ASSERT_TRUE(other_tenant.ok());
+  EXPECT_FALSE(other_tenant->applied());
+}
+
+TEST_F(InboxTest, EffectSequenceContinuesAfterReopen) {
+  Open(false);
+  ASSERT_TRUE(Apply("a").ok());
+  ASSERT_TRUE(Apply("b").ok());
+  Open(false);
+  ASSERT_TRUE(Apply("c").ok());
+  auto page = inbox_->ListEffects(0, 100);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->effects_size(), 3);
+  EXPECT_GT(page->effects(2).seq(), page->effects(1).seq());
+  EXPECT_GT(page->effects(1).seq(), page->effects(0).seq());
+  EXPECT_EQ(page->last_seq(), page->effects(2).seq());
+  auto after = inbox_->ListEffects(page->effects(1).seq(), 100);
+  ASSERT_EQ(after->effects_size(), 1);
+  EXPECT_EQ(after->effects(0).command_id(), "c");
+}
+
+}  // namespace
+}  // namespace eonce

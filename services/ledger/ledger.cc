@@ -1,0 +1,187 @@
+#include "services/ledger/ledger.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/command.h"
+#include "common/status.h"
+
+namespace eonce {
+namespace {
+
+constexpr char kAccountsCf[] = "accounts";
+constexpr char kMintedKey[] = "ledger/minted";
+
+int64_t DecodeInt(const std::string& value) {
+  int64_t v = 0;
+  for (char c : value) v = (v << 8) | static_cast<unsigned char>(c);
+  return v;
+}
+
+std::string EncodeInt(int64_t value) {
+  std::string out(8, '\0');
+  uint64_t v = static_cast<uint64_t>(value);
+  for (int i = 7; i >= 0; --i) {
+    out[i] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  return out;
+}
+
+Applied Reject(absl::StatusCode code, const std::string& reason, const std::string& detail) {
+  Applied applied;
+  applied.result = RejectionResult(code, reason, detail);
+  return applied;
+}
+
+std::string AccountEntity(const std::string& id) { return absl::StrCat("account/", id); }
+
+}  // namespace
+
+std::vector<ColumnFamilySpec> LedgerCore::ColumnFamilies() {
+  std::vector<ColumnFamilySpec> families = Inbox::ColumnFamilies();
+  families.push_back(ColumnFamilySpec{kAccountsCf, {}});
+  return families;
+}
+
+LedgerCore::LedgerCore(RocksStore& store, Inbox& inbox) : store_(store), inbox_(inbox) {}
+
+absl::StatusOr<std::optional<ledger::v1::Account>> LedgerCore::ReadAccount(
+    const std::string& id) {
+  std::string value;
+  rocksdb::Status status =
+      store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kAccountsCf), id, &value);
+  if (status.IsNotFound()) return std::optional<ledger::v1::Account>();
+  EONCE_RETURN_IF_ERROR(FromRocks(status, "read account"));
+  ledger::v1::Account account;
+  if (!account.ParseFromString(value)) {
+    return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable account");
+  }
+  return std::optional<ledger::v1::Account>(std::move(account));
+}
+
+absl::StatusOr<v1::CallResult> LedgerCore::OpenAccount(
+    const CallIdentity& identity, const ledger::v1::OpenAccountRequest& request) {
+  std::string entity = AccountEntity(request.id());
+  return inbox_.Run(identity, {entity, kMintedKey},
+                    [&](rocksdb::WriteBatch* batch, uint64_t) -> absl::StatusOr<Applied> {
+    if (!ValidateName(request.id(), 64, "id").ok()) {
+      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
+                    "id must be 1..64 letters, digits or ._@-");
+    }
+    if (request.initial_balance() < 0 || request.initial_balance() > kMaxAmount) {
+      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
+                    absl::StrCat("initial_balance must be in [0, ", kMaxAmount, "]"));
+    }
+    EONCE_ASSIGN_OR_RETURN(auto existing, ReadAccount(request.id()));
+    if (existing.has_value()) {
+      return Reject(absl::StatusCode::kAlreadyExists, "ACCOUNT_EXISTS",
+                    absl::StrCat("account ", request.id(), " exists"));
+    }
+    std::string minted;
+    rocksdb::Status status =
+        store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kAccountsCf), kMintedKey, &minted);
+    if (!status.ok() && !status.IsNotFound()) return FromRocks(status, "read minted");
+
+    ledger::v1::Account account;
+    account.set_id(request.id());
+    account.set_balance(request.initial_balance());
+    account.set_revision(1);
+    batch->Put(store_.cf(kAccountsCf), request.id(), account.SerializeAsString());
+    batch->Put(store_.cf(kAccountsCf), kMintedKey,
+               EncodeInt(DecodeInt(minted) + request.initial_balance()));
+    Applied applied;
+    applied.result.set_response(account.SerializeAsString());
+    v1::Effect effect;
+    effect.set_entity(entity);
+    effect.set_method("/eonce.ledger.v1.Ledger/OpenAccount");
+    effect.set_amount(request.initial_balance());
+    effect.set_revision(1);
+    applied.effect = effect;
+    return applied;
+  });
+}
+
+absl::StatusOr<v1::CallResult> LedgerCore::Transfer(const CallIdentity& identity,
+                                                    const ledger::v1::TransferRequest& request) {
+  std::string from_entity = AccountEntity(request.from());
+  std::string to_entity = AccountEntity(request.to());
+  return inbox_.Run(identity, {from_entity, to_entity},
+                    [&](rocksdb::WriteBatch* batch, uint64_t seq) -> absl::StatusOr<Applied> {
+    if (request.amount() <= 0 || request.amount() > kMaxAmount) {
+      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
+                    absl::StrCat("amount must be in [1, ", kMaxAmount, "]"));
+    }
+    if (request.from() == request.to()) {
+      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
+                    "from and to must differ");
+    }
+    EONCE_ASSIGN_OR_RETURN(auto from, ReadAccount(request.from()));
+    EONCE_ASSIGN_OR_RETURN(auto to, ReadAccount(request.to()));
+    if (!from.has_value() || !to.has_value()) {
+      return Reject(absl::StatusCode::kNotFound, "NO_SUCH_ACCOUNT",
+                    absl::StrCat("no account ", from.has_value() ? request.to() : request.from()));
+    }
+    if (from->balance() < request.amount()) {
+      return Reject(absl::StatusCode::kFailedPrecondition, "INSUFFICIENT_FUNDS",
+                    absl::StrCat("account ", request.from(), " holds ", from->balance(),
+                                 ", needs ", request.amount()));
+    }
+    from->set_balance(from->balance() - request.amount());
+    from->set_revision(from->revision() + 1);
+    to->set_balance(to->balance() + request.amount());
+    to->set_revision(to->revision() + 1);
+    batch->Put(store_.cf(kAccountsCf), request.from(), from->SerializeAsString());
+    batch->Put(store_.cf(kAccountsCf), request.to(), to->SerializeAsString());
+
+    ledger::v1::TransferResponse response;
+    response.set_from_balance(from->balance());
+    response.set_to_balance(to->balance());
+    response.set_effect_seq(seq);
+    Applied applied;
+    applied.result.set_response(response.SerializeAsString());
+    v1::Effect effect;
+    effect.set_entity(from_entity);
+    effect.set_method("/eonce.ledger.v1.Ledger/Transfer");
+    effect.set_amount(request.amount());
+    effect.set_revision(from->revision());
+    applied.effect = effect;
+    return applied;
+  });
+}
+
+absl::StatusOr<ledger::v1::Account> LedgerCore::GetAccount(const std::string& id) {
+  EONCE_ASSIGN_OR_RETURN(auto account, ReadAccount(id));
+  if (!account.has_value()) {
+    return Error(absl::StatusCode::kNotFound, "NO_SUCH_ACCOUNT", absl::StrCat("no account ", id));
+  }
+  return *account;
+}
+
+absl::StatusOr<ledger::v1::GetTotalResponse> LedgerCore::GetTotal() {
+  rocksdb::ReadOptions options;
+  const rocksdb::Snapshot* snapshot = store_.db()->GetSnapshot();
+  options.snapshot = snapshot;
+  ledger::v1::GetTotalResponse total;
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(options, store_.cf(kAccountsCf)));
+  absl::Status result;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (it->key() == kMintedKey) {
+      total.set_total_minted(DecodeInt(it->value().ToString()));
+      continue;
+    }
+    ledger::v1::Account account;
+    if (!account.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+      result = Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable account");
+      break;
+    }
+    total.set_total_balance(total.total_balance() + account.balance());
+    total.set_accounts(total.accounts() + 1);
+  }
+  if (result.ok()) result = FromRocks(it->status(), "scan accounts");
+  it.reset();
+  store_.db()->ReleaseSnapshot(snapshot);
+  if (!result.ok()) return result;
+  return total;
+}
+
+}  // namespace eonce

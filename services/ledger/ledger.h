@@ -1,0 +1,49 @@
+// LedgerCore: accounts with balances and transfers between them, behind the inbox.
+//
+// The invariant: the sum of all balances equals the total minted by OpenAccount.
+// Transfers lock both accounts (striped), so concurrent transfers on other accounts run
+// in parallel. Mutations return a CallResult: OK with the serialized response, or a
+// terminal rejection (see ledger.proto); a non-OK StatusOr is an operating error.
+// Thread-safe. The store and inbox must outlive it.
+#ifndef EONCE_SERVICES_LEDGER_LEDGER_H_
+#define EONCE_SERVICES_LEDGER_LEDGER_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/rocks.h"
+#include "eonce/ledger/v1/ledger.pb.h"
+#include "services/inbox/inbox.h"
+
+namespace eonce {
+
+class LedgerCore {
+ public:
+  // The largest amount one call may move or mint; keeps every sum far from overflow.
+  static constexpr int64_t kMaxAmount = 1'000'000'000'000;
+
+  // Column families the ledger needs, the inbox's included.
+  static std::vector<ColumnFamilySpec> ColumnFamilies();
+
+  LedgerCore(RocksStore& store, Inbox& inbox);
+
+  absl::StatusOr<v1::CallResult> OpenAccount(const CallIdentity& identity,
+                                             const ledger::v1::OpenAccountRequest& request);
+  absl::StatusOr<v1::CallResult> Transfer(const CallIdentity& identity,
+                                          const ledger::v1::TransferRequest& request);
+
+  // NOT_FOUND for an unknown account.
+  absl::StatusOr<ledger::v1::Account> GetAccount(const std::string& id);
+  // Read from one snapshot, so the totals are consistent with each other.
+  absl::StatusOr<ledger::v1::GetTotalResponse> GetTotal();
+
+ private:
+  absl::StatusOr<std::optional<ledger::v1::Account>> ReadAccount(const std::string& id);
+
+  RocksStore& store_;
+  Inbox& inbox_;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_SERVICES_LEDGER_LEDGER_H_

@@ -1,0 +1,119 @@
+// The ledger over real gRPC on a loopback port, in both modes.
+#include "services/ledger/ledger_service.h"
+
+#include "common/command.h"
+#include "eonce/v1/outcome.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+class LedgerServiceTest : public ::testing::Test {
+ protected:
+  void Start(bool legacy) {
+    LedgerServerOptions options;
+    options.data_dir = testing::FreshDir("ledger_service");
+    options.legacy_mode = legacy;
+    auto server = LedgerServer::Start(options, clock_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    ledger_ = ledger::v1::Ledger::NewStub(channel_);
+    outcome_ = v1::Outcome::NewStub(channel_);
+  }
+
+  void AddIdentity(grpc::ClientContext* context, const std::string& command_id) {
+    context->AddMetadata(kCommandIdHeader, command_id);
+    context->AddMetadata(kTenantHeader, "acme");
+    context->AddMetadata(kActorHeader, "alice");
+  }
+
+  grpc::Status Open(const std::string& id, int64_t balance) {
+    grpc::ClientContext context;
+    AddIdentity(&context, "open-" + id);
+    ledger::v1::OpenAccountRequest request;
+    request.set_id(id);
+    request.set_initial_balance(balance);
+    ledger::v1::Account account;
+    return ledger_->OpenAccount(&context, request, &account);
+  }
+
+  grpc::Status Transfer(const std::string& command_id, int64_t amount,
+                        ledger::v1::TransferResponse* response) {
+    grpc::ClientContext context;
+    AddIdentity(&context, command_id);
+    ledger::v1::TransferRequest request;
+    request.set_from("a");
+    request.set_to("b");
+    request.set_amount(amount);
+    return ledger_->Transfer(&context, request, response);
+  }
+
+  ManualClock clock_;
+  std::unique_ptr<LedgerServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<ledger::v1::Ledger::Stub> ledger_;
+  std::unique_ptr<v1::Outcome::Stub> outcome_;
+};
+
+TEST_F(LedgerServiceTest, DuplicateCallReturnsStoredAnswerAndOutcomeIsExact) {
+  Start(/*legacy=*/false);
+  ASSERT_TRUE(Open("a", 100).ok());
+  ASSERT_TRUE(Open("b", 0).ok());
+  ledger::v1::TransferResponse first, second;
+  ASSERT_TRUE(Transfer("cmd-1", 40, &first).ok());
+  ASSERT_TRUE(Transfer("cmd-1", 40, &second).ok());
+  EXPECT_EQ(first.SerializeAsString(), second.SerializeAsString());
+  EXPECT_EQ(first.from_balance(), 60);
+
+  grpc::ClientContext context;
+  context.AddMetadata(kTenantHeader, "acme");
+  v1::QueryOutcomeRequest request;
+  request.set_command_id("cmd-1");
+  v1::QueryOutcomeResponse outcome;
+  ASSERT_TRUE(outcome_->QueryOutcome(&context, request, &outcome).ok());
+  EXPECT_TRUE(outcome.applied());
+  EXPECT_EQ(outcome.result().response(), first.SerializeAsString());
+
+  grpc::ClientContext total_context;
+  ledger::v1::GetTotalResponse total;
+  ASSERT_TRUE(ledger_->GetTotal(&total_context, ledger::v1::GetTotalRequest(), &total).ok());
+  EXPECT_EQ(total.total_balance(), 100);
+  EXPECT_EQ(total.total_minted(), 100);
+}
+
+TEST_F(LedgerServiceTest, RejectionCarriesItsReasonInErrorDetails) {
+  Start(/*legacy=*/false);
+  ASSERT_TRUE(Open("a", 10).ok());
+  ASSERT_TRUE(Open("b", 0).ok());
+  ledger::v1::TransferResponse response;
+  grpc::Status status = Transfer("too-much", 11, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  v1::Rejection rejection;
+  ASSERT_TRUE(rejection.ParseFromString(status.error_details()));
+  EXPECT_EQ(rejection.reason(), "INSUFFICIENT_FUNDS");
+}
+
+TEST_F(LedgerServiceTest, LegacyModeAppliesTwiceAndHasNoOutcomeService) {
+  Start(/*legacy=*/true);
+  ASSERT_TRUE(Open("a", 100).ok());
+  ASSERT_TRUE(Open("b", 0).ok());
+  ledger::v1::TransferResponse first, second;
+  ASSERT_TRUE(Transfer("cmd-1", 40, &first).ok());
+  ASSERT_TRUE(Transfer("cmd-1", 40, &second).ok());
+  EXPECT_EQ(second.from_balance(), 20);
+
+  grpc::ClientContext context;
+  v1::QueryOutcomeRequest request;
+  request.set_command_id("cmd-1");
+  v1::QueryOutcomeResponse outcome;
+  EXPECT_EQ(outcome_->QueryOutcome(&context, request, &outcome).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+}
+
+}  // namespace
+}  // namespace eonce
