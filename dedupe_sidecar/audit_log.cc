@@ -1,0 +1,245 @@
+#include "dedupe_sidecar/audit_log.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/hash.h"
+#include "common/status.h"
+#include "common/ttl.h"
+
+namespace eonce {
+namespace {
+
+constexpr char kAuditCf[] = "audit";
+constexpr char kAuditIndexCf[] = "audit_idx";
+constexpr size_t kMaxWriteBatch = 256;
+
+std::string SeqKey(uint64_t seq) {
+  std::string key(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    key[i] = static_cast<char>(seq & 0xff);
+    seq >>= 8;
+  }
+  return key;
+}
+
+uint64_t SeqOf(absl::string_view key) {
+  uint64_t seq = 0;
+  for (char c : key.substr(key.size() - 8)) seq = (seq << 8) | static_cast<unsigned char>(c);
+  return seq;
+}
+
+std::string IndexPrefix(char kind, const std::string& tenant, const std::string& id) {
+  return absl::StrCat(std::string(1, kind), tenant, std::string(1, '\0'), id,
+                      std::string(1, '\0'));
+}
+
+bool ParseEvent(absl::string_view value, v1::AuditEvent* event) {
+  Framed framed;
+  return DecodeFramed(value, &framed) &&
+         event->ParseFromArray(framed.payload.data(), static_cast<int>(framed.payload.size()));
+}
+
+}  // namespace
+
+std::string AuditEventHash(const v1::AuditEvent& event) {
+  v1::AuditEvent copy = event;
+  copy.clear_hash();
+  return Sha256(copy.SerializeAsString());
+}
+
+std::vector<ColumnFamilySpec> AuditLog::ColumnFamilies(RecordStoreFilters& filters) {
+  ColumnFamilySpec audit{kAuditCf, {}};
+  audit.options.compaction_filter_factory = filters.drop_only_filter;
+  ColumnFamilySpec index{kAuditIndexCf, {}};
+  index.options.compaction_filter_factory = filters.drop_only_filter;
+  return {audit, index};
+}
+
+AuditLog::AuditLog(RocksStore& store, Clock& clock, int64_t retention_ms, size_t max_queue)
+    : store_(store), clock_(clock), retention_ms_(retention_ms), max_queue_(max_queue) {
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kAuditCf)));
+  it->SeekToLast();
+  v1::AuditEvent last;
+  if (it->Valid() &&
+      ParseEvent(absl::string_view(it->value().data(), it->value().size()), &last)) {
+    absl::MutexLock lock(&mu_);
+    next_seq_ = last.seq() + 1;
+    last_hash_ = last.hash();
+    written_seq_ = last.seq();
+  }
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+AuditLog::~AuditLog() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  writer_.join();
+}
+
+void AuditLog::Append(v1::AuditEvent event) {
+  absl::MutexLock lock(&mu_);
+  auto has_room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queue_.size() < max_queue_ || stopping_;
+  };
+  mu_.Await(absl::Condition(&has_room));
+  event.set_seq(next_seq_++);
+  event.set_at_ms(clock_.NowMs());
+  event.set_prev_hash(last_hash_);
+  event.set_hash(AuditEventHash(event));
+  last_hash_ = event.hash();
+  queue_.push_back(std::move(event));
+}
+
+absl::Status AuditLog::Flush() {
+  absl::MutexLock lock(&mu_);
+  uint64_t target = next_seq_ - 1;
+  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return written_seq_ >= target || !write_error_.ok();
+  };
+  mu_.Await(absl::Condition(&done));
+  return write_error_;
+}
+
+uint64_t AuditLog::appended() const {
+  absl::MutexLock lock(&mu_);
+  return next_seq_ - 1;
+}
+
+void AuditLog::WriterLoop() {
+  while (true) {
+    std::vector<v1::AuditEvent> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || stopping_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty() && stopping_) return;
+      while (!queue_.empty() && batch.size() < kMaxWriteBatch) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    absl::Status status = WriteEvents(batch);
+    absl::MutexLock lock(&mu_);
+    if (!status.ok()) {
+      // The chain in memory has moved on; a gap would follow. Keep the error so that
+      // Flush (and the health check) report it rather than hide it.
+      write_error_ = status;
+    } else {
+      written_seq_ = batch.back().seq();
+    }
+  }
+}
+
+absl::Status AuditLog::WriteEvents(const std::vector<v1::AuditEvent>& events) {
+  rocksdb::WriteBatch batch;
+  for (const v1::AuditEvent& event : events) {
+    int64_t drop_at = event.at_ms() + retention_ms_;
+    batch.Put(store_.cf(kAuditCf), SeqKey(event.seq()),
+              EncodeFramed(drop_at, 0, event.SerializeAsString()));
+    std::string framed_empty = EncodeFramed(drop_at, 0, "");
+    if (!event.command_id().empty()) {
+      batch.Put(store_.cf(kAuditIndexCf),
+                IndexPrefix('c', event.tenant(), event.command_id()) + SeqKey(event.seq()),
+                framed_empty);
+    }
+    if (!event.idempotency_key().empty()) {
+      batch.Put(store_.cf(kAuditIndexCf),
+                IndexPrefix('k', event.tenant(), event.idempotency_key()) + SeqKey(event.seq()),
+                framed_empty);
+    }
+  }
+  // Not synced: see the header. The next synced record write carries these to disk.
+  return FromRocks(store_.db()->Write(UnsyncedWrite(), &batch), "write audit");
+}
+
+absl::StatusOr<std::vector<v1::AuditEvent>> AuditLog::Query(
+    const std::string& tenant, const v1::QueryAuditRequest& request) {
+  int limit = std::clamp(request.limit() <= 0 ? 100 : request.limit(), 1, 1000);
+  std::string prefix;
+  if (!request.command_id().empty()) {
+    prefix = IndexPrefix('c', tenant, request.command_id());
+  } else if (!request.idempotency_key().empty()) {
+    prefix = IndexPrefix('k', tenant, request.idempotency_key());
+  } else {
+    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                 "lookup: a command_id or idempotency_key is required");
+  }
+  EONCE_RETURN_IF_ERROR(Flush());
+  std::vector<v1::AuditEvent> events;
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kAuditIndexCf)));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix) &&
+                         static_cast<int>(events.size()) < limit;
+       it->Next()) {
+    std::string value;
+    uint64_t seq = SeqOf(absl::string_view(it->key().data(), it->key().size()));
+    rocksdb::Status status =
+        store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kAuditCf), SeqKey(seq), &value);
+    if (status.IsNotFound()) continue;  // expired between the index and the event
+    EONCE_RETURN_IF_ERROR(FromRocks(status, "read audit event"));
+    v1::AuditEvent event;
+    if (!ParseEvent(value, &event)) {
+      return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable audit event");
+    }
+    if (event.tenant() == tenant) events.push_back(std::move(event));
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "query audit"));
+  return events;
+}
+
+absl::StatusOr<v1::VerifyAuditResponse> AuditLog::Verify() {
+  EONCE_RETURN_IF_ERROR(Flush());
+  v1::VerifyAuditResponse response;
+  response.set_ok(true);
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kAuditCf)));
+  bool first = true;
+  uint64_t expected_seq = 0;
+  std::string expected_prev;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    v1::AuditEvent event;
+    uint64_t key_seq = SeqOf(absl::string_view(it->key().data(), it->key().size()));
+    auto fail = [&](uint64_t seq, std::string problem) {
+      response.set_ok(false);
+      response.set_first_bad_seq(seq);
+      response.set_problem(std::move(problem));
+    };
+    if (!ParseEvent(absl::string_view(it->value().data(), it->value().size()), &event)) {
+      fail(key_seq, "event does not decode");
+      break;
+    }
+    if (event.seq() != key_seq) {
+      fail(key_seq, "event stored under another sequence number");
+      break;
+    }
+    if (AuditEventHash(event) != event.hash()) {
+      fail(event.seq(), "event hash does not match its contents (changed)");
+      break;
+    }
+    // The oldest stored event anchors the chain: the ones before it expired.
+    if (!first) {
+      if (event.seq() != expected_seq) {
+        fail(expected_seq, absl::StrCat("event ", expected_seq, " is missing (deleted)"));
+        break;
+      }
+      if (event.prev_hash() != expected_prev) {
+        fail(event.seq(), "previous-hash link broken");
+        break;
+      }
+    }
+    first = false;
+    expected_seq = event.seq() + 1;
+    expected_prev = event.hash();
+    response.set_events_checked(response.events_checked() + 1);
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "verify audit"));
+  return response;
+}
+
+}  // namespace eonce

@@ -1,0 +1,77 @@
+// AuditLog: one event per sidecar decision, chained by hash.
+//
+// Each event carries the hash of the one before it, and its own hash over its contents,
+// so a changed or deleted event breaks the chain and Verify finds it. Events live in
+// their own column family with their own (longer) retention, and are indexed by
+// (tenant, command id) and (tenant, key) for queries that never cross tenants.
+//
+// Append assigns the sequence number and the hashes under a small lock and hands the
+// event to one writer thread, which writes events strictly in sequence order. So the
+// stored log is always a prefix of the chain, and the decision path never waits for an
+// audit fsync. The queue is bounded (Append blocks when it is full). The writes are not
+// synced on their own: the next synced write of any record makes them durable, so a
+// crash can lose the last few events but never break the chain.
+//
+// Thread-safe. Destroy before the RocksStore; the destructor writes what is queued.
+#ifndef EONCE_DEDUPE_SIDECAR_AUDIT_LOG_H_
+#define EONCE_DEDUPE_SIDECAR_AUDIT_LOG_H_
+
+#include <deque>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/rocks.h"
+#include "dedupe_sidecar/record_store.h"
+#include "eonce/v1/sidecar.pb.h"
+
+namespace eonce {
+
+class AuditLog {
+ public:
+  static std::vector<ColumnFamilySpec> ColumnFamilies(RecordStoreFilters& filters);
+
+  AuditLog(RocksStore& store, Clock& clock, int64_t retention_ms, size_t max_queue = 4096);
+  ~AuditLog();
+
+  // Sets seq, at_ms, prev_hash and hash, and queues the event for writing.
+  void Append(v1::AuditEvent event);
+  // Returns once every event appended before the call is written.
+  absl::Status Flush();
+
+  // Events of one command id or key within `tenant`, oldest first.
+  absl::StatusOr<std::vector<v1::AuditEvent>> Query(const std::string& tenant,
+                                                   const v1::QueryAuditRequest& request);
+  // Walks the stored chain and reports the first broken link.
+  absl::StatusOr<v1::VerifyAuditResponse> Verify();
+
+  uint64_t appended() const;
+
+ private:
+  void WriterLoop();
+  absl::Status WriteEvents(const std::vector<v1::AuditEvent>& events);
+
+  RocksStore& store_;
+  Clock& clock_;
+  const int64_t retention_ms_;
+  const size_t max_queue_;
+
+  mutable absl::Mutex mu_;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  std::string last_hash_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::AuditEvent> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t written_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status write_error_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread writer_;
+};
+
+// The hash an event must carry: SHA-256 over the event with `hash` unset.
+std::string AuditEventHash(const v1::AuditEvent& event);
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_AUDIT_LOG_H_

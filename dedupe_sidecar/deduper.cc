@@ -1,0 +1,595 @@
+#include "dedupe_sidecar/deduper.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status.h"
+
+namespace eonce {
+namespace {
+
+// The hint given with OUTCOME_PENDING: recovery may run at once, but a short pause lets
+// a restarting business come back first.
+constexpr int64_t kPendingRetryMs = 200;
+
+const char* CodeName(int code) {
+  static const char* kNames[] = {
+      "OK",        "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",       "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
+}
+
+bool Finished(const Record& record) {
+  return record.state() == Record::COMMITTED || record.state() == Record::FAILED;
+}
+
+}  // namespace
+
+struct Deduper::Context {
+  Caller caller;
+  v1::Command command;
+  std::string actor;
+  std::string scoped_key;
+  SubmitDone done;
+
+  void Answer(absl::StatusOr<v1::SubmitResponse> answer) {
+    SubmitDone callback = std::move(done);
+    done = nullptr;
+    if (callback) callback(std::move(answer));
+  }
+};
+
+struct Deduper::Begun {
+  enum class Kind { kAnswer, kForward, kRecover };
+  Kind kind = Kind::kAnswer;
+  absl::StatusOr<v1::SubmitResponse> answer = absl::InternalError("unset");
+  uint64_t token = 0;
+};
+
+Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
+                 Clock& clock, DeduperOptions options, FaultInjector* faults)
+    : store_(store),
+      audit_(audit),
+      upstream_(upstream),
+      policy_(policy),
+      clock_(clock),
+      options_(std::move(options)),
+      faults_(faults) {}
+
+void Deduper::Audit(const Context& ctx, const char* decision, const std::string& result,
+                    uint64_t token) {
+  v1::AuditEvent event;
+  event.set_decision(decision);
+  event.set_command_id(ctx.command.command_id());
+  event.set_idempotency_key(ctx.command.idempotency_key());
+  event.set_tenant(ctx.caller.tenant);
+  event.set_actor(ctx.actor);
+  event.set_operation(ctx.command.target_method());
+  event.set_payload_hash(ctx.command.payload_hash().sha256());
+  event.set_fencing_token(token);
+  event.set_result(result);
+  audit_.Append(std::move(event));
+}
+
+v1::SubmitResponse Deduper::Response(const Context& ctx, const Record& record,
+                                     v1::Disposition disposition) const {
+  v1::SubmitResponse response;
+  response.set_disposition(disposition);
+  *response.mutable_result() = record.result();
+  response.mutable_replay()->set_replayed(disposition == v1::REPLAYED);
+  response.mutable_replay()->set_first_seen_ms(record.first_seen_ms());
+  response.mutable_replay()->set_attempts(record.attempts());
+  v1::Fence* fence = response.mutable_fence();
+  fence->set_tenant(ctx.caller.tenant);
+  fence->set_credential_epoch(ctx.caller.credential_epoch);
+  fence->set_command_id(record.command_id());
+  fence->set_entity_revision(record.entity_revision());
+  return response;
+}
+
+absl::StatusOr<v1::SubmitResponse> Deduper::Replay(const Context& ctx, const Record& record) {
+  if (record.tombstone()) {
+    stats_.expired++;
+    Audit(ctx, "expired", "RECORD_EXPIRED", record.fencing_token());
+    return Error(absl::StatusCode::kFailedPrecondition, "RECORD_EXPIRED",
+                 "the answer to this key is past retention; only its tombstone is left");
+  }
+  stats_.replayed++;
+  Audit(ctx, "duplicate_returned", CodeName(record.result().code()), record.fencing_token());
+  return Response(ctx, record, v1::REPLAYED);
+}
+
+void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDone done) {
+  auto ctx = std::make_shared<Context>();
+  ctx->caller = caller;
+  ctx->command = command;
+  ctx->done = std::move(done);
+
+  if (caller.tenant.empty()) {
+    stats_.denied++;
+    ctx->Answer(Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY",
+                      "the caller has no tenant (client certificate or eonce-tenant)"));
+    return;
+  }
+  if (absl::Status valid = ValidateName(caller.tenant, options_.limits.max_tenant_bytes,
+                                        "tenant");
+      !valid.ok()) {
+    stats_.invalid++;
+    ctx->Answer(valid);
+    return;
+  }
+  if (absl::Status valid = ValidateCommand(command, options_.limits); !valid.ok()) {
+    stats_.invalid++;
+    ctx->Answer(valid);
+    return;
+  }
+  ctx->actor = command.actor().empty() ? caller.actor : command.actor();
+  ctx->scoped_key = ScopedKey(caller.tenant, command.idempotency_key());
+  if (!command.tenant().empty() && command.tenant() != caller.tenant) {
+    stats_.denied++;
+    Audit(*ctx, "unauthorized", "TENANT_MISMATCH");
+    ctx->Answer(Error(absl::StatusCode::kPermissionDenied, "TENANT_MISMATCH",
+                      "the command names a tenant other than the caller's"));
+    return;
+  }
+
+  PolicyDecision decision = policy_.Check(caller.tenant, ctx->actor, command.target_method(),
+                                          command.credential_epoch());
+  if (!decision.allowed) {
+    if (decision.reason == "CREDENTIAL_REVOKED" && options_.replay_after_revocation) {
+      auto record = store_.Get(caller.tenant, command.idempotency_key());
+      if (record.ok() && record->has_value() && Finished(**record) &&
+          (*record)->payload_hash() == command.payload_hash().sha256()) {
+        ctx->Answer(Replay(*ctx, **record));
+        return;
+      }
+    }
+    stats_.denied++;
+    Audit(*ctx, "unauthorized", decision.reason);
+    ctx->Answer(Error(absl::StatusCode::kPermissionDenied, decision.reason,
+                      absl::StrCat("not allowed: ", decision.reason)));
+    return;
+  }
+
+  Begun begun = Begin(ctx);
+  switch (begun.kind) {
+    case Begun::Kind::kAnswer:
+      ctx->Answer(std::move(begun.answer));
+      return;
+    case Begun::Kind::kForward:
+      Forward(ctx, begun.token);
+      return;
+    case Begun::Kind::kRecover:
+      Recover(ctx, begun.token);
+      return;
+  }
+}
+
+Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
+  Begun begun;
+  const v1::Command& command = ctx->command;
+  const std::string& tenant = ctx->caller.tenant;
+  StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
+  auto existing = store_.Get(tenant, command.idempotency_key());
+  if (!existing.ok()) {
+    stats_.store_errors++;
+    begun.answer = existing.status();
+    return begun;
+  }
+  int64_t now = clock_.NowMs();
+
+  if (!existing->has_value() || options_.disable_dedupe_for_testing) {
+    if (!upstream_.Reachable()) {
+      stats_.upstream_unavailable++;
+      begun.answer = WithRetryAfter(Error(absl::StatusCode::kUnavailable, "UPSTREAM_UNAVAILABLE",
+                                          "the business service is unreachable; nothing was sent"),
+                                    kPendingRetryMs);
+      return begun;
+    }
+    Record record;
+    record.set_state(Record::STARTED);
+    record.set_tenant(tenant);
+    record.set_idempotency_key(command.idempotency_key());
+    record.set_command_id(command.command_id());
+    record.set_actor(ctx->actor);
+    record.set_operation(command.target_method());
+    record.set_payload_hash(command.payload_hash().sha256());
+    record.set_lease_owner(options_.instance_id);
+    record.set_fencing_token(existing->has_value() ? (*existing)->fencing_token() + 1 : 1);
+    record.set_lease_expires_ms(now + options_.lease_ms);
+    record.set_first_seen_ms(now);
+    record.set_updated_ms(now);
+    record.set_attempts(1);
+    record.set_credential_epoch(command.credential_epoch());
+    // Synced: the started record must be on disk before the business can see the call,
+    // or a crash could forget a forward that happened.
+    absl::Status written = store_.Write(
+        record, existing->has_value() ? (*existing)->state() : Record::STATE_UNSPECIFIED, true);
+    if (!written.ok()) {
+      stats_.store_errors++;
+      begun.answer = written;
+      return begun;
+    }
+    begun.kind = Begun::Kind::kForward;
+    begun.token = record.fencing_token();
+    return begun;
+  }
+
+  Record record = std::move(**existing);
+  if (record.payload_hash() != command.payload_hash().sha256()) {
+    stats_.conflicts++;
+    Audit(*ctx, "conflict", "IDEMPOTENCY_CONFLICT", record.fencing_token());
+    begun.answer = Error(absl::StatusCode::kAlreadyExists, "IDEMPOTENCY_CONFLICT",
+                         "this idempotency key was used with a different payload");
+    return begun;
+  }
+  Record::State previous = record.state();
+  record.set_attempts(record.attempts() + 1);
+  switch (record.state()) {
+    case Record::COMMITTED:
+    case Record::FAILED:
+      // Not synced: the attempt count is informational; losing one costs nothing.
+      if (!record.tombstone()) store_.Write(record, previous, false).IgnoreError();
+      begun.answer = Replay(*ctx, record);
+      return begun;
+    case Record::PARKED:
+      Audit(*ctx, "parked_unknown", "duplicate", record.fencing_token());
+      begun.answer = Error(absl::StatusCode::kFailedPrecondition, "OUTCOME_UNKNOWN",
+                           "the outcome of this command is unknown and parked for an operator");
+      return begun;
+    case Record::STARTED:
+      if (record.lease_expires_ms() > now) {
+        stats_.in_progress++;
+        Audit(*ctx, "in_progress", "IN_PROGRESS", record.fencing_token());
+        begun.answer = WithRetryAfter(
+            Error(absl::StatusCode::kUnavailable, "IN_PROGRESS",
+                  "the original attempt of this command is still in flight"),
+            std::max<int64_t>(1, record.lease_expires_ms() - now));
+        return begun;
+      }
+      // The lease ran out: take the record over under a new token, then recover.
+      record.set_fencing_token(record.fencing_token() + 1);
+      record.set_lease_owner(options_.instance_id);
+      record.set_lease_expires_ms(now + options_.lease_ms);
+      record.set_updated_ms(now);
+      if (absl::Status written = store_.Write(record, previous, true); !written.ok()) {
+        stats_.store_errors++;
+        begun.answer = written;
+        return begun;
+      }
+      begun.kind = Begun::Kind::kRecover;
+      begun.token = record.fencing_token();
+      return begun;
+    default:
+      begun.answer = Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "record in no state");
+      return begun;
+  }
+}
+
+void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token) {
+  if (absl::Status fault = HitFault(faults_, FaultPoint::kAfterRecordStartedBeforeForward);
+      !fault.ok()) {
+    ctx->Answer(fault);
+    return;
+  }
+  ForwardCall call;
+  call.method = ctx->command.target_method();
+  call.request = ctx->command.request();
+  call.command_id = ctx->command.command_id();
+  call.idempotency_key = ctx->command.idempotency_key();
+  call.tenant = ctx->caller.tenant;
+  call.actor = ctx->actor;
+  call.fencing_token = token;
+  int64_t limit = clock_.NowMs() + options_.forward_timeout_ms;
+  call.deadline_ms = ctx->caller.deadline_ms > 0 ? std::min(ctx->caller.deadline_ms, limit) : limit;
+  call.parent = ctx->caller.context;
+  stats_.forwards++;
+  upstream_.Forward(std::move(call), [this, ctx, token](ForwardReply reply) {
+    OnForwardReply(ctx, token, std::move(reply));
+  });
+}
+
+void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token,
+                             ForwardReply reply) {
+  if (absl::Status fault = HitFault(faults_, FaultPoint::kAfterForwardBeforeCommit); !fault.ok()) {
+    ctx->Answer(fault);
+    return;
+  }
+  switch (reply.kind) {
+    case ForwardReply::Kind::kAnswered:
+      Finish(ctx, token, reply.result, reply.entity_revision,
+             reply.result.code() == 0 ? "committed" : "rejected");
+      return;
+    case ForwardReply::Kind::kNotApplied:
+    case ForwardReply::Kind::kUnknown: {
+      bool not_applied = reply.kind == ForwardReply::Kind::kNotApplied;
+      absl::Status answer;
+      {
+        StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
+        auto record = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
+        if (record.ok() && record->has_value() && (*record)->state() == Record::STARTED &&
+            (*record)->fencing_token() == token) {
+          if (not_applied) {
+            // Nothing was applied: free the key. Not synced: if the delete is lost, the
+            // record's lease runs out and recovery asks the business, which says so.
+            store_.Delete(**record, false).IgnoreError();
+          } else {
+            // The forward is over, so recovery may run at the next attempt.
+            (*record)->set_lease_expires_ms(clock_.NowMs());
+            store_.Write(**record, Record::STARTED, false).IgnoreError();
+          }
+        }
+      }
+      if (not_applied) {
+        stats_.upstream_unavailable++;
+        answer = Error(absl::StatusCode::kUnavailable, "UPSTREAM_UNAVAILABLE",
+                       absl::StrCat("the business did not apply the call: ", reply.detail));
+      } else {
+        stats_.pending++;
+        LogWarn("outcome unknown; recovery at the next attempt",
+                {{"command_id", ctx->command.command_id()},
+                 {"key", ctx->command.idempotency_key()},
+                 {"tenant", ctx->caller.tenant},
+                 {"operation", ctx->command.target_method()},
+                 {"detail", reply.detail}});
+        answer = Error(absl::StatusCode::kUnavailable, "OUTCOME_PENDING",
+                       absl::StrCat("outcome unknown (", reply.detail,
+                                    "); the next attempt recovers it"));
+      }
+      ctx->Answer(WithRetryAfter(answer, kPendingRetryMs));
+      return;
+    }
+  }
+}
+
+void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
+                     const v1::CallResult& result, int64_t entity_revision,
+                     const char* decision) {
+  absl::StatusOr<v1::SubmitResponse> answer;
+  {
+    StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
+    auto existing = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
+    if (!existing.ok()) {
+      stats_.store_errors++;
+      answer = existing.status();
+    } else if (!existing->has_value() || (*existing)->state() != Record::STARTED ||
+               (*existing)->fencing_token() != token) {
+      // A newer attempt holds the record: this answer is stale and must not overwrite.
+      stats_.fenced++;
+      if (existing->has_value() && Finished(**existing) && !(*existing)->tombstone()) {
+        answer = Response(*ctx, **existing, v1::REPLAYED);
+      } else {
+        answer = WithRetryAfter(Error(absl::StatusCode::kUnavailable, "IN_PROGRESS",
+                                      "a newer attempt of this command holds it"),
+                                kPendingRetryMs);
+      }
+    } else {
+      Record record = std::move(**existing);
+      record.set_state(result.code() == 0 ? Record::COMMITTED : Record::FAILED);
+      *record.mutable_result() = result;
+      record.set_entity_revision(entity_revision);
+      record.set_updated_ms(clock_.NowMs());
+      record.clear_lease_owner();
+      record.set_lease_expires_ms(0);
+      // Synced: an outcome is only answered once it will be replayed after a crash.
+      absl::Status written = store_.Write(record, Record::STARTED, true);
+      if (!written.ok()) {
+        stats_.store_errors++;
+        answer = written;
+      } else {
+        (result.code() == 0 ? stats_.applied : stats_.rejected)++;
+        if (std::string(decision) == "recovered") stats_.recovered++;
+        Audit(*ctx, decision, CodeName(result.code()), token);
+        answer = Response(*ctx, record, v1::APPLIED);
+      }
+    }
+  }
+  if (answer.ok()) {
+    if (absl::Status fault = HitFault(faults_, FaultPoint::kAfterCommitBeforeResponse);
+        !fault.ok()) {
+      answer = fault;
+    }
+  }
+  ctx->Answer(std::move(answer));
+}
+
+void Deduper::Recover(const std::shared_ptr<Context>& ctx, uint64_t token) {
+  int64_t deadline = clock_.NowMs() + options_.outcome_query_timeout_ms;
+  upstream_.QueryOutcome(ctx->caller.tenant, ctx->command.command_id(), deadline,
+                         [this, ctx, token](absl::StatusOr<v1::QueryOutcomeResponse> outcome) {
+                           OnOutcome(ctx, token, std::move(outcome));
+                         });
+}
+
+void Deduper::OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
+                        absl::StatusOr<v1::QueryOutcomeResponse> outcome) {
+  if (outcome.ok() && outcome->applied()) {
+    Finish(ctx, token, outcome->result(), 0, "recovered");
+    return;
+  }
+  absl::Status answer;
+  bool forward = false;
+  {
+    StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
+    auto existing = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
+    if (!existing.ok()) {
+      stats_.store_errors++;
+      answer = existing.status();
+    } else if (!existing->has_value() || (*existing)->state() != Record::STARTED ||
+               (*existing)->fencing_token() != token) {
+      stats_.fenced++;
+      answer = WithRetryAfter(Error(absl::StatusCode::kUnavailable, "IN_PROGRESS",
+                                    "a newer attempt of this command holds it"),
+                              kPendingRetryMs);
+    } else if (outcome.ok()) {
+      forward = true;  // not applied: forward again under this (new) token
+    } else if (outcome.status().code() == absl::StatusCode::kUnimplemented) {
+      Record record = std::move(**existing);
+      record.set_state(Record::PARKED);
+      record.set_updated_ms(clock_.NowMs());
+      // Synced: a parked record must never be re-forwarded blindly after a crash.
+      absl::Status written = store_.Write(record, Record::STARTED, true);
+      if (!written.ok()) {
+        stats_.store_errors++;
+        answer = written;
+      } else {
+        stats_.parked++;
+        Audit(*ctx, "parked_unknown", "OUTCOME_UNKNOWN", token);
+        LogWarn("outcome unknown and the business cannot tell; parked",
+                {{"command_id", record.command_id()},
+                 {"key", record.idempotency_key()},
+                 {"tenant", record.tenant()},
+                 {"operation", record.operation()}});
+        answer = Error(absl::StatusCode::kFailedPrecondition, "OUTCOME_UNKNOWN",
+                       "the outcome of this command is unknown and parked for an operator");
+      }
+    } else {
+      // The business could not answer now: let the next attempt try again.
+      Record record = std::move(**existing);
+      record.set_lease_expires_ms(clock_.NowMs());
+      store_.Write(record, Record::STARTED, false).IgnoreError();
+      stats_.pending++;
+      answer = WithRetryAfter(
+          Error(absl::StatusCode::kUnavailable, "OUTCOME_PENDING",
+                absl::StrCat("cannot ask the business yet: ", outcome.status().message())),
+          kPendingRetryMs);
+    }
+  }
+  if (forward) {
+    Forward(ctx, token);
+    return;
+  }
+  ctx->Answer(answer);
+}
+
+absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
+                                                         const v1::ReconcileRequest& request) {
+  if (caller.tenant.empty()) {
+    return Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
+  }
+  std::string key = request.idempotency_key();
+  v1::ReconcileResponse response;
+  if (request.lookup_case() == v1::ReconcileRequest::kCommandId) {
+    if (request.command_id().empty() ||
+        request.command_id().size() > options_.limits.max_command_id_bytes) {
+      return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                   "command_id: 1..128 bytes");
+    }
+    EONCE_ASSIGN_OR_RETURN(auto found, store_.KeyOfCommand(caller.tenant, request.command_id()));
+    if (!found.has_value()) {
+      response.set_state(v1::NOT_SEEN);
+      response.set_command_id(request.command_id());
+      return response;
+    }
+    key = *found;
+  } else if (key.empty() || key.size() > options_.limits.max_key_bytes) {
+    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                 "idempotency_key or command_id: required, within limits");
+  }
+  EONCE_ASSIGN_OR_RETURN(auto record, store_.Get(caller.tenant, key));
+  response.set_idempotency_key(key);
+  if (!record.has_value()) {
+    response.set_state(v1::NOT_SEEN);
+    return response;
+  }
+  response.set_command_id(record->command_id());
+  response.mutable_replay()->set_first_seen_ms(record->first_seen_ms());
+  response.mutable_replay()->set_attempts(record->attempts());
+  switch (record->state()) {
+    case Record::STARTED:
+      response.set_state(v1::PROCESSING);
+      break;
+    case Record::PARKED:
+      response.set_state(v1::UNKNOWN_PARKED);
+      break;
+    case Record::COMMITTED:
+    case Record::FAILED:
+      if (record->tombstone()) {
+        response.set_state(v1::EXPIRED);
+      } else {
+        response.set_state(record->state() == Record::COMMITTED ? v1::COMMITTED : v1::FAILED);
+        *response.mutable_result() = record->result();
+      }
+      break;
+    default:
+      return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "record in no state");
+  }
+  return response;
+}
+
+absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
+    const Caller& caller, const v1::ResolveParkedRequest& request) {
+  if (caller.tenant.empty()) {
+    return Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
+  }
+  if (request.idempotency_key().empty() ||
+      request.idempotency_key().size() > options_.limits.max_key_bytes) {
+    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                 "idempotency_key: required, within limits");
+  }
+  Context ctx;
+  ctx.caller = caller;
+  ctx.actor = caller.actor;
+  std::string scoped = ScopedKey(caller.tenant, request.idempotency_key());
+  StripedLocks::Guard guard = locks_.Lock({scoped});
+  EONCE_ASSIGN_OR_RETURN(auto existing, store_.Get(caller.tenant, request.idempotency_key()));
+  if (!existing.has_value() || existing->state() != Record::PARKED) {
+    return Error(absl::StatusCode::kFailedPrecondition, "NOT_PARKED",
+                 "no parked record under this key");
+  }
+  Record record = std::move(*existing);
+  ctx.command.set_command_id(record.command_id());
+  ctx.command.set_idempotency_key(record.idempotency_key());
+  ctx.command.set_target_method(record.operation());
+  ctx.command.mutable_payload_hash()->set_sha256(record.payload_hash());
+  v1::ResolveParkedResponse response;
+  if (request.applied()) {
+    record.set_state(request.result().code() == 0 ? Record::COMMITTED : Record::FAILED);
+    *record.mutable_result() = request.result();
+    record.set_updated_ms(clock_.NowMs());
+    EONCE_RETURN_IF_ERROR(store_.Write(record, Record::PARKED, true));
+    Audit(ctx, "resolved_applied", request.operator_note(), record.fencing_token());
+    response.set_state(request.result().code() == 0 ? v1::COMMITTED : v1::FAILED);
+  } else {
+    EONCE_RETURN_IF_ERROR(store_.Delete(record, true));
+    Audit(ctx, "resolved_not_applied", request.operator_note(), record.fencing_token());
+    response.set_state(v1::NOT_SEEN);
+  }
+  return response;
+}
+
+absl::StatusOr<v1::ListParkedResponse> Deduper::ListParked(const Caller& caller, int limit) {
+  if (caller.tenant.empty()) {
+    return Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
+  }
+  EONCE_ASSIGN_OR_RETURN(auto records, store_.ListParked(caller.tenant, limit));
+  v1::ListParkedResponse response;
+  for (const Record& record : records) {
+    v1::ParkedRecord* parked = response.add_records();
+    parked->set_idempotency_key(record.idempotency_key());
+    parked->set_command_id(record.command_id());
+    parked->set_target_method(record.operation());
+    parked->set_actor(record.actor());
+    parked->set_first_seen_ms(record.first_seen_ms());
+    parked->set_fencing_token(record.fencing_token());
+  }
+  return response;
+}
+
+v1::GetInfoResponse Deduper::Info() const {
+  v1::GetInfoResponse info;
+  info.set_retention_ms(store_.retention_ms());
+  info.set_forensic_retention_ms(store_.forensic_retention_ms());
+  info.set_lease_ms(options_.lease_ms);
+  info.set_max_key_bytes(static_cast<int64_t>(options_.limits.max_key_bytes));
+  info.set_max_request_bytes(static_cast<int64_t>(options_.limits.max_request_bytes));
+  info.set_version("eonce-sidecar/0.1.0");
+  return info;
+}
+
+}  // namespace eonce

@@ -1,0 +1,138 @@
+// Deduper: the sidecar's receiver contract, independent of gRPC.
+//
+// For each Submit it decides, under a per-key lock (striped; different keys never wait on
+// each other), what the command gets:
+//   - first seen: a `started` record with a fencing token and a lease is synced, then
+//     the request is forwarded upstream, then the outcome (`committed` or `failed`) is
+//     synced and returned;
+//   - a duplicate of a finished command: the stored answer, marked as a replay;
+//   - the same key with another payload: a terminal conflict;
+//   - a duplicate while the original is in flight (live lease): IN_PROGRESS with a delay;
+//   - a `started` record whose lease ran out (a crash, or an unknown outcome): recovery.
+//     The business is asked QueryOutcome: applied -> store that result; not applied ->
+//     forward again under a new token; cannot tell (legacy) -> park for an operator.
+// A forward's late answer is applied only if the record still carries its token.
+// Authorization runs on every Submit, duplicates included.
+//
+// Thread-safe. Callbacks run on the caller's thread or the Upstream's. Collaborators
+// must outlive the Deduper.
+#ifndef EONCE_DEDUPE_SIDECAR_DEDUPER_H_
+#define EONCE_DEDUPE_SIDECAR_DEDUPER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/command.h"
+#include "common/fault.h"
+#include "common/striped_lock.h"
+#include "dedupe_sidecar/audit_log.h"
+#include "dedupe_sidecar/policy.h"
+#include "dedupe_sidecar/record_store.h"
+#include "dedupe_sidecar/upstream.h"
+#include "eonce/v1/sidecar.pb.h"
+
+namespace eonce {
+
+struct DeduperOptions {
+  // How long a started record blocks duplicates. Longer than any forward, so that a
+  // lease only runs out when its forward is over (or the sidecar died).
+  int64_t lease_ms = 10'000;
+  // The longest a forward may take, whatever the caller's deadline.
+  int64_t forward_timeout_ms = 5'000;
+  int64_t outcome_query_timeout_ms = 2'000;
+  // Whether a duplicate of a command finished before its credential was revoked gets
+  // the stored answer (true) or a denial (false, the default).
+  bool replay_after_revocation = false;
+  // Names this sidecar as the lease owner.
+  std::string instance_id = "sidecar";
+  CommandLimits limits;
+  // A test-only switch for the simulation's negative control: forward every command,
+  // as if there were no sidecar. Never set in a binary.
+  bool disable_dedupe_for_testing = false;
+};
+
+// Who is calling, from the authenticated connection.
+struct Caller {
+  std::string tenant;
+  std::string actor;
+  int64_t credential_epoch = 0;  // the caller's current epoch, echoed in the fence
+  int64_t deadline_ms = 0;       // absolute; 0 = none
+  grpc::CallbackServerContext* context = nullptr;
+};
+
+// Counters the metrics endpoint exports.
+struct DeduperStats {
+  std::atomic<int64_t> applied{0};
+  std::atomic<int64_t> rejected{0};        // business rejections stored
+  std::atomic<int64_t> replayed{0};        // duplicates answered from the store
+  std::atomic<int64_t> conflicts{0};
+  std::atomic<int64_t> in_progress{0};
+  std::atomic<int64_t> expired{0};
+  std::atomic<int64_t> denied{0};
+  std::atomic<int64_t> invalid{0};
+  std::atomic<int64_t> recovered{0};
+  std::atomic<int64_t> parked{0};
+  std::atomic<int64_t> pending{0};          // unknown outcomes awaiting recovery
+  std::atomic<int64_t> upstream_unavailable{0};
+  std::atomic<int64_t> fenced{0};           // late answers refused by their token
+  std::atomic<int64_t> store_errors{0};
+  std::atomic<int64_t> forwards{0};
+};
+
+class Deduper {
+ public:
+  using SubmitDone = std::function<void(absl::StatusOr<v1::SubmitResponse>)>;
+
+  Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
+          Clock& clock, DeduperOptions options, FaultInjector* faults = nullptr);
+
+  // `done` runs exactly once.
+  void Submit(const Caller& caller, const v1::Command& command, SubmitDone done);
+
+  absl::StatusOr<v1::ReconcileResponse> Reconcile(const Caller& caller,
+                                                  const v1::ReconcileRequest& request);
+  absl::StatusOr<v1::ResolveParkedResponse> ResolveParked(
+      const Caller& caller, const v1::ResolveParkedRequest& request);
+  absl::StatusOr<v1::ListParkedResponse> ListParked(const Caller& caller, int limit);
+
+  v1::GetInfoResponse Info() const;
+  const DeduperStats& stats() const { return stats_; }
+  const DeduperOptions& options() const { return options_; }
+
+ private:
+  struct Context;
+  struct Begun;
+
+  Begun Begin(const std::shared_ptr<Context>& ctx);
+  void Forward(const std::shared_ptr<Context>& ctx, uint64_t token);
+  void OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token, ForwardReply reply);
+  void Recover(const std::shared_ptr<Context>& ctx, uint64_t token);
+  void OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
+                 absl::StatusOr<v1::QueryOutcomeResponse> outcome);
+  // Stores an outcome if `token` still holds the record; answers the caller either way.
+  void Finish(const std::shared_ptr<Context>& ctx, uint64_t token, const v1::CallResult& result,
+              int64_t entity_revision, const char* decision);
+  absl::StatusOr<v1::SubmitResponse> Replay(const Context& ctx, const Record& record);
+  v1::SubmitResponse Response(const Context& ctx, const Record& record,
+                              v1::Disposition disposition) const;
+  void Audit(const Context& ctx, const char* decision, const std::string& result,
+             uint64_t token = 0);
+
+  RecordStore& store_;
+  AuditLog& audit_;
+  Upstream& upstream_;
+  PolicyStore& policy_;
+  Clock& clock_;
+  const DeduperOptions options_;
+  FaultInjector* const faults_;
+  StripedLocks locks_;
+  DeduperStats stats_;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_DEDUPER_H_

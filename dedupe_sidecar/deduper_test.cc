@@ -1,0 +1,562 @@
+// Every branch of the receiver contract, against a real RocksDB and a scripted upstream.
+#include "dedupe_sidecar/deduper.h"
+
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "dedupe_sidecar/fake_upstream.h"
+#include "gtest/gtest.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+constexpr int64_t kLeaseMs = 10'000;
+constexpr int64_t kRetentionMs = 60'000;
+constexpr int64_t kForensicMs = 600'000;
+
+class DeduperTest : public ::testing::Test {
+ protected:
+  DeduperTest() : dir_(testing::FreshDir("deduper")) { Open(); }
+  ~DeduperTest() override { Close(); }
+
+  void Open(DeduperOptions options = {}) {
+    filters_ = std::make_unique<RecordStoreFilters>(clock_);
+    auto families = RecordStore::ColumnFamilies(*filters_);
+    for (auto& f : AuditLog::ColumnFamilies(*filters_)) families.push_back(f);
+    auto rocks = RocksStore::Open(dir_, families, StoreOptions());
+    ASSERT_TRUE(rocks.ok()) << rocks.status();
+    rocks_ = std::move(*rocks);
+    RetentionOptions retention{kRetentionMs, kForensicMs};
+    store_ = std::make_unique<RecordStore>(*rocks_, clock_, retention);
+    audit_ = std::make_unique<AuditLog>(*rocks_, clock_, 10 * kForensicMs);
+    if (policy_ == nullptr) policy_ = std::move(*PolicyStore::Open(""));
+    options.lease_ms = kLeaseMs;
+    options_ = options;
+    deduper_ = std::make_unique<Deduper>(*store_, *audit_, upstream_, *policy_, clock_, options);
+  }
+
+  void Close() {
+    deduper_.reset();
+    audit_.reset();
+    store_.reset();
+    rocks_.reset();
+  }
+
+  // A restart: everything in memory goes; the data directory stays.
+  void Restart(DeduperOptions options = {}) {
+    Close();
+    Open(options);
+  }
+
+  v1::Command Cmd(const std::string& id, const std::string& request = "transfer 10") {
+    v1::Command c;
+    c.set_command_id(id);
+    c.set_actor("alice");
+    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+    c.set_request(request);
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id("a");
+    c.set_idempotency_key(DeriveIdempotencyKey(c));
+    FillPayloadHash(&c);
+    return c;
+  }
+
+  absl::StatusOr<v1::SubmitResponse> Submit(const v1::Command& command,
+                                            const std::string& tenant = "acme") {
+    absl::StatusOr<v1::SubmitResponse> out = absl::InternalError("callback not run");
+    Caller caller;
+    caller.tenant = tenant;
+    caller.actor = "agent";
+    caller.credential_epoch = 3;
+    deduper_->Submit(caller, command, [&](absl::StatusOr<v1::SubmitResponse> r) { out = r; });
+    return out;
+  }
+
+  v1::RecordState StateOf(const std::string& key, const std::string& tenant = "acme") {
+    Caller caller;
+    caller.tenant = tenant;
+    v1::ReconcileRequest request;
+    request.set_idempotency_key(key);
+    auto response = deduper_->Reconcile(caller, request);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? response->state() : v1::RECORD_STATE_UNSPECIFIED;
+  }
+
+  std::vector<std::string> AuditDecisions(const std::string& command_id) {
+    v1::QueryAuditRequest request;
+    request.set_command_id(command_id);
+    auto events = audit_->Query("acme", request);
+    EXPECT_TRUE(events.ok());
+    std::vector<std::string> out;
+    for (const auto& e : *events) out.push_back(e.decision());
+    return out;
+  }
+
+  std::string dir_;
+  ManualClock clock_;
+  FakeUpstream upstream_;
+  std::unique_ptr<RecordStoreFilters> filters_;
+  std::unique_ptr<RocksStore> rocks_;
+  std::unique_ptr<RecordStore> store_;
+  std::unique_ptr<AuditLog> audit_;
+  std::unique_ptr<PolicyStore> policy_;
+  DeduperOptions options_;
+  std::unique_ptr<Deduper> deduper_;
+};
+
+TEST_F(DeduperTest, FirstSeenIsForwardedOnceWithIdentityAndStored) {
+  v1::Command c = Cmd("c1");
+  upstream_.set_next_reply(FakeUpstream::Ok("balance 90"));
+  auto r = Submit(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->disposition(), v1::APPLIED);
+  EXPECT_EQ(r->result().response(), "balance 90");
+  EXPECT_FALSE(r->replay().replayed());
+  EXPECT_EQ(r->fence().tenant(), "acme");
+  EXPECT_EQ(r->fence().credential_epoch(), 3);
+  EXPECT_EQ(r->fence().command_id(), "c1");
+  ASSERT_EQ(upstream_.forwards(), 1u);
+  ForwardCall call = upstream_.call(0);
+  EXPECT_EQ(call.method, c.target_method());
+  EXPECT_EQ(call.request, c.request());
+  EXPECT_EQ(call.command_id, "c1");
+  EXPECT_EQ(call.tenant, "acme");
+  EXPECT_EQ(call.actor, "alice");
+  EXPECT_EQ(call.idempotency_key, c.idempotency_key());
+  EXPECT_EQ(call.fencing_token, 1u);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::COMMITTED);
+  EXPECT_EQ(AuditDecisions("c1"), std::vector<std::string>{"committed"});
+}
+
+TEST_F(DeduperTest, DuplicateOfFinishedCommandGetsStoredAnswerWithoutForward) {
+  v1::Command c = Cmd("c1");
+  upstream_.set_next_reply(FakeUpstream::Ok("first answer"));
+  auto first = Submit(c);
+  int64_t first_seen = clock_.NowMs();
+  clock_.AdvanceMs(5'000);
+  upstream_.set_next_reply(FakeUpstream::Ok("must not be used"));
+  auto second = Submit(c);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->disposition(), v1::REPLAYED);
+  EXPECT_EQ(second->result().SerializeAsString(), first->result().SerializeAsString());
+  EXPECT_TRUE(second->replay().replayed());
+  EXPECT_EQ(second->replay().first_seen_ms(), first_seen);
+  EXPECT_EQ(second->replay().attempts(), 2u);
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  EXPECT_EQ(deduper_->stats().replayed.load(), 1);
+}
+
+TEST_F(DeduperTest, SameKeyDifferentPayloadIsATerminalConflict) {
+  v1::Command c = Cmd("c1", "transfer 10");
+  ASSERT_TRUE(Submit(c).ok());
+  v1::Command other = Cmd("c1", "transfer 99");
+  auto r = Submit(other);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(ReasonOf(r.status()), "IDEMPOTENCY_CONFLICT");
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  EXPECT_EQ(AuditDecisions("c1"), (std::vector<std::string>{"committed", "conflict"}));
+}
+
+TEST_F(DeduperTest, DuplicateWhileInFlightGetsInProgressWithRetryDelay) {
+  upstream_.set_hold(true);
+  v1::Command c = Cmd("c1");
+  absl::StatusOr<v1::SubmitResponse> original = absl::InternalError("pending");
+  Caller caller;
+  caller.tenant = "acme";
+  deduper_->Submit(caller, c, [&](auto r) { original = r; });
+  clock_.AdvanceMs(1'000);
+  auto duplicate = Submit(c);
+  EXPECT_EQ(duplicate.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(duplicate.status()), "IN_PROGRESS");
+  ASSERT_TRUE(RetryAfterOf(duplicate.status()).has_value());
+  EXPECT_EQ(*RetryAfterOf(duplicate.status()), kLeaseMs - 1'000);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::PROCESSING);
+  upstream_.Release(FakeUpstream::Ok("done"));
+  ASSERT_TRUE(original.ok());
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  // Other keys never wait on it.
+  upstream_.set_hold(false);
+  EXPECT_TRUE(Submit(Cmd("c2")).ok());
+}
+
+TEST_F(DeduperTest, BusinessRejectionIsStoredAndReplayedLikeASuccess) {
+  v1::Command c = Cmd("c1");
+  upstream_.set_next_reply(FakeUpstream::Rejected(9, "INSUFFICIENT_FUNDS: no"));
+  auto first = Submit(c);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->result().code(), 9);
+  auto second = Submit(c);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->disposition(), v1::REPLAYED);
+  EXPECT_EQ(second->result().message(), "INSUFFICIENT_FUNDS: no");
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::FAILED);
+}
+
+TEST_F(DeduperTest, ProvenNotAppliedIsNotStoredAndMayBeRetried) {
+  v1::Command c = Cmd("c1");
+  upstream_.set_next_reply(FakeUpstream::Of(ForwardReply::Kind::kNotApplied));
+  auto first = Submit(c);
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(first.status()), "UPSTREAM_UNAVAILABLE");
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::NOT_SEEN);
+  upstream_.set_next_reply(FakeUpstream::Ok("ok"));
+  EXPECT_TRUE(Submit(c).ok());
+  EXPECT_EQ(upstream_.forwards(), 2u);
+}
+
+TEST_F(DeduperTest, UnreachableBusinessIsRefusedBeforeAnythingIsWritten) {
+  upstream_.set_reachable(false);
+  v1::Command c = Cmd("c1");
+  auto r = Submit(c);
+  EXPECT_EQ(ReasonOf(r.status()), "UPSTREAM_UNAVAILABLE");
+  EXPECT_EQ(upstream_.forwards(), 0u);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::NOT_SEEN);
+}
+
+TEST_F(DeduperTest, UnknownOutcomeIsRecoveredFromTheBusinessWithoutSecondForward) {
+  v1::Command c = Cmd("c1");
+  upstream_.set_next_reply(FakeUpstream::Of(ForwardReply::Kind::kUnknown));
+  auto first = Submit(c);
+  EXPECT_EQ(ReasonOf(first.status()), "OUTCOME_PENDING");
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::PROCESSING);
+
+  v1::QueryOutcomeResponse applied;
+  applied.set_applied(true);
+  applied.mutable_result()->set_response("applied earlier");
+  upstream_.set_outcome(applied);
+  auto second = Submit(c);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->result().response(), "applied earlier");
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  EXPECT_EQ(upstream_.queries(), 1u);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::COMMITTED);
+  EXPECT_EQ(AuditDecisions("c1"), std::vector<std::string>{"recovered"});
+}
+
+TEST_F(DeduperTest, UnknownOutcomeNotAppliedIsForwardedAgainUnderANewToken) {
+  v1::Command c = Cmd("c1");
+  upstream_.set_next_reply(FakeUpstream::Of(ForwardReply::Kind::kUnknown));
+  Submit(c).IgnoreError();
+  upstream_.set_outcome(v1::QueryOutcomeResponse());  // not applied
+  upstream_.set_next_reply(FakeUpstream::Ok("second try"));
+  auto r = Submit(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->result().response(), "second try");
+  ASSERT_EQ(upstream_.forwards(), 2u);
+  EXPECT_EQ(upstream_.call(0).fencing_token, 1u);
+  EXPECT_EQ(upstream_.call(1).fencing_token, 2u);
+}
+
+TEST_F(DeduperTest, LegacyBusinessLeavesUnknownOutcomeParkedForAnOperator) {
+  v1::Command c = Cmd("c1");
+  upstream_.set_next_reply(FakeUpstream::Of(ForwardReply::Kind::kUnknown));
+  Submit(c).IgnoreError();
+  upstream_.set_outcome(absl::UnimplementedError("legacy"));
+  auto parked = Submit(c);
+  EXPECT_EQ(parked.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReasonOf(parked.status()), "OUTCOME_UNKNOWN");
+  // Never re-forwarded blindly, however often it is retried or restarted.
+  for (int i = 0; i < 3; ++i) {
+    clock_.AdvanceMs(kLeaseMs * 2);
+    EXPECT_EQ(ReasonOf(Submit(c).status()), "OUTCOME_UNKNOWN");
+  }
+  Restart();
+  EXPECT_EQ(ReasonOf(Submit(c).status()), "OUTCOME_UNKNOWN");
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  EXPECT_EQ(store_->parked_count(), 1);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::UNKNOWN_PARKED);
+
+  Caller op;
+  op.tenant = "acme";
+  op.actor = "operator";
+  auto listed = deduper_->ListParked(op, 10);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->records_size(), 1);
+  EXPECT_EQ(listed->records(0).command_id(), "c1");
+  Caller other_tenant;
+  other_tenant.tenant = "globex";
+  EXPECT_EQ(deduper_->ListParked(other_tenant, 10)->records_size(), 0);
+
+  v1::ResolveParkedRequest resolve;
+  resolve.set_idempotency_key(c.idempotency_key());
+  resolve.set_applied(true);
+  resolve.mutable_result()->set_response("confirmed by the ledger team");
+  ASSERT_TRUE(deduper_->ResolveParked(op, resolve).ok());
+  auto after = Submit(c);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->result().response(), "confirmed by the ledger team");
+  EXPECT_EQ(store_->parked_count(), 0);
+}
+
+TEST_F(DeduperTest, CrashBetweenForwardAndOutcomeIsRecoveredAfterTheLease) {
+  upstream_.set_hold(true);
+  v1::Command c = Cmd("c1");
+  Caller caller;
+  caller.tenant = "acme";
+  deduper_->Submit(caller, c, [](auto) {});  // the answer never comes: the sidecar dies
+  ASSERT_EQ(upstream_.held(), 1u);
+  Restart();
+  upstream_.set_hold(false);
+  EXPECT_EQ(ReasonOf(Submit(c).status()), "IN_PROGRESS");  // the lease still lives
+  clock_.AdvanceMs(kLeaseMs);
+  v1::QueryOutcomeResponse applied;
+  applied.set_applied(true);
+  applied.mutable_result()->set_response("it went through");
+  upstream_.set_outcome(applied);
+  auto r = Submit(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->result().response(), "it went through");
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  EXPECT_EQ(Submit(c)->result().response(), "it went through");
+}
+
+TEST_F(DeduperTest, LateAnswerOfSupersededForwardNeverOverwritesNewerOutcome) {
+  upstream_.set_hold(true);
+  v1::Command c = Cmd("c1");
+  absl::StatusOr<v1::SubmitResponse> stale = absl::InternalError("pending");
+  Caller caller;
+  caller.tenant = "acme";
+  deduper_->Submit(caller, c, [&](auto r) { stale = r; });
+  clock_.AdvanceMs(kLeaseMs + 1);
+  upstream_.set_outcome(v1::QueryOutcomeResponse());  // not applied (yet)
+  absl::StatusOr<v1::SubmitResponse> fresh = absl::InternalError("pending");
+  deduper_->Submit(caller, c, [&](auto r) { fresh = r; });
+  ASSERT_EQ(upstream_.held(), 2u);
+  EXPECT_EQ(upstream_.call(1).fencing_token, 2u);
+  // Tokens: the first forward (1) is released after the second (2) is gone.
+  upstream_.Release(FakeUpstream::Ok("from token 1"));
+  EXPECT_FALSE(stale.ok());
+  EXPECT_EQ(ReasonOf(stale.status()), "IN_PROGRESS");
+  upstream_.Release(FakeUpstream::Ok("from token 2"));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->result().response(), "from token 2");
+  EXPECT_EQ(deduper_->stats().fenced.load(), 1);
+  EXPECT_EQ(Submit(c)->result().response(), "from token 2");
+}
+
+TEST_F(DeduperTest, SameKeyUnderAnotherTenantIsIndependentAndRevealsNothing) {
+  v1::Command c = Cmd("c1", "acme's payload");
+  ASSERT_TRUE(Submit(c, "acme").ok());
+  v1::Command theirs = Cmd("c1", "globex's payload");  // same key, other payload
+  auto r = Submit(theirs, "globex");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->disposition(), v1::APPLIED);  // not a conflict: a different record
+  EXPECT_EQ(upstream_.forwards(), 2u);
+  EXPECT_EQ(StateOf(c.idempotency_key(), "initech"), v1::NOT_SEEN);
+}
+
+TEST_F(DeduperTest, CommandNamingAnotherTenantIsDenied) {
+  v1::Command c = Cmd("c1");
+  c.set_tenant("globex");
+  auto r = Submit(c, "acme");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(upstream_.forwards(), 0u);
+  Caller nobody;
+  absl::StatusOr<v1::SubmitResponse> out = absl::InternalError("");
+  deduper_->Submit(nobody, Cmd("c2"), [&](auto r) { out = r; });
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(DeduperTest, AuthorizationIsCheckedOnEveryDuplicate) {
+  auto policy = Policy::Parse("allow acme alice /eonce.ledger.v1.Ledger/Transfer\n");
+  ASSERT_TRUE(policy.ok());
+  policy_->Set(*policy);
+  v1::Command c = Cmd("c1");
+  c.set_credential_epoch(1);
+  FillPayloadHash(&c);
+  ASSERT_TRUE(Submit(c).ok());
+  v1::Command bob = Cmd("c2");
+  bob.set_actor("bob");
+  EXPECT_EQ(ReasonOf(Submit(bob).status()), "POLICY_DENIED");
+
+  policy_->Set(*Policy::Parse("allow acme alice *\nrevoke acme alice below_epoch=2\n"));
+  auto duplicate = Submit(c);
+  EXPECT_EQ(duplicate.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ReasonOf(duplicate.status()), "CREDENTIAL_REVOKED");
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  EXPECT_EQ(AuditDecisions("c1"), (std::vector<std::string>{"committed", "unauthorized"}));
+
+  DeduperOptions replay;
+  replay.replay_after_revocation = true;
+  Restart(replay);
+  auto replayed = Submit(c);
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  EXPECT_EQ(replayed->disposition(), v1::REPLAYED);
+  // The setting replays finished commands only; it never lets a new one through.
+  v1::Command fresh = Cmd("c3");
+  fresh.set_credential_epoch(1);
+  FillPayloadHash(&fresh);
+  EXPECT_EQ(ReasonOf(Submit(fresh).status()), "CREDENTIAL_REVOKED");
+}
+
+TEST_F(DeduperTest, RetentionThenTombstoneThenForgotten) {
+  v1::Command c = Cmd("c1", "payload");
+  ASSERT_TRUE(Submit(c).ok());
+  clock_.AdvanceMs(kRetentionMs - 1);
+  EXPECT_EQ(Submit(c)->disposition(), v1::REPLAYED);
+  clock_.AdvanceMs(1);
+  // Past retention, before any compaction: reads already apply the rule.
+  EXPECT_EQ(ReasonOf(Submit(c).status()), "RECORD_EXPIRED");
+  EXPECT_EQ(ReasonOf(Submit(Cmd("c1", "other payload")).status()), "IDEMPOTENCY_CONFLICT");
+  ASSERT_TRUE(store_->CompactAll().ok());
+  EXPECT_GE(filters_->stats.trimmed.load(), 1);
+  EXPECT_EQ(ReasonOf(Submit(c).status()), "RECORD_EXPIRED");
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::EXPIRED);
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  clock_.AdvanceMs(kForensicMs);
+  ASSERT_TRUE(store_->CompactAll().ok());
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::NOT_SEEN);
+}
+
+TEST_F(DeduperTest, StartedRecordNeverExpiresWhileLeased) {
+  upstream_.set_hold(true);
+  v1::Command c = Cmd("c1");
+  Caller caller;
+  caller.tenant = "acme";
+  deduper_->Submit(caller, c, [](auto) {});
+  clock_.AdvanceMs(kForensicMs * 2);
+  ASSERT_TRUE(store_->CompactAll().ok());
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::PROCESSING);
+  upstream_.Release(FakeUpstream::Ok("x"));
+}
+
+TEST_F(DeduperTest, InvalidCommandIsRejectedBeforeAnythingIsWritten) {
+  v1::Command c = Cmd("c1");
+  c.set_request(std::string((1 << 20) + 1, 'x'));
+  FillPayloadHash(&c);
+  auto r = Submit(c);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message().substr(0, 7), "request");
+  v1::Command bad_hash = Cmd("c2");
+  bad_hash.set_request("tampered");
+  EXPECT_EQ(Submit(bad_hash).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(upstream_.forwards(), 0u);
+  std::unique_ptr<rocksdb::Iterator> it(rocks_->db()->NewIterator(
+      rocksdb::ReadOptions(), rocks_->cf("records")));
+  it->SeekToFirst();
+  EXPECT_FALSE(it->Valid()) << "a rejected request left a record behind";
+}
+
+TEST_F(DeduperTest, ReconcileByCommandIdAndKeyReportsEveryState) {
+  Caller caller;
+  caller.tenant = "acme";
+  v1::ReconcileRequest by_id;
+  by_id.set_command_id("c1");
+  EXPECT_EQ(deduper_->Reconcile(caller, by_id)->state(), v1::NOT_SEEN);
+  upstream_.set_next_reply(FakeUpstream::Ok("r1"));
+  ASSERT_TRUE(Submit(Cmd("c1")).ok());
+  auto committed = deduper_->Reconcile(caller, by_id);
+  EXPECT_EQ(committed->state(), v1::COMMITTED);
+  EXPECT_EQ(committed->result().response(), "r1");
+  EXPECT_EQ(committed->idempotency_key(), Cmd("c1").idempotency_key());
+  upstream_.set_next_reply(FakeUpstream::Rejected(10, "REVISION_CONFLICT"));
+  ASSERT_TRUE(Submit(Cmd("c2")).ok());
+  EXPECT_EQ(StateOf(Cmd("c2").idempotency_key()), v1::FAILED);
+  Caller other;
+  other.tenant = "globex";
+  EXPECT_EQ(deduper_->Reconcile(other, by_id)->state(), v1::NOT_SEEN);
+}
+
+TEST_F(DeduperTest, SameKeyFromEightThreadsIsForwardedOnce) {
+  upstream_.set_next_reply(FakeUpstream::Ok("the one answer"));
+  v1::Command c = Cmd("hot");
+  std::vector<std::thread> threads;
+  std::atomic<int> answered{0}, in_progress{0}, other{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        auto r = Submit(c);
+        if (r.ok()) {
+          EXPECT_EQ(r->result().response(), "the one answer");
+          answered++;
+        } else if (ReasonOf(r.status()) == "IN_PROGRESS") {
+          in_progress++;
+        } else {
+          other++;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  EXPECT_EQ(answered + in_progress, 400);
+  EXPECT_EQ(other.load(), 0);
+}
+
+TEST_F(DeduperTest, SameKeyWithTwoPayloadsFromManyThreadsAppliesOnce) {
+  std::vector<std::thread> threads;
+  std::atomic<int> applied{0}, conflicts{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      v1::Command c = Cmd("contested", t % 2 == 0 ? "payload A" : "payload B");
+      for (int i = 0; i < 50; ++i) {
+        auto r = Submit(c);
+        if (r.ok() && r->disposition() == v1::APPLIED) applied++;
+        if (ReasonOf(r.status()) == "IDEMPOTENCY_CONFLICT") conflicts++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  EXPECT_EQ(applied.load(), 1);
+  EXPECT_GE(conflicts.load(), 200);  // every attempt with the losing payload
+}
+
+TEST_F(DeduperTest, ReopenedWithRecordsInEveryStateEachNextAttemptIsRight) {
+  // committed, failed, started (crashed), parked, tombstoned
+  upstream_.set_next_reply(FakeUpstream::Ok("ok"));
+  ASSERT_TRUE(Submit(Cmd("committed")).ok());
+  upstream_.set_next_reply(FakeUpstream::Rejected(9, "nope"));
+  ASSERT_TRUE(Submit(Cmd("failed")).ok());
+  upstream_.set_next_reply(FakeUpstream::Of(ForwardReply::Kind::kUnknown));
+  Submit(Cmd("parked")).IgnoreError();
+  upstream_.set_outcome(absl::UnimplementedError("legacy"));
+  Submit(Cmd("parked")).IgnoreError();
+  upstream_.set_hold(true);
+  Caller caller;
+  caller.tenant = "acme";
+  deduper_->Submit(caller, Cmd("started"), [](auto) {});
+  size_t forwards_before = upstream_.forwards();
+
+  Restart();
+  upstream_.set_hold(false);
+  EXPECT_EQ(Submit(Cmd("committed"))->disposition(), v1::REPLAYED);
+  EXPECT_EQ(Submit(Cmd("failed"))->result().code(), 9);
+  EXPECT_EQ(ReasonOf(Submit(Cmd("parked")).status()), "OUTCOME_UNKNOWN");
+  EXPECT_EQ(ReasonOf(Submit(Cmd("started")).status()), "IN_PROGRESS");
+  EXPECT_EQ(upstream_.forwards(), forwards_before);
+  clock_.AdvanceMs(kLeaseMs);
+  upstream_.set_outcome(v1::QueryOutcomeResponse());  // not applied
+  upstream_.set_next_reply(FakeUpstream::Ok("now"));
+  EXPECT_EQ(Submit(Cmd("started"))->result().response(), "now");
+  EXPECT_EQ(upstream_.forwards(), forwards_before + 1);
+}
+
+TEST_F(DeduperTest, AuditChainVerifiesAndDetectsTampering) {
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Submit(Cmd("c" + std::to_string(i))).ok());
+  ASSERT_TRUE(Submit(Cmd("c0")).ok());
+  auto verified = audit_->Verify();
+  ASSERT_TRUE(verified.ok());
+  EXPECT_TRUE(verified->ok());
+  EXPECT_EQ(verified->events_checked(), 6u);
+
+  // Restart: the chain continues from the stored head.
+  Restart();
+  ASSERT_TRUE(Submit(Cmd("c9")).ok());
+  EXPECT_TRUE(audit_->Verify()->ok());
+  EXPECT_EQ(audit_->Verify()->events_checked(), 7u);
+
+  // Delete event 3: the gap is found.
+  std::string key(8, '\0');
+  key[7] = 3;
+  ASSERT_TRUE(rocks_->db()->Delete(rocksdb::WriteOptions(), rocks_->cf("audit"), key).ok());
+  auto broken = audit_->Verify();
+  EXPECT_FALSE(broken->ok());
+  EXPECT_EQ(broken->first_bad_seq(), 3u);
+}
+
+}  // namespace
+}  // namespace eonce

@@ -1,0 +1,107 @@
+// FakeUpstream: a scripted business service for unit tests of the Deduper.
+//
+// Each Forward is recorded; it is answered at once by `next_reply`, or held (when
+// `hold` is set) until the test calls Release. QueryOutcome answers `outcome`.
+#ifndef EONCE_DEDUPE_SIDECAR_FAKE_UPSTREAM_H_
+#define EONCE_DEDUPE_SIDECAR_FAKE_UPSTREAM_H_
+
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "dedupe_sidecar/upstream.h"
+
+namespace eonce {
+
+class FakeUpstream : public Upstream {
+ public:
+  void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override {
+    ForwardReply reply;
+    {
+      absl::MutexLock lock(&mu_);
+      calls_.push_back(call);
+      if (hold_) {
+        held_.push_back(std::move(done));
+        return;
+      }
+      reply = next_reply_;
+    }
+    done(reply);
+  }
+
+  void QueryOutcome(const std::string& /*tenant*/, const std::string& command_id,
+                    int64_t /*deadline_ms*/,
+                    std::function<void(absl::StatusOr<v1::QueryOutcomeResponse>)> done) override {
+    absl::StatusOr<v1::QueryOutcomeResponse> outcome;
+    {
+      absl::MutexLock lock(&mu_);
+      queried_.push_back(command_id);
+      outcome = outcome_;
+    }
+    done(outcome);
+  }
+
+  bool Reachable() override {
+    absl::MutexLock lock(&mu_);
+    return reachable_;
+  }
+
+  // Answers the oldest held forward.
+  void Release(ForwardReply reply) {
+    std::function<void(ForwardReply)> done;
+    {
+      absl::MutexLock lock(&mu_);
+      done = std::move(held_.front());
+      held_.pop_front();
+    }
+    done(std::move(reply));
+  }
+
+  static ForwardReply Ok(const std::string& response) {
+    ForwardReply reply;
+    reply.kind = ForwardReply::Kind::kAnswered;
+    reply.result.set_response(response);
+    return reply;
+  }
+  static ForwardReply Rejected(int code, const std::string& message) {
+    ForwardReply reply;
+    reply.kind = ForwardReply::Kind::kAnswered;
+    reply.result.set_code(code);
+    reply.result.set_message(message);
+    return reply;
+  }
+  static ForwardReply Of(ForwardReply::Kind kind) {
+    ForwardReply reply;
+    reply.kind = kind;
+    reply.detail = "scripted";
+    return reply;
+  }
+
+  void set_next_reply(ForwardReply reply) { absl::MutexLock l(&mu_); next_reply_ = reply; }
+  void set_hold(bool hold) { absl::MutexLock l(&mu_); hold_ = hold; }
+  void set_reachable(bool r) { absl::MutexLock l(&mu_); reachable_ = r; }
+  void set_outcome(absl::StatusOr<v1::QueryOutcomeResponse> o) {
+    absl::MutexLock l(&mu_);
+    outcome_ = std::move(o);
+  }
+  size_t forwards() { absl::MutexLock l(&mu_); return calls_.size(); }
+  ForwardCall call(size_t i) { absl::MutexLock l(&mu_); return calls_.at(i); }
+  size_t queries() { absl::MutexLock l(&mu_); return queried_.size(); }
+  size_t held() { absl::MutexLock l(&mu_); return held_.size(); }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<ForwardCall> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> queried_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::function<void(ForwardReply)>> held_ ABSL_GUARDED_BY(mu_);
+  ForwardReply next_reply_ ABSL_GUARDED_BY(mu_) = Ok("ok");
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  bool reachable_ ABSL_GUARDED_BY(mu_) = true;
+  absl::StatusOr<v1::QueryOutcomeResponse> outcome_ ABSL_GUARDED_BY(mu_) =
+      absl::UnimplementedError("no outcome service");
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_FAKE_UPSTREAM_H_

@@ -1,0 +1,93 @@
+// Policy: who may run which operation, and which credentials are revoked.
+//
+// The policy file is plain text, one rule a line, `#` starts a comment:
+//
+//   allow    <tenant> <actor|*> <method|*>      may run the method
+//   revoke   <tenant> <actor|*> [below_epoch=N] credentials are revoked (all, or those
+//                                               issued under an epoch below N)
+//   mutating <method>                           a transparent-mode call to this method
+//                                               needs an idempotency key
+//
+// A command is allowed when an allow rule matches it and no revoke rule does. Every
+// Submit is checked, duplicates included, so idempotency never works around a
+// revocation. With no policy file every call is allowed (a development default that the
+// sidecar logs at startup).
+//
+// PolicyStore reloads the file when its modification time or size changes; a file that
+// does not parse keeps the previous policy and the error is reported. Thread-safe.
+#ifndef EONCE_DEDUPE_SIDECAR_POLICY_H_
+#define EONCE_DEDUPE_SIDECAR_POLICY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace eonce {
+
+struct PolicyDecision {
+  bool allowed = true;
+  // "POLICY_DENIED" or "CREDENTIAL_REVOKED" when not allowed.
+  std::string reason;
+};
+
+class Policy {
+ public:
+  // A policy that allows everything.
+  static Policy AllowAll();
+  // INVALID_ARGUMENT naming the line for a malformed file.
+  static absl::StatusOr<Policy> Parse(const std::string& text);
+
+  PolicyDecision Check(const std::string& tenant, const std::string& actor,
+                       const std::string& method, int64_t credential_epoch) const;
+  bool IsMutating(const std::string& method) const;
+
+ private:
+  struct Allow {
+    std::string tenant, actor, method;
+  };
+  struct Revoke {
+    std::string tenant, actor;
+    int64_t below_epoch = 0;  // 0: every epoch
+  };
+  bool allow_all_ = false;
+  std::vector<Allow> allows_;
+  std::vector<Revoke> revokes_;
+  absl::flat_hash_set<std::string> mutating_;
+};
+
+class PolicyStore {
+ public:
+  // An empty path: allow everything, never reload.
+  static absl::StatusOr<std::unique_ptr<PolicyStore>> Open(const std::string& path);
+
+  PolicyDecision Check(const std::string& tenant, const std::string& actor,
+                       const std::string& method, int64_t credential_epoch);
+  bool IsMutating(const std::string& method);
+
+  // Reloads if the file changed. Returns the parse error of a bad new file (the old
+  // policy stays); OK when nothing changed or the reload worked.
+  absl::Status MaybeReload();
+  // Replaces the policy directly (tests, the simulation).
+  void Set(Policy policy);
+  int64_t reloads() const;
+
+ private:
+  PolicyStore(std::string path, Policy policy);
+
+  const std::string path_;
+  mutable absl::Mutex mu_;
+  // Read with std::atomic_load on every check, so checks take no lock.
+  std::shared_ptr<const Policy> policy_;
+  int64_t mtime_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t size_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t reloads_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_POLICY_H_

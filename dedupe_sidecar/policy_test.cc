@@ -1,0 +1,87 @@
+#include "dedupe_sidecar/policy.h"
+
+#include <fstream>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+constexpr char kTransfer[] = "/eonce.ledger.v1.Ledger/Transfer";
+
+TEST(PolicyTest, AllowRulesMatchTenantActorAndMethod) {
+  auto policy = Policy::Parse(
+      "# the ledger team\n"
+      "allow acme alice /eonce.ledger.v1.Ledger/Transfer\n"
+      "allow acme *     /eonce.ledger.v1.Ledger/GetAccount   # reads for everyone\n"
+      "allow globex ops *\n");
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  EXPECT_TRUE(policy->Check("acme", "alice", kTransfer, 1).allowed);
+  EXPECT_FALSE(policy->Check("acme", "bob", kTransfer, 1).allowed);
+  EXPECT_EQ(policy->Check("acme", "bob", kTransfer, 1).reason, "POLICY_DENIED");
+  EXPECT_TRUE(policy->Check("acme", "bob", "/eonce.ledger.v1.Ledger/GetAccount", 1).allowed);
+  EXPECT_TRUE(policy->Check("globex", "ops", "/x.Y/Z", 1).allowed);
+  EXPECT_FALSE(policy->Check("initech", "alice", kTransfer, 1).allowed);
+}
+
+TEST(PolicyTest, RevocationsWinOverAllows) {
+  auto policy = Policy::Parse(
+      "allow acme * *\n"
+      "revoke acme mallory\n"
+      "revoke acme alice below_epoch=5\n");
+  ASSERT_TRUE(policy.ok());
+  EXPECT_EQ(policy->Check("acme", "mallory", kTransfer, 99).reason, "CREDENTIAL_REVOKED");
+  EXPECT_EQ(policy->Check("acme", "alice", kTransfer, 4).reason, "CREDENTIAL_REVOKED");
+  EXPECT_TRUE(policy->Check("acme", "alice", kTransfer, 5).allowed);
+  EXPECT_TRUE(policy->Check("acme", "bob", kTransfer, 1).allowed);
+}
+
+TEST(PolicyTest, MutatingMethodsAreListed) {
+  auto policy = Policy::Parse("mutating /eonce.ledger.v1.Ledger/Transfer\n");
+  ASSERT_TRUE(policy.ok());
+  EXPECT_TRUE(policy->IsMutating(kTransfer));
+  EXPECT_FALSE(policy->IsMutating("/eonce.ledger.v1.Ledger/GetAccount"));
+}
+
+TEST(PolicyTest, MalformedLinesAreNamed) {
+  const char* bad[] = {"allow acme alice", "allow * a /b.C/D", "revoke acme",
+                       "revoke acme a below_epoch=x", "mutating Transfer", "permit a b c"};
+  for (const char* text : bad) {
+    auto policy = Policy::Parse(std::string("# ok\n") + text + "\n");
+    EXPECT_EQ(policy.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(policy.status().message().find("line 2"), std::string::npos) << text;
+  }
+}
+
+TEST(PolicyStoreTest, NoFileAllowsEverything) {
+  auto store = PolicyStore::Open("");
+  ASSERT_TRUE(store.ok());
+  EXPECT_TRUE((*store)->Check("acme", "anyone", kTransfer, 0).allowed);
+}
+
+TEST(PolicyStoreTest, ReloadsWhenTheFileChangesAndKeepsTheOldPolicyOnABadFile) {
+  std::string path = testing::FreshDir("policy") + "/policy.txt";
+  std::ofstream(path) << "allow acme alice *\n";
+  auto opened = PolicyStore::Open(path);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  PolicyStore& store = **opened;
+  EXPECT_TRUE(store.Check("acme", "alice", kTransfer, 1).allowed);
+
+  std::ofstream(path) << "allow acme alice *\nrevoke acme alice\n";
+  ASSERT_TRUE(store.MaybeReload().ok());
+  EXPECT_FALSE(store.Check("acme", "alice", kTransfer, 1).allowed);
+
+  std::ofstream(path) << "allow acme\n";  // broken
+  EXPECT_FALSE(store.MaybeReload().ok());
+  EXPECT_EQ(store.Check("acme", "alice", kTransfer, 1).reason, "CREDENTIAL_REVOKED");
+  EXPECT_TRUE(store.MaybeReload().ok());  // the same bad file is reported once
+
+  EXPECT_FALSE(PolicyStore::Open("/nonexistent/policy").ok());
+  std::ofstream(path) << "nonsense\n";
+  EXPECT_FALSE(PolicyStore::Open(path).ok());
+}
+
+}  // namespace
+}  // namespace eonce

@@ -1,0 +1,174 @@
+#include "dedupe_sidecar/record_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace eonce {
+namespace {
+
+constexpr char kRecordsCf[] = "records";
+constexpr char kByCommandCf[] = "by_command";
+constexpr char kParkedCf[] = "parked";
+
+void MakeTombstone(Record* record) {
+  record->set_tombstone(true);
+  record->mutable_result()->clear_response();
+  record->mutable_result()->clear_error_details();
+  record->mutable_result()->clear_message();
+  record->clear_lease_owner();
+  record->clear_actor();
+}
+
+bool Finished(const Record& record) {
+  return record.state() == Record::COMMITTED || record.state() == Record::FAILED;
+}
+
+}  // namespace
+
+std::string ScopedKey(const std::string& tenant, const std::string& key) {
+  return absl::StrCat(tenant, std::string(1, '\0'), key);
+}
+
+bool RecordTrimmer::Trim(absl::string_view payload, std::string* trimmed) {
+  Record record;
+  if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) return false;
+  if (!Finished(record) || record.tombstone()) return false;
+  MakeTombstone(&record);
+  *trimmed = record.SerializeAsString();
+  return true;
+}
+
+RecordStoreFilters::RecordStoreFilters(Clock& clock)
+    : records_filter(std::make_shared<TtlCompactionFilterFactory>(clock, &trimmer, stats)),
+      drop_only_filter(std::make_shared<TtlCompactionFilterFactory>(clock, nullptr, stats)) {}
+
+std::vector<ColumnFamilySpec> RecordStore::ColumnFamilies(RecordStoreFilters& filters) {
+  ColumnFamilySpec records{kRecordsCf, {}};
+  records.options.compaction_filter_factory = filters.records_filter;
+  ColumnFamilySpec by_command{kByCommandCf, {}};
+  by_command.options.compaction_filter_factory = filters.drop_only_filter;
+  ColumnFamilySpec parked{kParkedCf, {}};
+  return {records, by_command, parked};
+}
+
+RecordStore::RecordStore(RocksStore& store, Clock& clock, const RetentionOptions& retention)
+    : store_(store), clock_(clock), retention_(retention) {
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kParkedCf)));
+  int64_t parked = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) ++parked;
+  parked_count_ = parked;
+}
+
+std::string RecordStore::Encode(const Record& record) const {
+  int64_t drop_at = 0;
+  int64_t trim_at = 0;
+  if (Finished(record)) {
+    drop_at = record.updated_ms() + retention_.forensic_retention_ms;
+    if (!record.tombstone()) trim_at = record.updated_ms() + retention_.retention_ms;
+  }
+  return EncodeFramed(drop_at, trim_at, record.SerializeAsString());
+}
+
+absl::StatusOr<std::optional<Record>> RecordStore::Get(const std::string& tenant,
+                                                       const std::string& key) {
+  std::string value;
+  rocksdb::Status status = store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kRecordsCf),
+                                            ScopedKey(tenant, key), &value);
+  if (status.IsNotFound()) return std::optional<Record>();
+  EONCE_RETURN_IF_ERROR(FromRocks(status, "read record"));
+  Framed framed;
+  Record record;
+  if (!DecodeFramed(value, &framed) ||
+      !record.ParseFromArray(framed.payload.data(), static_cast<int>(framed.payload.size()))) {
+    return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable record");
+  }
+  int64_t now = clock_.NowMs();
+  if (framed.DroppedAt(now)) return std::optional<Record>();
+  if (framed.TrimmedAt(now) && Finished(record)) MakeTombstone(&record);
+  return std::optional<Record>(std::move(record));
+}
+
+absl::StatusOr<std::optional<std::string>> RecordStore::KeyOfCommand(
+    const std::string& tenant, const std::string& command_id) {
+  std::string value;
+  rocksdb::Status status = store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kByCommandCf),
+                                            ScopedKey(tenant, command_id), &value);
+  if (status.IsNotFound()) return std::optional<std::string>();
+  EONCE_RETURN_IF_ERROR(FromRocks(status, "read command index"));
+  Framed framed;
+  if (!DecodeFramed(value, &framed)) {
+    return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable index entry");
+  }
+  if (framed.DroppedAt(clock_.NowMs())) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(framed.payload));
+}
+
+absl::Status RecordStore::Write(const Record& record, Record::State previous, bool sync) {
+  rocksdb::WriteBatch batch;
+  std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
+  std::string encoded = Encode(record);
+  Framed framed;
+  DecodeFramed(encoded, &framed);
+  batch.Put(store_.cf(kRecordsCf), scoped, encoded);
+  if (!record.command_id().empty()) {
+    batch.Put(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()),
+              EncodeFramed(framed.drop_at_ms, 0, record.idempotency_key()));
+  }
+  bool parked_now = record.state() == Record::PARKED;
+  bool parked_before = previous == Record::PARKED;
+  if (parked_now && !parked_before) batch.Put(store_.cf(kParkedCf), scoped, "");
+  if (!parked_now && parked_before) batch.Delete(store_.cf(kParkedCf), scoped);
+  EONCE_RETURN_IF_ERROR(FromRocks(
+      store_.db()->Write(sync ? SyncedWrite() : UnsyncedWrite(), &batch), "write record"));
+  if (parked_now != parked_before) parked_count_.fetch_add(parked_now ? 1 : -1);
+  return absl::OkStatus();
+}
+
+absl::Status RecordStore::Delete(const Record& record, bool sync) {
+  rocksdb::WriteBatch batch;
+  std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
+  batch.Delete(store_.cf(kRecordsCf), scoped);
+  if (!record.command_id().empty()) {
+    batch.Delete(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()));
+  }
+  if (record.state() == Record::PARKED) batch.Delete(store_.cf(kParkedCf), scoped);
+  EONCE_RETURN_IF_ERROR(FromRocks(
+      store_.db()->Write(sync ? SyncedWrite() : UnsyncedWrite(), &batch), "delete record"));
+  if (record.state() == Record::PARKED) parked_count_.fetch_sub(1);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Record>> RecordStore::ListParked(const std::string& tenant,
+                                                            int limit) {
+  limit = std::clamp(limit <= 0 ? 100 : limit, 1, 1000);
+  std::vector<Record> out;
+  std::string prefix = ScopedKey(tenant, "");
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kParkedCf)));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix) &&
+                         static_cast<int>(out.size()) < limit;
+       it->Next()) {
+    std::string key = it->key().ToString().substr(prefix.size());
+    EONCE_ASSIGN_OR_RETURN(auto record, Get(tenant, key));
+    if (record.has_value()) out.push_back(std::move(*record));
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "list parked"));
+  return out;
+}
+
+absl::Status RecordStore::CompactAll() {
+  rocksdb::CompactRangeOptions options;
+  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  for (const char* name : {kRecordsCf, kByCommandCf, kParkedCf}) {
+    EONCE_RETURN_IF_ERROR(
+        FromRocks(store_.db()->Flush(rocksdb::FlushOptions(), store_.cf(name)), "flush"));
+    EONCE_RETURN_IF_ERROR(FromRocks(
+        store_.db()->CompactRange(options, store_.cf(name), nullptr, nullptr), "compact"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace eonce

@@ -1,0 +1,98 @@
+// RecordStore: the sidecar's idempotency records in RocksDB.
+//
+// A record is keyed by (tenant, idempotency key); the same key under another tenant is a
+// different record. Column families:
+//   records     the records, framed with their expiry (common/ttl.h)
+//   by_command  (tenant, command id) -> idempotency key, for Reconcile by command id
+//   parked      (tenant, key) of every parked record, for the operator's listing
+// Retention: a finished record answers duplicates for `retention_ms`; then compaction
+// (or a read) turns it into a tombstone (key, payload hash, outcome code) that lives
+// until `forensic_retention_ms`. Started and parked records never expire: a live lease
+// must keep blocking, and a parked record waits for an operator. Reads apply the same
+// rules as the compaction filter, so behaviour never depends on when compaction ran.
+//
+// The store does no locking: the Deduper serializes writers of one key. Thread-safe for
+// concurrent use on different keys. The RocksStore must outlive it.
+#ifndef EONCE_DEDUPE_SIDECAR_RECORD_STORE_H_
+#define EONCE_DEDUPE_SIDECAR_RECORD_STORE_H_
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/rocks.h"
+#include "common/ttl.h"
+#include "eonce/internal/records.pb.h"
+
+namespace eonce {
+
+using Record = internal::IdempotencyRecord;
+
+struct RetentionOptions {
+  int64_t retention_ms = 7LL * 24 * 3600 * 1000;
+  int64_t forensic_retention_ms = 30LL * 24 * 3600 * 1000;
+};
+
+// Turns an expired record into its tombstone; used by the compaction filter.
+class RecordTrimmer : public Trimmer {
+ public:
+  bool Trim(absl::string_view payload, std::string* trimmed) override;
+};
+
+// The compaction-filter plumbing a RecordStore's column families need; it must outlive
+// the RocksStore they are opened in.
+struct RecordStoreFilters {
+  explicit RecordStoreFilters(Clock& clock);
+  RecordTrimmer trimmer;
+  TtlStats stats;
+  std::shared_ptr<TtlCompactionFilterFactory> records_filter;
+  std::shared_ptr<TtlCompactionFilterFactory> drop_only_filter;
+};
+
+class RecordStore {
+ public:
+  static std::vector<ColumnFamilySpec> ColumnFamilies(RecordStoreFilters& filters);
+
+  RecordStore(RocksStore& store, Clock& clock, const RetentionOptions& retention);
+
+  // The record of (tenant, key) as it stands now: absent once dropped, a tombstone once
+  // trimmed.
+  absl::StatusOr<std::optional<Record>> Get(const std::string& tenant, const std::string& key);
+  // The idempotency key a command id was submitted under, within the tenant.
+  absl::StatusOr<std::optional<std::string>> KeyOfCommand(const std::string& tenant,
+                                                          const std::string& command_id);
+
+  // Writes `record` and its index entries in one batch. `sync` says whether the caller
+  // needs it on disk before going on (a started record before forwarding, an outcome
+  // before answering); `previous` is the state it had, to maintain the parked index.
+  absl::Status Write(const Record& record, Record::State previous, bool sync);
+  // Removes a record (nothing was applied, so the key is free again).
+  absl::Status Delete(const Record& record, bool sync);
+
+  absl::StatusOr<std::vector<Record>> ListParked(const std::string& tenant, int limit);
+  int64_t parked_count() const { return parked_count_.load(); }
+
+  // Forces compaction of every column family (tests, and the periodic reclaimer).
+  absl::Status CompactAll();
+  RocksStore& rocks() { return store_; }
+  int64_t retention_ms() const { return retention_.retention_ms; }
+  int64_t forensic_retention_ms() const { return retention_.forensic_retention_ms; }
+
+ private:
+  std::string Encode(const Record& record) const;
+
+  RocksStore& store_;
+  Clock& clock_;
+  const RetentionOptions retention_;
+  std::atomic<int64_t> parked_count_{0};
+};
+
+// (tenant, key) as a RocksDB key; tenant names never contain NUL.
+std::string ScopedKey(const std::string& tenant, const std::string& key);
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_RECORD_STORE_H_

@@ -1,0 +1,67 @@
+// Upstream: how the sidecar reaches the business service.
+//
+// The Deduper only sees this interface: the real one is a gRPC generic stub on the pod's
+// localhost (grpc_upstream.h); the simulation hands in one that routes through its
+// simulated network. Implementations classify what happened at their boundary:
+//   answered      the business gave a status (OK or a terminal rejection): it is the
+//                 outcome, stored and replayed
+//   not applied   the business proved it did not apply the call (it was never sent, or
+//                 it refused with `eonce-not-applied: true`): safe to retry
+//   unknown       anything else (deadline, connection lost after sending, cancelled):
+//                 the business may or may not have applied it
+#ifndef EONCE_DEDUPE_SIDECAR_UPSTREAM_H_
+#define EONCE_DEDUPE_SIDECAR_UPSTREAM_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "eonce/v1/command.pb.h"
+#include "eonce/v1/outcome.pb.h"
+
+namespace grpc {
+class CallbackServerContext;
+}  // namespace grpc
+
+namespace eonce {
+
+struct ForwardCall {
+  std::string method;
+  std::string request;
+  std::string command_id;
+  std::string idempotency_key;
+  std::string tenant;
+  std::string actor;
+  uint64_t fencing_token = 0;
+  int64_t deadline_ms = 0;  // absolute, on the Deduper's clock
+  // The caller's call, whose cancellation the forward follows; null when there is none.
+  grpc::CallbackServerContext* parent = nullptr;
+};
+
+struct ForwardReply {
+  enum class Kind { kAnswered, kNotApplied, kUnknown };
+  Kind kind = Kind::kUnknown;
+  v1::CallResult result;  // kAnswered: the business status and bytes
+  std::string detail;     // otherwise: what happened, for logs and the caller
+  int64_t entity_revision = 0;
+};
+
+class Upstream {
+ public:
+  virtual ~Upstream() = default;
+  // Calls the business method; `done` runs exactly once, possibly on another thread.
+  virtual void Forward(ForwardCall call, std::function<void(ForwardReply)> done) = 0;
+  // Asks the business whether the command was applied. UNIMPLEMENTED means the business
+  // keeps no outcomes (legacy): it cannot tell.
+  virtual void QueryOutcome(const std::string& tenant, const std::string& command_id,
+                            int64_t deadline_ms,
+                            std::function<void(absl::StatusOr<v1::QueryOutcomeResponse>)> done) = 0;
+  // False when the business is known to be unreachable right now, so that a first-seen
+  // command is refused before anything is written.
+  virtual bool Reachable() = 0;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_UPSTREAM_H_
