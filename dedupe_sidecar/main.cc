@@ -1,0 +1,68 @@
+// dedupe_sidecar: the idempotency boundary in front of a business service.
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/server.h"
+#include "dedupe_sidecar/sidecar_service.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:7100", "address agents call: host:port or unix:/path");
+ABSL_FLAG(std::string, upstream, "127.0.0.1:7101", "the business service (the pod's localhost)");
+ABSL_FLAG(std::string, data_dir, "", "RocksDB data directory (required)");
+ABSL_FLAG(std::string, policy_file, "", "authorization policy; reloaded when it changes");
+ABSL_FLAG(int64_t, retention_ms, 7LL * 24 * 3600 * 1000,
+          "how long a finished record answers duplicates (7 days)");
+ABSL_FLAG(int64_t, forensic_retention_ms, 30LL * 24 * 3600 * 1000,
+          "how long a tombstone catches late conflicts (30 days)");
+ABSL_FLAG(int64_t, audit_retention_ms, 90LL * 24 * 3600 * 1000, "audit log retention (90 days)");
+ABSL_FLAG(int64_t, lease_ms, 10'000, "how long a started record blocks duplicates");
+ABSL_FLAG(int64_t, forward_timeout_ms, 5'000, "the longest a forward may take");
+ABSL_FLAG(int64_t, max_key_bytes, 256, "longest idempotency key");
+ABSL_FLAG(int64_t, max_request_bytes, 1 << 20, "largest request message");
+ABSL_FLAG(bool, replay_after_revocation, false,
+          "answer duplicates of commands finished before a revocation with the stored answer");
+ABSL_FLAG(bool, refuse_unkeyed_mutations, true,
+          "transparent mode: refuse calls without idempotency-key to methods listed as mutating");
+ABSL_FLAG(std::string, instance_id, "sidecar", "this sidecar's name as a lease owner");
+ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight calls may finish on SIGTERM");
+ABSL_FLAG(int64_t, compaction_interval_ms, 3'600'000, "how often expired records are compacted away");
+
+int main(int argc, char** argv) {
+  eonce::BlockShutdownSignals();
+  eonce::ParseFlagsWithEnv(argc, argv,
+                           "dedupe_sidecar --data_dir=DIR --upstream=ADDR [--listen=ADDR]");
+  eonce::SidecarServerOptions o;
+  o.listen_address = absl::GetFlag(FLAGS_listen);
+  o.upstream_address = absl::GetFlag(FLAGS_upstream);
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.policy_file = absl::GetFlag(FLAGS_policy_file);
+  o.retention.retention_ms = absl::GetFlag(FLAGS_retention_ms);
+  o.retention.forensic_retention_ms = absl::GetFlag(FLAGS_forensic_retention_ms);
+  o.audit_retention_ms = absl::GetFlag(FLAGS_audit_retention_ms);
+  o.deduper.lease_ms = absl::GetFlag(FLAGS_lease_ms);
+  o.deduper.forward_timeout_ms = absl::GetFlag(FLAGS_forward_timeout_ms);
+  o.deduper.replay_after_revocation = absl::GetFlag(FLAGS_replay_after_revocation);
+  o.deduper.instance_id = absl::GetFlag(FLAGS_instance_id);
+  o.deduper.limits.max_key_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_key_bytes));
+  o.deduper.limits.max_request_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_bytes));
+  o.max_message_bytes = static_cast<int>(o.deduper.limits.max_request_bytes) + (1 << 20);
+  o.refuse_unkeyed_mutations = absl::GetFlag(FLAGS_refuse_unkeyed_mutations);
+  o.compaction_interval_ms = absl::GetFlag(FLAGS_compaction_interval_ms);
+
+  auto server = eonce::SidecarServer::Start(o, eonce::RealClock::Get());
+  if (!server.ok()) {
+    std::cerr << "dedupe_sidecar: " << server.status().message() << "\n";
+    return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  eonce::AnnounceListening("dedupe_sidecar", o.listen_address, (*server)->port());
+  eonce::LogInfo("started", {{"service", "sidecar"}, {"upstream", o.upstream_address}});
+  eonce::WaitForShutdownSignal();
+  eonce::LogInfo("draining", {{"service", "sidecar"}});
+  absl::Status closed = (*server)->Shutdown(absl::GetFlag(FLAGS_drain_ms));
+  if (!closed.ok()) {
+    eonce::LogError("close failed", {{"error", std::string(closed.message())}});
+    return 1;
+  }
+  return 0;
+}

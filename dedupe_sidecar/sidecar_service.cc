@@ -1,0 +1,402 @@
+#include "dedupe_sidecar/sidecar_service.h"
+
+#include <chrono>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/command.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/server.h"
+#include "common/status.h"
+#include "dedupe_sidecar/grpc_upstream.h"
+#include "grpcpp/server_builder.h"
+#include "grpcpp/support/byte_buffer.h"
+
+namespace eonce {
+namespace {
+
+constexpr char kReplayedHeader[] = "eonce-replayed";
+constexpr char kFirstSeenHeader[] = "eonce-first-seen-ms";
+
+std::string Metadata(const grpc::ServerContextBase& context, const char* name) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(name);
+  return it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+Caller CallerOf(grpc::CallbackServerContext* context, Clock& clock) {
+  Caller caller;
+  caller.tenant = Metadata(*context, kTenantHeader);
+  caller.actor = Metadata(*context, kActorHeader);
+  absl::SimpleAtoi(Metadata(*context, kCredentialEpochHeader), &caller.credential_epoch);
+  auto deadline = context->deadline();
+  auto now = std::chrono::system_clock::now();
+  if (deadline < now + std::chrono::hours(24 * 365)) {
+    caller.deadline_ms =
+        clock.NowMs() +
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+  }
+  caller.context = context;
+  return caller;
+}
+
+absl::Status Draining() {
+  return Error(absl::StatusCode::kUnavailable, "DRAINING", "the sidecar is shutting down");
+}
+
+template <typename T>
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, absl::StatusOr<T> result,
+                                T* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (result.ok()) *response = std::move(*result);
+  reactor->Finish(ToGrpcStatus(result.status(), context));
+  return reactor;
+}
+
+class SidecarServiceImpl : public v1::Sidecar::CallbackService {
+ public:
+  SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining)
+      : deduper_(deduper), clock_(clock), draining_(draining) {}
+
+  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
+                                   const v1::SubmitRequest* request,
+                                   v1::SubmitResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (draining_.load()) {
+      reactor->Finish(ToGrpcStatus(Draining(), context));
+      return reactor;
+    }
+    deduper_.Submit(CallerOf(context, clock_), request->command(),
+                    [context, reactor, response](absl::StatusOr<v1::SubmitResponse> result) {
+                      if (result.ok()) *response = std::move(*result);
+                      reactor->Finish(ToGrpcStatus(result.status(), context));
+                    });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Reconcile(grpc::CallbackServerContext* context,
+                                      const v1::ReconcileRequest* request,
+                                      v1::ReconcileResponse* response) override {
+    if (draining_.load()) {
+      return Reply<v1::ReconcileResponse>(context, Draining(), response);
+    }
+    return Reply(context, deduper_.Reconcile(CallerOf(context, clock_), *request), response);
+  }
+
+  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context,
+                                    const v1::GetInfoRequest* /*request*/,
+                                    v1::GetInfoResponse* response) override {
+    return Reply(context, absl::StatusOr<v1::GetInfoResponse>(deduper_.Info()), response);
+  }
+
+ private:
+  Deduper& deduper_;
+  Clock& clock_;
+  std::atomic<bool>& draining_;
+};
+
+class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
+ public:
+  SidecarAdminImpl(Deduper& deduper, AuditLog& audit, Clock& clock)
+      : deduper_(deduper), audit_(audit), clock_(clock) {}
+
+  grpc::ServerUnaryReactor* ListParked(grpc::CallbackServerContext* context,
+                                       const v1::ListParkedRequest* request,
+                                       v1::ListParkedResponse* response) override {
+    return Reply(context, deduper_.ListParked(CallerOf(context, clock_), request->limit()),
+                 response);
+  }
+
+  grpc::ServerUnaryReactor* QueryAudit(grpc::CallbackServerContext* context,
+                                       const v1::QueryAuditRequest* request,
+                                       v1::QueryAuditResponse* response) override {
+    Caller caller = CallerOf(context, clock_);
+    absl::StatusOr<v1::QueryAuditResponse> result;
+    if (caller.tenant.empty()) {
+      result = Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
+    } else if (auto events = audit_.Query(caller.tenant, *request); !events.ok()) {
+      result = events.status();
+    } else {
+      v1::QueryAuditResponse out;
+      for (auto& event : *events) *out.add_events() = std::move(event);
+      result = std::move(out);
+    }
+    return Reply(context, std::move(result), response);
+  }
+
+  grpc::ServerUnaryReactor* VerifyAudit(grpc::CallbackServerContext* context,
+                                        const v1::VerifyAuditRequest* /*request*/,
+                                        v1::VerifyAuditResponse* response) override {
+    return Reply(context, audit_.Verify(), response);
+  }
+
+  grpc::ServerUnaryReactor* ResolveParked(grpc::CallbackServerContext* context,
+                                          const v1::ResolveParkedRequest* request,
+                                          v1::ResolveParkedResponse* response) override {
+    return Reply(context, deduper_.ResolveParked(CallerOf(context, clock_), *request), response);
+  }
+
+ private:
+  Deduper& deduper_;
+  AuditLog& audit_;
+  Clock& clock_;
+};
+
+// One transparent-mode call: read the request, decide, write the answer.
+class TransparentReactor : public grpc::ServerGenericBidiReactor {
+ public:
+  TransparentReactor(grpc::GenericCallbackServerContext* context, Deduper& deduper,
+                     Upstream& upstream, PolicyStore& policy, Clock& clock, bool refuse_unkeyed,
+                     int64_t forward_timeout_ms, bool draining)
+      : context_(context),
+        deduper_(deduper),
+        upstream_(upstream),
+        policy_(policy),
+        clock_(clock),
+        refuse_unkeyed_(refuse_unkeyed),
+        forward_timeout_ms_(forward_timeout_ms) {
+    if (draining) {
+      Finish(ToGrpcStatus(Draining(), context_));
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message"));
+      return;
+    }
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (request_.Dump(&slices).ok()) {
+      for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    const std::string method = context_->method();
+    const std::string key = Metadata(*context_, kTransparentKeyHeader);
+    if (key.empty()) {
+      if (refuse_unkeyed_ && policy_.IsMutating(method)) {
+        Finish(ToGrpcStatus(
+            Error(absl::StatusCode::kFailedPrecondition, "IDEMPOTENCY_KEY_REQUIRED",
+                  absl::StrCat(method, " changes state: send an idempotency-key header")),
+            context_));
+        return;
+      }
+      PassThrough(method, std::move(bytes));
+      return;
+    }
+    v1::Command command;
+    std::string command_id = Metadata(*context_, kCommandIdHeader);
+    command.set_command_id(command_id.empty() ? key : command_id);
+    command.set_idempotency_key(key);
+    command.set_target_method(method);
+    command.set_request(std::move(bytes));
+    command.mutable_entity()->set_type("transparent");
+    command.mutable_entity()->set_id("call");
+    FillPayloadHash(&command);
+    Caller caller = CallerOf(context_, clock_);
+    deduper_.Submit(caller, command, [this](absl::StatusOr<v1::SubmitResponse> result) {
+      if (!result.ok()) {
+        Finish(ToGrpcStatus(result.status(), context_));
+        return;
+      }
+      if (result->disposition() == v1::REPLAYED) {
+        context_->AddInitialMetadata(kReplayedHeader, "true");
+        context_->AddInitialMetadata(kFirstSeenHeader,
+                                     absl::StrCat(result->replay().first_seen_ms()));
+      }
+      Answer(result->result());
+    });
+  }
+
+  void OnWriteDone(bool /*ok*/) override {}
+  void OnDone() override { delete this; }
+
+ private:
+  void Answer(const v1::CallResult& result) {
+    if (result.code() != 0) {
+      Finish(grpc::Status(static_cast<grpc::StatusCode>(result.code()), result.message(),
+                          result.error_details()));
+      return;
+    }
+    grpc::Slice slice(result.response());
+    response_ = grpc::ByteBuffer(&slice, 1);
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+
+  void PassThrough(const std::string& method, std::string bytes) {
+    ForwardCall call;
+    call.method = method;
+    call.request = std::move(bytes);
+    call.tenant = Metadata(*context_, kTenantHeader);
+    call.actor = Metadata(*context_, kActorHeader);
+    call.deadline_ms = clock_.NowMs() + forward_timeout_ms_;
+    upstream_.Forward(std::move(call), [this](ForwardReply reply) {
+      if (reply.kind == ForwardReply::Kind::kAnswered) {
+        Answer(reply.result);
+      } else {
+        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, reply.detail));
+      }
+    });
+  }
+
+  grpc::GenericCallbackServerContext* context_;
+  Deduper& deduper_;
+  Upstream& upstream_;
+  PolicyStore& policy_;
+  Clock& clock_;
+  const bool refuse_unkeyed_;
+  const int64_t forward_timeout_ms_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+};
+
+class TransparentService : public grpc::CallbackGenericService {
+ public:
+  TransparentService(Deduper& deduper, Upstream& upstream, PolicyStore& policy, Clock& clock,
+                     bool refuse_unkeyed, int64_t forward_timeout_ms, std::atomic<bool>& draining)
+      : deduper_(deduper),
+        upstream_(upstream),
+        policy_(policy),
+        clock_(clock),
+        refuse_unkeyed_(refuse_unkeyed),
+        forward_timeout_ms_(forward_timeout_ms),
+        draining_(draining) {}
+
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override {
+    return new TransparentReactor(context, deduper_, upstream_, policy_, clock_, refuse_unkeyed_,
+                                  forward_timeout_ms_, draining_.load());
+  }
+
+ private:
+  Deduper& deduper_;
+  Upstream& upstream_;
+  PolicyStore& policy_;
+  Clock& clock_;
+  const bool refuse_unkeyed_;
+  const int64_t forward_timeout_ms_;
+  std::atomic<bool>& draining_;
+};
+
+}  // namespace
+
+absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
+  if (o.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
+  if (o.upstream == nullptr && o.upstream_address.empty()) {
+    return absl::InvalidArgumentError("upstream: required (the business service's address)");
+  }
+  if (o.retention.retention_ms <= 0) {
+    return absl::InvalidArgumentError("retention_ms: must be positive");
+  }
+  if (o.retention.forensic_retention_ms < o.retention.retention_ms) {
+    return absl::InvalidArgumentError(
+        "forensic_retention_ms: must not be shorter than retention_ms");
+  }
+  if (o.deduper.forward_timeout_ms <= 0) {
+    return absl::InvalidArgumentError("forward_timeout_ms: must be positive");
+  }
+  if (o.deduper.lease_ms <= o.deduper.forward_timeout_ms) {
+    return absl::InvalidArgumentError(
+        "lease_ms: must be longer than forward_timeout_ms, so a lease outlives its forward");
+  }
+  if (o.deduper.limits.max_request_bytes + 64 * 1024 > static_cast<size_t>(o.max_message_bytes)) {
+    return absl::InvalidArgumentError(
+        "max_message_bytes: must exceed max_request_bytes by at least 64 KiB of envelope");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServerOptions options,
+                                                                   Clock& clock) {
+  EONCE_RETURN_IF_ERROR(ValidateSidecarOptions(options));
+  std::unique_ptr<SidecarServer> s(new SidecarServer());
+  EONCE_ASSIGN_OR_RETURN(s->policy_, PolicyStore::Open(options.policy_file));
+  if (options.policy_file.empty()) {
+    LogWarn("no policy file: every tenant and actor may run every method");
+  }
+  s->filters_ = std::make_unique<RecordStoreFilters>(clock);
+  auto families = RecordStore::ColumnFamilies(*s->filters_);
+  for (auto& family : AuditLog::ColumnFamilies(*s->filters_)) families.push_back(family);
+  EONCE_ASSIGN_OR_RETURN(s->rocks_, RocksStore::Open(options.data_dir, families, StoreOptions()));
+  s->records_ = std::make_unique<RecordStore>(*s->rocks_, clock, options.retention);
+  s->audit_ = std::make_unique<AuditLog>(*s->rocks_, clock, options.audit_retention_ms);
+  Upstream* upstream = options.upstream;
+  if (upstream == nullptr) {
+    s->owned_upstream_ = std::make_unique<GrpcUpstream>(options.upstream_address, clock,
+                                                        options.max_message_bytes);
+    upstream = s->owned_upstream_.get();
+  }
+  s->deduper_ = std::make_unique<Deduper>(*s->records_, *s->audit_, *upstream, *s->policy_,
+                                          clock, options.deduper, options.faults);
+  s->sidecar_service_ = std::make_unique<SidecarServiceImpl>(*s->deduper_, clock, s->draining_);
+  s->admin_service_ = std::make_unique<SidecarAdminImpl>(*s->deduper_, *s->audit_, clock);
+  s->transparent_service_ = std::make_unique<TransparentService>(
+      *s->deduper_, *upstream, *s->policy_, clock, options.refuse_unkeyed_mutations,
+      options.deduper.forward_timeout_ms, s->draining_);
+
+  EnableStandardServices();
+  grpc::ServerBuilder builder;
+  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, &s->port_));
+  ApplyServerLimits(builder, options.max_message_bytes, options.max_concurrent_streams);
+  builder.RegisterService(s->sidecar_service_.get());
+  builder.RegisterService(s->admin_service_.get());
+  builder.RegisterCallbackGenericService(s->transparent_service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("listen: cannot bind ", options.listen_address));
+  }
+  SetServing(*s->server_, true);
+  s->maintenance_ = std::thread([raw = s.get(), options] {
+    raw->Maintenance(options.policy_reload_ms, options.compaction_interval_ms);
+  });
+  return s;
+}
+
+void SidecarServer::Maintenance(int64_t policy_reload_ms, int64_t compaction_interval_ms) {
+  auto last_compaction = std::chrono::steady_clock::now();
+  while (!stop_maintenance_.WaitForNotificationWithTimeout(
+      absl::Milliseconds(std::max<int64_t>(50, policy_reload_ms)))) {
+    if (absl::Status reloaded = policy_->MaybeReload(); !reloaded.ok()) {
+      LogError("policy reload failed; keeping the previous policy",
+               {{"error", std::string(reloaded.message())}});
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (compaction_interval_ms > 0 &&
+        now - last_compaction > std::chrono::milliseconds(compaction_interval_ms)) {
+      last_compaction = now;
+      if (absl::Status compacted = records_->CompactAll(); !compacted.ok()) {
+        LogError("compaction failed", {{"error", std::string(compacted.message())}});
+      }
+    }
+  }
+}
+
+absl::Status SidecarServer::Shutdown(int64_t drain_ms) {
+  if (server_ != nullptr) {
+    draining_ = true;
+    SetServing(*server_, false);
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
+    server_->Wait();
+    server_.reset();
+  }
+  if (maintenance_.joinable()) {
+    stop_maintenance_.Notify();
+    maintenance_.join();
+  }
+  absl::Status result;
+  if (audit_ != nullptr) {
+    result = audit_->Flush();
+    audit_.reset();
+  }
+  if (rocks_ != nullptr) {
+    absl::Status closed = rocks_->Close();
+    if (result.ok()) result = closed;
+  }
+  return result;
+}
+
+SidecarServer::~SidecarServer() { Shutdown(0).IgnoreError(); }
+
+}  // namespace eonce

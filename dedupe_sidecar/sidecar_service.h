@@ -1,0 +1,97 @@
+// The sidecar's gRPC face: the Sidecar and SidecarAdmin services, transparent mode, and
+// SidecarServer, which owns the store, the audit log, the policy, the upstream channel
+// and the Deduper and tears them down in order.
+//
+// Transparent mode: any other unary method sent to the sidecar is forwarded to the same
+// method upstream. With an `idempotency-key` header it goes through the Deduper like a
+// Submit; without one it is passed through, unless the policy lists the method as
+// mutating and `refuse_unkeyed_mutations` is set (the default), when it is refused with
+// FAILED_PRECONDITION.
+#ifndef EONCE_DEDUPE_SIDECAR_SIDECAR_SERVICE_H_
+#define EONCE_DEDUPE_SIDECAR_SIDECAR_SERVICE_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "common/clock.h"
+#include "common/fault.h"
+#include "common/rocks.h"
+#include "dedupe_sidecar/audit_log.h"
+#include "dedupe_sidecar/deduper.h"
+#include "dedupe_sidecar/policy.h"
+#include "dedupe_sidecar/record_store.h"
+#include "dedupe_sidecar/upstream.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
+#include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/server.h"
+
+namespace eonce {
+
+struct SidecarServerOptions {
+  std::string listen_address = "127.0.0.1:0";
+  std::string upstream_address;
+  std::string data_dir;
+  std::string policy_file;
+  RetentionOptions retention;
+  int64_t audit_retention_ms = 90LL * 24 * 3600 * 1000;
+  DeduperOptions deduper;
+  bool refuse_unkeyed_mutations = true;
+  int max_message_bytes = 4 << 20;
+  int max_concurrent_streams = 1024;
+  int64_t policy_reload_ms = 1'000;
+  // How often every column family is compacted, so that expired records go even when no
+  // writes arrive. 0 = leave it to RocksDB's periodic compaction.
+  int64_t compaction_interval_ms = 3'600'000;
+  // The simulation hands in its own upstream; null = gRPC to upstream_address.
+  Upstream* upstream = nullptr;
+  FaultInjector* faults = nullptr;
+};
+
+// Checks settings that cannot work together; names the setting.
+absl::Status ValidateSidecarOptions(const SidecarServerOptions& options);
+
+class SidecarServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<SidecarServer>> Start(SidecarServerOptions options,
+                                                             Clock& clock);
+  ~SidecarServer();
+
+  int port() const { return port_; }
+  Deduper& deduper() { return *deduper_; }
+  AuditLog& audit() { return *audit_; }
+  RecordStore& records() { return *records_; }
+  PolicyStore& policy() { return *policy_; }
+  RocksStore& rocks() { return *rocks_; }
+
+  // Drains: readiness goes false, new calls get UNAVAILABLE, in-flight calls get up to
+  // `drain_ms`, then the audit log and the store are flushed and closed.
+  absl::Status Shutdown(int64_t drain_ms);
+
+ private:
+  SidecarServer() = default;
+  void Maintenance(int64_t policy_reload_ms, int64_t compaction_interval_ms);
+
+  std::unique_ptr<RecordStoreFilters> filters_;
+  std::unique_ptr<RocksStore> rocks_;
+  std::unique_ptr<RecordStore> records_;
+  std::unique_ptr<AuditLog> audit_;
+  std::unique_ptr<PolicyStore> policy_;
+  std::unique_ptr<Upstream> owned_upstream_;
+  std::unique_ptr<Deduper> deduper_;
+  std::atomic<bool> draining_{false};
+  std::unique_ptr<v1::Sidecar::CallbackService> sidecar_service_;
+  std::unique_ptr<v1::SidecarAdmin::CallbackService> admin_service_;
+  std::unique_ptr<grpc::CallbackGenericService> transparent_service_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Notification stop_maintenance_;
+  std::thread maintenance_;
+  int port_ = 0;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_SIDECAR_SERVICE_H_

@@ -1,0 +1,289 @@
+// The real sidecar in front of the real ledger, over real gRPC on loopback ports, with
+// real RocksDB data directories: through Submit and through transparent mode, with the
+// ledger in its idempotent and its legacy mode.
+#include <memory>
+
+#include "common/clock.h"
+#include "common/command.h"
+#include "common/status.h"
+#include "common/grpc_status.h"
+#include "dedupe_sidecar/sidecar_service.h"
+#include "eonce/ledger/v1/ledger.grpc.pb.h"
+#include "eonce/v1/outcome.grpc.pb.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "services/ledger/ledger_service.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+// Loses the business's answer once, after the effect is durable: the sidecar sees an
+// error that proves nothing (as after a crash or a dropped connection).
+class LoseOneAnswer : public FaultInjector {
+ public:
+  absl::Status Hit(FaultPoint point) override {
+    if (point == FaultPoint::kAfterApplyBeforeResponse && armed.exchange(false)) {
+      return absl::UnavailableError("answer lost after apply");
+    }
+    return absl::OkStatus();
+  }
+  std::atomic<bool> armed{false};
+};
+
+class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    legacy_ = GetParam();
+    LedgerServerOptions ledger_options;
+    ledger_options.data_dir = testing::FreshDir("ledger");
+    ledger_options.legacy_mode = legacy_;
+    ledger_options.faults = &faults_;
+    auto ledger = LedgerServer::Start(ledger_options, RealClock::Get());
+    ASSERT_TRUE(ledger.ok()) << ledger.status();
+    ledger_ = std::move(*ledger);
+
+    std::string policy_path = testing::FreshDir("policy") + "/policy";
+    FILE* f = fopen(policy_path.c_str(), "w");
+    fputs("allow acme * *\nmutating /eonce.ledger.v1.Ledger/Transfer\n", f);
+    fclose(f);
+    SidecarServerOptions options;
+    options.data_dir = testing::FreshDir("sidecar");
+    options.upstream_address = "127.0.0.1:" + std::to_string(ledger_->port());
+    options.policy_file = policy_path;
+    options.deduper.lease_ms = 2'000;
+    options.deduper.forward_timeout_ms = 1'000;
+    auto sidecar = SidecarServer::Start(options, RealClock::Get());
+    ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+    sidecar_ = std::move(*sidecar);
+
+    auto to_sidecar = grpc::CreateChannel("127.0.0.1:" + std::to_string(sidecar_->port()),
+                                          grpc::InsecureChannelCredentials());
+    sidecar_stub_ = v1::Sidecar::NewStub(to_sidecar);
+    transparent_ = ledger::v1::Ledger::NewStub(to_sidecar);
+    auto to_ledger = grpc::CreateChannel("127.0.0.1:" + std::to_string(ledger_->port()),
+                                         grpc::InsecureChannelCredentials());
+    direct_ = ledger::v1::Ledger::NewStub(to_ledger);
+    effects_ = v1::Effects::NewStub(to_ledger);
+
+    for (const char* id : {"a", "b"}) {
+      ledger::v1::OpenAccountRequest open;
+      open.set_id(id);
+      open.set_initial_balance(1000);
+      auto r = Submit(MakeCommand(std::string("open-") + id,
+                                  "/eonce.ledger.v1.Ledger/OpenAccount",
+                                  open.SerializeAsString()));
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+  }
+
+  v1::Command MakeCommand(const std::string& id, const std::string& method,
+                          const std::string& request) {
+    v1::Command c;
+    c.set_command_id(id);
+    c.set_target_method(method);
+    c.set_request(request);
+    c.set_actor("alice");
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id("a");
+    c.set_idempotency_key(DeriveIdempotencyKey(c));
+    FillPayloadHash(&c);
+    return c;
+  }
+
+  v1::Command TransferCommand(const std::string& id, int64_t amount) {
+    ledger::v1::TransferRequest t;
+    t.set_from("a");
+    t.set_to("b");
+    t.set_amount(amount);
+    return MakeCommand(id, "/eonce.ledger.v1.Ledger/Transfer", t.SerializeAsString());
+  }
+
+  absl::StatusOr<v1::SubmitResponse> Submit(const v1::Command& c,
+                                            const std::string& tenant = "acme") {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, tenant);
+    context.AddMetadata(kActorHeader, "agent");
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::SubmitRequest request;
+    *request.mutable_command() = c;
+    v1::SubmitResponse response;
+    grpc::Status status = sidecar_stub_->Submit(&context, request, &response);
+    if (!status.ok()) return FromGrpcStatus(status, &context);
+    return response;
+  }
+
+  int EffectsOf(const std::string& command_id) {
+    grpc::ClientContext context;
+    v1::ListEffectsRequest request;
+    request.set_limit(10000);
+    v1::ListEffectsResponse response;
+    EXPECT_TRUE(effects_->ListEffects(&context, request, &response).ok());
+    int n = 0;
+    for (const auto& e : response.effects()) n += e.command_id() == command_id;
+    return n;
+  }
+
+  int64_t Balance(const std::string& id) {
+    grpc::ClientContext context;
+    ledger::v1::GetAccountRequest request;
+    request.set_id(id);
+    ledger::v1::Account account;
+    EXPECT_TRUE(direct_->GetAccount(&context, request, &account).ok());
+    return account.balance();
+  }
+
+  void ExpectConserved() {
+    grpc::ClientContext context;
+    ledger::v1::GetTotalResponse total;
+    ASSERT_TRUE(direct_->GetTotal(&context, ledger::v1::GetTotalRequest(), &total).ok());
+    EXPECT_EQ(total.total_balance(), total.total_minted());
+    EXPECT_EQ(total.total_minted(), 2000);
+  }
+
+  bool legacy_ = false;
+  LoseOneAnswer faults_;
+  std::unique_ptr<LedgerServer> ledger_;
+  std::unique_ptr<SidecarServer> sidecar_;
+  std::unique_ptr<v1::Sidecar::Stub> sidecar_stub_;
+  std::unique_ptr<ledger::v1::Ledger::Stub> transparent_;
+  std::unique_ptr<ledger::v1::Ledger::Stub> direct_;
+  std::unique_ptr<v1::Effects::Stub> effects_;
+};
+
+TEST_P(SidecarLedgerTest, SubmitAppliesOnceAndReplaysDuplicatesByteForByte) {
+  v1::Command c = TransferCommand("t1", 100);
+  auto first = Submit(c);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->disposition(), v1::APPLIED);
+  ledger::v1::TransferResponse applied;
+  ASSERT_TRUE(applied.ParseFromString(first->result().response()));
+  EXPECT_EQ(applied.from_balance(), 900);
+  for (int i = 0; i < 5; ++i) {
+    auto again = Submit(c);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->disposition(), v1::REPLAYED);
+    EXPECT_EQ(again->result().response(), first->result().response());
+  }
+  EXPECT_EQ(EffectsOf("t1"), 1);  // in both modes: the sidecar stops the duplicates
+  EXPECT_EQ(Balance("a"), 900);
+  ExpectConserved();
+}
+
+TEST_P(SidecarLedgerTest, RejectionIsStoredAndReplayedWithItsReason) {
+  auto poor = Submit(TransferCommand("big", 5000));
+  ASSERT_TRUE(poor.ok());
+  EXPECT_EQ(poor->result().code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  v1::Rejection rejection;
+  ASSERT_TRUE(rejection.ParseFromString(poor->result().error_details()));
+  EXPECT_EQ(rejection.reason(), "INSUFFICIENT_FUNDS");
+  auto again = Submit(TransferCommand("big", 5000));
+  EXPECT_EQ(again->disposition(), v1::REPLAYED);
+  EXPECT_EQ(again->result().SerializeAsString(), poor->result().SerializeAsString());
+}
+
+TEST_P(SidecarLedgerTest, ConflictAndTenantScope) {
+  ASSERT_TRUE(Submit(TransferCommand("t1", 100)).ok());
+  v1::Command reused = TransferCommand("t1", 999);
+  EXPECT_EQ(ReasonOf(Submit(reused).status()), "IDEMPOTENCY_CONFLICT");
+  EXPECT_EQ(Balance("a"), 900);
+  // Another tenant is denied by the policy, whatever the key.
+  EXPECT_EQ(Submit(TransferCommand("t2", 1), "globex").status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_P(SidecarLedgerTest, TransparentModeDedupesByHeaderAndRefusesUnkeyedMutations) {
+  ledger::v1::TransferRequest t;
+  t.set_from("a");
+  t.set_to("b");
+  t.set_amount(10);
+  ledger::v1::TransferResponse first, second;
+  {
+    grpc::ClientContext context;
+    context.AddMetadata("idempotency-key", "pay-42");
+    context.AddMetadata(kTenantHeader, "acme");
+    grpc::Status status = transparent_->Transfer(&context, t, &first);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(first.from_balance(), 990);
+  }
+  {
+    grpc::ClientContext context;
+    context.AddMetadata("idempotency-key", "pay-42");
+    context.AddMetadata(kTenantHeader, "acme");
+    ASSERT_TRUE(transparent_->Transfer(&context, t, &second).ok());
+    EXPECT_EQ(second.SerializeAsString(), first.SerializeAsString());
+    auto replayed = context.GetServerInitialMetadata().find("eonce-replayed");
+    ASSERT_NE(replayed, context.GetServerInitialMetadata().end());
+  }
+  EXPECT_EQ(EffectsOf("pay-42"), 1);
+  {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "acme");
+    ledger::v1::TransferResponse none;
+    grpc::Status status = transparent_->Transfer(&context, t, &none);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  {
+    // Reads are not listed as mutating: they pass through.
+    grpc::ClientContext context;
+    ledger::v1::GetAccountRequest get;
+    get.set_id("a");
+    ledger::v1::Account account;
+    ASSERT_TRUE(transparent_->GetAccount(&context, get, &account).ok());
+    EXPECT_EQ(account.balance(), 990);
+  }
+  EXPECT_EQ(Balance("a"), 990);
+}
+
+TEST_P(SidecarLedgerTest, LostAnswerIsRecoveredExactlyOrParkedByMode) {
+  faults_.armed = true;
+  v1::Command c = TransferCommand("lost", 7);
+  auto first = Submit(c);
+  EXPECT_EQ(ReasonOf(first.status()), "OUTCOME_PENDING");
+  auto second = Submit(c);
+  if (legacy_) {
+    // The business cannot say whether it applied the transfer: parked, never re-sent.
+    EXPECT_EQ(ReasonOf(second.status()), "OUTCOME_UNKNOWN");
+    EXPECT_EQ(ReasonOf(Submit(c).status()), "OUTCOME_UNKNOWN");
+    EXPECT_EQ(sidecar_->records().parked_count(), 1);
+  } else {
+    ASSERT_TRUE(second.ok()) << second.status();
+    ledger::v1::TransferResponse recovered;
+    ASSERT_TRUE(recovered.ParseFromString(second->result().response()));
+    EXPECT_EQ(recovered.from_balance(), 993);
+    EXPECT_EQ(Submit(c)->disposition(), v1::REPLAYED);
+  }
+  EXPECT_EQ(EffectsOf("lost"), 1);
+  EXPECT_EQ(Balance("a"), 993);
+  ExpectConserved();
+}
+
+TEST_P(SidecarLedgerTest, UnreachableBusinessIsRefusedWithNothingStored) {
+  ASSERT_TRUE(ledger_->Shutdown(0).ok());
+  auto refused = Submit(TransferCommand("t9", 5));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  v1::ReconcileRequest reconcile;
+  reconcile.set_command_id("t9");
+  grpc::ClientContext context;
+  context.AddMetadata(kTenantHeader, "acme");
+  v1::ReconcileResponse state;
+  ASSERT_TRUE(sidecar_stub_->Reconcile(&context, reconcile, &state).ok());
+  EXPECT_EQ(state.state(), v1::NOT_SEEN);
+}
+
+TEST_P(SidecarLedgerTest, GetInfoAdvertisesRetentionAndLimits) {
+  grpc::ClientContext context;
+  v1::GetInfoResponse info;
+  ASSERT_TRUE(sidecar_stub_->GetInfo(&context, v1::GetInfoRequest(), &info).ok());
+  EXPECT_EQ(info.retention_ms(), 7LL * 24 * 3600 * 1000);
+  EXPECT_EQ(info.lease_ms(), 2'000);
+  EXPECT_EQ(info.max_key_bytes(), 256);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SidecarLedgerTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Legacy" : "Inbox"; });
+
+}  // namespace
+}  // namespace eonce
