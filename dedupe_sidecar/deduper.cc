@@ -482,7 +482,7 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
     }
     EONCE_ASSIGN_OR_RETURN(auto found, store_.KeyOfCommand(caller.tenant, request.command_id()));
     if (!found.has_value()) {
-      response.set_state(v1::NOT_SEEN);
+      response.set_state(v1::RECORD_NOT_SEEN);
       response.set_command_id(request.command_id());
       return response;
     }
@@ -494,7 +494,7 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
   EONCE_ASSIGN_OR_RETURN(auto record, store_.Get(caller.tenant, key));
   response.set_idempotency_key(key);
   if (!record.has_value()) {
-    response.set_state(v1::NOT_SEEN);
+    response.set_state(v1::RECORD_NOT_SEEN);
     return response;
   }
   response.set_command_id(record->command_id());
@@ -502,17 +502,17 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
   response.mutable_replay()->set_attempts(record->attempts());
   switch (record->state()) {
     case Record::STARTED:
-      response.set_state(v1::PROCESSING);
+      response.set_state(v1::RECORD_PROCESSING);
       break;
     case Record::PARKED:
-      response.set_state(v1::UNKNOWN_PARKED);
+      response.set_state(v1::RECORD_UNKNOWN_PARKED);
       break;
     case Record::COMMITTED:
     case Record::FAILED:
       if (record->tombstone()) {
-        response.set_state(v1::EXPIRED);
+        response.set_state(v1::RECORD_EXPIRED);
       } else {
-        response.set_state(record->state() == Record::COMMITTED ? v1::COMMITTED : v1::FAILED);
+        response.set_state(record->state() == Record::COMMITTED ? v1::RECORD_COMMITTED : v1::RECORD_FAILED);
         *response.mutable_result() = record->result();
       }
       break;
@@ -554,11 +554,11 @@ absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
     record.set_updated_ms(clock_.NowMs());
     EONCE_RETURN_IF_ERROR(store_.Write(record, Record::PARKED, true));
     Audit(ctx, "resolved_applied", request.operator_note(), record.fencing_token());
-    response.set_state(request.result().code() == 0 ? v1::COMMITTED : v1::FAILED);
+    response.set_state(request.result().code() == 0 ? v1::RECORD_COMMITTED : v1::RECORD_FAILED);
   } else {
     EONCE_RETURN_IF_ERROR(store_.Delete(record, true));
     Audit(ctx, "resolved_not_applied", request.operator_note(), record.fencing_token());
-    response.set_state(v1::NOT_SEEN);
+    response.set_state(v1::RECORD_NOT_SEEN);
   }
   return response;
 }

@@ -126,7 +126,7 @@ TEST_F(DeduperTest, FirstSeenIsForwardedOnceWithIdentityAndStored) {
   EXPECT_EQ(call.actor, "alice");
   EXPECT_EQ(call.idempotency_key, c.idempotency_key());
   EXPECT_EQ(call.fencing_token, 1u);
-  EXPECT_EQ(StateOf(c.idempotency_key()), v1::COMMITTED);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_COMMITTED);
   EXPECT_EQ(AuditDecisions("c1"), std::vector<std::string>{"committed"});
 }
 
@@ -172,7 +172,7 @@ TEST_F(DeduperTest, DuplicateWhileInFlightGetsInProgressWithRetryDelay) {
   EXPECT_EQ(ReasonOf(duplicate.status()), "IN_PROGRESS");
   ASSERT_TRUE(RetryAfterOf(duplicate.status()).has_value());
   EXPECT_EQ(*RetryAfterOf(duplicate.status()), kLeaseMs - 1'000);
-  EXPECT_EQ(StateOf(c.idempotency_key()), v1::PROCESSING);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_PROCESSING);
   upstream_.Release(FakeUpstream::Ok("done"));
   ASSERT_TRUE(original.ok());
   EXPECT_EQ(upstream_.forwards(), 1u);
@@ -192,7 +192,7 @@ TEST_F(DeduperTest, BusinessRejectionIsStoredAndReplayedLikeASuccess) {
   EXPECT_EQ(second->disposition(), v1::REPLAYED);
   EXPECT_EQ(second->result().message(), "INSUFFICIENT_FUNDS: no");
   EXPECT_EQ(upstream_.forwards(), 1u);
-  EXPECT_EQ(StateOf(c.idempotency_key()), v1::FAILED);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_FAILED);
 }
 
 TEST_F(DeduperTest, ProvenNotAppliedIsNotStoredAndMayBeRetried) {
@@ -201,7 +201,7 @@ TEST_F(DeduperTest, ProvenNotAppliedIsNotStoredAndMayBeRetried) {
   auto first = Submit(c);
   EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(ReasonOf(first.status()), "UPSTREAM_UNAVAILABLE");
-  EXPECT_EQ(StateOf(c.idempotency_key()), v1::NOT_SEEN);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_NOT_SEEN);
   upstream_.set_next_reply(FakeUpstream::Ok("ok"));
   EXPECT_TRUE(Submit(c).ok());
   EXPECT_EQ(upstream_.forwards(), 2u);
@@ -213,7 +213,7 @@ TEST_F(DeduperTest, UnreachableBusinessIsRefusedBeforeAnythingIsWritten) {
   auto r = Submit(c);
   EXPECT_EQ(ReasonOf(r.status()), "UPSTREAM_UNAVAILABLE");
   EXPECT_EQ(upstream_.forwards(), 0u);
-  EXPECT_EQ(StateOf(c.idempotency_key()), v1::NOT_SEEN);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_NOT_SEEN);
 }
 
 TEST_F(DeduperTest, UnknownOutcomeIsRecoveredFromTheBusinessWithoutSecondForward) {
@@ -221,7 +221,7 @@ TEST_F(DeduperTest, UnknownOutcomeIsRecoveredFromTheBusinessWithoutSecondForward
   upstream_.set_next_reply(FakeUpstream::Of(ForwardReply::Kind::kUnknown));
   auto first = Submit(c);
   EXPECT_EQ(ReasonOf(first.status()), "OUTCOME_PENDING");
-  EXPECT_EQ(StateOf(c.idempotency_key()), v1::PROCESSING);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_PROCESSING);
 
   v1::QueryOutcomeResponse applied;
   applied.set_applied(true);
@@ -232,7 +232,7 @@ TEST_F(DeduperTest, UnknownOutcomeIsRecoveredFromTheBusinessWithoutSecondForward
   EXPECT_EQ(second->result().response(), "applied earlier");
   EXPECT_EQ(upstream_.forwards(), 1u);
   EXPECT_EQ(upstream_.queries(), 1u);
-  EXPECT_EQ(StateOf(c.idempotency_key()), v1::COMMITTED);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_COMMITTED);
   EXPECT_EQ(AuditDecisions("c1"), std::vector<std::string>{"recovered"});
 }
 
@@ -267,7 +267,7 @@ TEST_F(DeduperTest, LegacyBusinessLeavesUnknownOutcomeParkedForAnOperator) {
   EXPECT_EQ(ReasonOf(Submit(c).status()), "OUTCOME_UNKNOWN");
   EXPECT_EQ(upstream_.forwards(), 1u);
   EXPECT_EQ(store_->parked_count(), 1);
-  EXPECT_EQ(StateOf(c.idempotency_key()), v1::UNKNOWN_PARKED);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_UNKNOWN_PARKED);
 
   Caller op;
   op.tenant = "acme";
@@ -345,7 +345,7 @@ TEST_F(DeduperTest, SameKeyUnderAnotherTenantIsIndependentAndRevealsNothing) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->disposition(), v1::APPLIED);  // not a conflict: a different record
   EXPECT_EQ(upstream_.forwards(), 2u);
-  EXPECT_EQ(StateOf(c.idempotency_key(), "initech"), v1::NOT_SEEN);
+  EXPECT_EQ(StateOf(c.idempotency_key(), "initech"), v1::RECORD_NOT_SEEN);
 }
 
 TEST_F(DeduperTest, CommandNamingAnotherTenantIsDenied) {
@@ -404,11 +404,11 @@ TEST_F(DeduperTest, RetentionThenTombstoneThenForgotten) {
   ASSERT_TRUE(store_->CompactAll().ok());
   EXPECT_GE(filters_->stats.trimmed.load(), 1);
   EXPECT_EQ(ReasonOf(Submit(c).status()), "RECORD_EXPIRED");
-  EXPECT_EQ(StateOf(c.idempotency_key()), v1::EXPIRED);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_EXPIRED);
   EXPECT_EQ(upstream_.forwards(), 1u);
   clock_.AdvanceMs(kForensicMs);
   ASSERT_TRUE(store_->CompactAll().ok());
-  EXPECT_EQ(StateOf(c.idempotency_key()), v1::NOT_SEEN);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_NOT_SEEN);
 }
 
 TEST_F(DeduperTest, StartedRecordNeverExpiresWhileLeased) {
@@ -419,7 +419,7 @@ TEST_F(DeduperTest, StartedRecordNeverExpiresWhileLeased) {
   deduper_->Submit(caller, c, [](auto) {});
   clock_.AdvanceMs(kForensicMs * 2);
   ASSERT_TRUE(store_->CompactAll().ok());
-  EXPECT_EQ(StateOf(c.idempotency_key()), v1::PROCESSING);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_PROCESSING);
   upstream_.Release(FakeUpstream::Ok("x"));
 }
 
@@ -445,19 +445,19 @@ TEST_F(DeduperTest, ReconcileByCommandIdAndKeyReportsEveryState) {
   caller.tenant = "acme";
   v1::ReconcileRequest by_id;
   by_id.set_command_id("c1");
-  EXPECT_EQ(deduper_->Reconcile(caller, by_id)->state(), v1::NOT_SEEN);
+  EXPECT_EQ(deduper_->Reconcile(caller, by_id)->state(), v1::RECORD_NOT_SEEN);
   upstream_.set_next_reply(FakeUpstream::Ok("r1"));
   ASSERT_TRUE(Submit(Cmd("c1")).ok());
   auto committed = deduper_->Reconcile(caller, by_id);
-  EXPECT_EQ(committed->state(), v1::COMMITTED);
+  EXPECT_EQ(committed->state(), v1::RECORD_COMMITTED);
   EXPECT_EQ(committed->result().response(), "r1");
   EXPECT_EQ(committed->idempotency_key(), Cmd("c1").idempotency_key());
   upstream_.set_next_reply(FakeUpstream::Rejected(10, "REVISION_CONFLICT"));
   ASSERT_TRUE(Submit(Cmd("c2")).ok());
-  EXPECT_EQ(StateOf(Cmd("c2").idempotency_key()), v1::FAILED);
+  EXPECT_EQ(StateOf(Cmd("c2").idempotency_key()), v1::RECORD_FAILED);
   Caller other;
   other.tenant = "globex";
-  EXPECT_EQ(deduper_->Reconcile(other, by_id)->state(), v1::NOT_SEEN);
+  EXPECT_EQ(deduper_->Reconcile(other, by_id)->state(), v1::RECORD_NOT_SEEN);
 }
 
 TEST_F(DeduperTest, SameKeyFromEightThreadsIsForwardedOnce) {

@@ -270,7 +270,7 @@ TEST_P(SidecarLedgerTest, UnreachableBusinessIsRefusedWithNothingStored) {
   context.AddMetadata(kTenantHeader, "acme");
   v1::ReconcileResponse state;
   ASSERT_TRUE(sidecar_stub_->Reconcile(&context, reconcile, &state).ok());
-  EXPECT_EQ(state.state(), v1::NOT_SEEN);
+  EXPECT_EQ(state.state(), v1::RECORD_NOT_SEEN);
 }
 
 TEST_P(SidecarLedgerTest, GetInfoAdvertisesRetentionAndLimits) {

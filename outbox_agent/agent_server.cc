@@ -1,0 +1,385 @@
+#include "outbox_agent/agent_server.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/server.h"
+#include "common/status.h"
+#include "grpcpp/server_builder.h"
+#include "outbox_agent/grpc_sidecar_client.h"
+
+namespace eonce {
+namespace {
+
+template <typename T>
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, absl::StatusOr<T> result,
+                                T* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (result.ok()) *response = std::move(*result);
+  reactor->Finish(ToGrpcStatus(result.status(), context));
+  return reactor;
+}
+
+absl::StatusOr<OutboxRecord> Found(absl::StatusOr<std::optional<OutboxRecord>> record,
+                                   const std::string& id) {
+  if (!record.ok()) return record.status();
+  if (!record->has_value()) {
+    return Error(absl::StatusCode::kNotFound, "NO_SUCH_COMMAND", absl::StrCat("no record ", id));
+  }
+  return std::move(**record);
+}
+
+// One Watch stream. The feed wakes it through a weak pointer and under the stream's own
+// mutex, so a notice that races the stream's end finds nothing to call. StartWrite is
+// called under that mutex (its completion never runs inline); Finish is not, because
+// OnDone may follow it at once.
+class WatchReactor : public grpc::ServerWriteReactor<v1::WatchEvent> {
+ public:
+  explicit WatchReactor(StateFeed& feed) : feed_(feed), shared_(std::make_shared<Shared>()) {
+    shared_->reactor = this;
+    std::weak_ptr<Shared> weak = shared_;
+    subscription_ = feed_.Subscribe([weak] {
+      auto shared = weak.lock();
+      if (shared == nullptr) return;
+      WatchReactor* reactor = nullptr;
+      bool finish = false;
+      {
+        absl::MutexLock lock(&shared->mu);
+        reactor = shared->reactor;
+        if (reactor != nullptr) finish = reactor->MaybeWriteLocked();
+      }
+      if (finish) reactor->FinishCutOff();
+    });
+    if (subscription_ == nullptr) {
+      {
+        absl::MutexLock lock(&shared_->mu);
+        finished_ = true;
+      }
+      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many watchers"));
+      return;
+    }
+    MaybeWrite();
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&shared_->mu);
+      writing_ = false;
+      if (!ok) finished_ = true;  // the client went away; OnCancel or OnDone follows
+    }
+    MaybeWrite();
+  }
+
+  void OnCancel() override {
+    bool finish = false;
+    {
+      absl::MutexLock lock(&shared_->mu);
+      if (!finished_) finish = finished_ = true;
+    }
+    if (finish) Finish(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    {
+      absl::MutexLock lock(&shared_->mu);
+      shared_->reactor = nullptr;
+    }
+    if (subscription_ != nullptr) feed_.Unsubscribe(subscription_);
+    delete this;
+  }
+
+ private:
+  struct Shared {
+    absl::Mutex mu;
+    WatchReactor* reactor = nullptr;
+  };
+
+  // Starts the next write if there is one; true when the stream must be finished.
+  bool MaybeWriteLocked() {
+    if (writing_ || finished_) return false;
+    if (subscription_->Next(&current_, 0)) {
+      writing_ = true;
+      StartWrite(&current_);
+      return false;
+    }
+    if (subscription_->cut_off()) {
+      finished_ = true;
+      return true;
+    }
+    return false;
+  }
+
+  void MaybeWrite() {
+    bool finish = false;
+    {
+      absl::MutexLock lock(&shared_->mu);
+      finish = MaybeWriteLocked();
+    }
+    if (finish) FinishCutOff();
+  }
+
+  void FinishCutOff() {
+    Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "the watcher fell behind; re-read the store and watch again"));
+  }
+
+  StateFeed& feed_;
+  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<StateFeed::Subscription> subscription_;
+  v1::WatchEvent current_;
+  bool writing_ = false;   // guarded by shared_->mu
+  bool finished_ = false;  // guarded by shared_->mu
+};
+
+class AgentServiceImpl : public v1::Agent::CallbackService {
+ public:
+  AgentServiceImpl(Outbox& outbox, OutboxStore& store, CredentialState& credential,
+                   StateFeed& feed, std::atomic<bool>& draining, std::function<void()> kick)
+      : outbox_(outbox),
+        store_(store),
+        credential_(credential),
+        feed_(feed),
+        draining_(draining),
+        kick_(std::move(kick)) {}
+
+  grpc::ServerUnaryReactor* Enqueue(grpc::CallbackServerContext* context,
+                                    const v1::EnqueueRequest* request,
+                                    v1::EnqueueResponse* response) override {
+    if (draining_.load()) {
+      return Reply<v1::EnqueueResponse>(
+          context, Error(absl::StatusCode::kUnavailable, "DRAINING", "the agent is shutting down"),
+          response);
+    }
+    auto result = outbox_.Enqueue(request->command());
+    if (result.ok() && result->created()) kick_();
+    return Reply(context, std::move(result), response);
+  }
+
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
+                                const v1::GetRequest* request, OutboxRecord* response) override {
+    return Reply(context, Found(store_.Get(request->command_id()), request->command_id()),
+                 response);
+  }
+
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
+                                 const v1::ListRequest* request,
+                                 v1::ListResponse* response) override {
+    absl::StatusOr<v1::ListResponse> out;
+    auto records = store_.List(request->state(), request->after_command_id(), request->limit());
+    if (!records.ok()) {
+      out = records.status();
+    } else {
+      v1::ListResponse list;
+      for (auto& r : *records) *list.add_records() = std::move(r);
+      out = std::move(list);
+    }
+    return Reply(context, std::move(out), response);
+  }
+
+  grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext* /*context*/,
+                                                 const v1::WatchRequest* /*request*/) override {
+    return new WatchReactor(feed_);
+  }
+
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* context,
+                                  const v1::StatsRequest* /*request*/,
+                                  v1::StatsResponse* response) override {
+    absl::StatusOr<v1::StatsResponse> out;
+    auto oldest = store_.OldestWaitingAgeMs();
+    if (!oldest.ok()) {
+      out = oldest.status();
+    } else {
+      v1::StatsResponse stats;
+      auto counts = store_.CountsByState();
+      for (int s = 1; s < v1::OutboxState_ARRAYSIZE; ++s) {
+        v1::StateCount* count = stats.add_counts();
+        count->set_state(static_cast<v1::OutboxState>(s));
+        count->set_count(counts[s]);
+      }
+      stats.set_oldest_queued_age_ms(*oldest);
+      stats.set_credential_epoch(credential_.session().epoch);
+      stats.set_revoked(credential_.revoked());
+      out = std::move(stats);
+    }
+    return Reply(context, std::move(out), response);
+  }
+
+  grpc::ServerUnaryReactor* Requeue(grpc::CallbackServerContext* context,
+                                    const v1::RequeueRequest* request,
+                                    OutboxRecord* response) override {
+    auto result = outbox_.Requeue(request->command_id());
+    if (result.ok()) kick_();
+    return Reply(context, std::move(result), response);
+  }
+
+  grpc::ServerUnaryReactor* Drop(grpc::CallbackServerContext* context,
+                                 const v1::DropRequest* request,
+                                 OutboxRecord* response) override {
+    return Reply(context, outbox_.Drop(request->command_id(), request->why()), response);
+  }
+
+  grpc::ServerUnaryReactor* SetCredential(grpc::CallbackServerContext* context,
+                                          const v1::SetCredentialRequest* request,
+                                          v1::SetCredentialResponse* response) override {
+    absl::Status set = credential_.Set(request->epoch(), request->revoked());
+    absl::StatusOr<v1::SetCredentialResponse> out = set;
+    if (set.ok()) {
+      v1::SetCredentialResponse r;
+      r.set_epoch(credential_.session().epoch);
+      r.set_revoked(credential_.revoked());
+      out = r;
+      kick_();
+    }
+    return Reply(context, std::move(out), response);
+  }
+
+ private:
+  Outbox& outbox_;
+  OutboxStore& store_;
+  CredentialState& credential_;
+  StateFeed& feed_;
+  std::atomic<bool>& draining_;
+  std::function<void()> kick_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptions options,
+                                                               Clock& clock, Random& random) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
+  EONCE_RETURN_IF_ERROR(ValidateName(options.tenant, options.limits.max_tenant_bytes, "tenant"));
+  EONCE_RETURN_IF_ERROR(ValidateName(options.actor, options.limits.max_actor_bytes, "actor"));
+  const RetryOptions& retry = options.replay.retry;
+  if (options.replay.claim_ttl_ms <= options.replay.submit_timeout_ms) {
+    return absl::InvalidArgumentError("claim_ttl_ms: must be longer than submit_timeout_ms");
+  }
+  if (options.replay.max_in_flight < 1 || options.replay.max_in_flight > 4096) {
+    return absl::InvalidArgumentError("max_in_flight: must be in [1, 4096]");
+  }
+  std::unique_ptr<AgentServer> s(new AgentServer());
+  s->options_ = options;
+  s->clock_ = &clock;
+  s->filters_ = std::make_unique<OutboxStore::Filters>(clock);
+  EONCE_ASSIGN_OR_RETURN(s->rocks_,
+                         RocksStore::Open(options.data_dir,
+                                          OutboxStore::ColumnFamilies(*s->filters_),
+                                          StoreOptions()));
+  s->store_ = std::make_unique<OutboxStore>(*s->rocks_, clock, options.store);
+  EONCE_ASSIGN_OR_RETURN(int recovered, s->store_->RecoverAfterRestart());
+  if (recovered > 0) {
+    LogInfo("records in flight at the last stop are now unknown and will be reconciled",
+            {{"count", absl::StrCat(recovered)}});
+  }
+  EONCE_ASSIGN_OR_RETURN(s->credential_, CredentialState::Load(*s->store_, options.tenant,
+                                                               options.actor,
+                                                               options.initial_epoch));
+  EONCE_RETURN_IF_ERROR(s->credential_->MaybeReloadFile(options.credential_file));
+
+  SidecarClient* client = options.client;
+  if (client == nullptr) {
+    EONCE_ASSIGN_OR_RETURN(auto grpc_client, GrpcSidecarClient::Create(
+                                                 options.routes, options.default_sidecar, clock));
+    // The retention contract: a max age past the sidecar's retention would replay
+    // records that the sidecar no longer remembers.
+    for (auto& [route, retention] : grpc_client->FetchRetentions(options.startup_info_wait_ms)) {
+      if (retry.max_age_ms >= retention - retry.retention_margin_ms) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "max_age_ms: ", retry.max_age_ms, " must be shorter than the retention of sidecar ",
+            route, " (", retention, " ms) minus the safety margin (", retry.retention_margin_ms,
+            " ms)"));
+      }
+    }
+    s->owned_client_ = std::move(grpc_client);
+    client = s->owned_client_.get();
+  }
+  s->outbox_ = std::make_unique<Outbox>(*s->store_, *s->credential_, clock, random, options.limits,
+                                        &s->feed_);
+  s->replayer_ = std::make_unique<Replayer>(*s->store_, *client, *s->credential_, clock, random,
+                                            options.replay, &s->feed_);
+  AgentServer* raw = s.get();
+  s->service_ = std::make_unique<AgentServiceImpl>(*s->outbox_, *s->store_, *s->credential_,
+                                                   s->feed_, s->draining_, [raw] { raw->Kick(); });
+  EnableStandardServices();
+  grpc::ServerBuilder builder;
+  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, &s->port_));
+  ApplyServerLimits(builder, static_cast<int>(options.limits.max_request_bytes) + (1 << 20), 1024);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("listen: cannot bind ", options.listen_address));
+  }
+  SetServing(*s->server_, true);
+  s->loop_ = std::thread([raw] { raw->Loop(); });
+  return s;
+}
+
+void AgentServer::Kick() {
+  absl::MutexLock lock(&loop_mu_);
+  kicked_ = true;
+}
+
+void AgentServer::Loop() {
+  int64_t last_credential_check = 0;
+  while (true) {
+    {
+      absl::MutexLock lock(&loop_mu_);
+      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_mu_) { return kicked_ || stop_; };
+      loop_mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(options_.idle_pump_ms));
+      if (stop_) return;
+      kicked_ = false;
+    }
+    int64_t now = clock_->NowMs();
+    if (now - last_credential_check >= 1000) {
+      last_credential_check = now;
+      if (absl::Status reloaded = credential_->MaybeReloadFile(options_.credential_file);
+          !reloaded.ok()) {
+        LogError("credential file unreadable", {{"error", std::string(reloaded.message())}});
+      }
+    }
+    // Keep pumping while there is work and room.
+    while (replayer_->Pump() > 0) {
+    }
+  }
+}
+
+absl::Status AgentServer::Shutdown(int64_t drain_ms) {
+  if (server_ != nullptr) {
+    draining_ = true;
+    SetServing(*server_, false);
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
+    server_->Wait();
+    server_.reset();
+  }
+  if (loop_.joinable()) {
+    {
+      absl::MutexLock lock(&loop_mu_);
+      stop_ = true;
+    }
+    loop_.join();
+  }
+  // Attempts in flight finish (their calls have deadlines); a record whose answer does
+  // not arrive in time stays SENDING and is reconciled after the restart.
+  // Every attempt has a deadline, so waiting that long always suffices.
+  int64_t wait_ms = std::max(drain_ms, options_.replay.submit_timeout_ms + 1000);
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (replayer_ != nullptr && replayer_->in_flight() > 0 &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (replayer_ != nullptr && replayer_->in_flight() > 0) {
+    // The callbacks still reference the replayer and store: leave them alive.
+    LogWarn("attempts still in flight at shutdown; they will be reconciled after restart");
+    owned_client_.release();
+    replayer_.release();
+    store_.release();
+    rocks_.release();
+    return absl::OkStatus();
+  }
+  return rocks_ != nullptr ? rocks_->Close() : absl::OkStatus();
+}
+
+AgentServer::~AgentServer() { Shutdown(0).IgnoreError(); }
+
+}  // namespace eonce

@@ -1,0 +1,91 @@
+// AgentServer: the outbox agent process minus main(): the store, the credential, the
+// sidecar client, the replayer and its loop, and the Agent gRPC service.
+#ifndef EONCE_OUTBOX_AGENT_AGENT_SERVER_H_
+#define EONCE_OUTBOX_AGENT_AGENT_SERVER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/command.h"
+#include "common/random.h"
+#include "common/rocks.h"
+#include "eonce/v1/agent.grpc.pb.h"
+#include "grpcpp/server.h"
+#include "outbox_agent/credential.h"
+#include "outbox_agent/outbox.h"
+#include "outbox_agent/outbox_store.h"
+#include "outbox_agent/replayer.h"
+#include "outbox_agent/sidecar_client.h"
+#include "outbox_agent/state_feed.h"
+
+namespace eonce {
+
+struct AgentServerOptions {
+  std::string listen_address = "127.0.0.1:0";
+  std::string data_dir;
+  std::string tenant;
+  std::string actor = "agent";
+  int64_t initial_epoch = 1;
+  std::string credential_file;
+  // service=address pairs, and the sidecar for everything else.
+  std::string routes;
+  std::string default_sidecar;
+  CommandLimits limits;
+  OutboxStoreOptions store;
+  ReplayerOptions replay;
+  // How long to wait at startup for the sidecars' retention (to refuse a bad max age).
+  int64_t startup_info_wait_ms = 3'000;
+  int64_t idle_pump_ms = 20;
+  // Null: gRPC to the routes above.
+  SidecarClient* client = nullptr;
+};
+
+class AgentServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<AgentServer>> Start(AgentServerOptions options,
+                                                           Clock& clock, Random& random);
+  ~AgentServer();
+
+  int port() const { return port_; }
+  Outbox& outbox() { return *outbox_; }
+  OutboxStore& store() { return *store_; }
+  Replayer& replayer() { return *replayer_; }
+  CredentialState& credential() { return *credential_; }
+
+  // Stops accepting, lets in-flight attempts finish for up to `drain_ms`, closes the store.
+  absl::Status Shutdown(int64_t drain_ms);
+  // Wakes the replay loop (new work arrived).
+  void Kick();
+
+ private:
+  AgentServer() = default;
+  void Loop();
+
+  AgentServerOptions options_;
+  Clock* clock_ = nullptr;
+  std::unique_ptr<OutboxStore::Filters> filters_;
+  std::unique_ptr<RocksStore> rocks_;
+  std::unique_ptr<OutboxStore> store_;
+  std::unique_ptr<CredentialState> credential_;
+  std::unique_ptr<SidecarClient> owned_client_;
+  StateFeed feed_;
+  std::unique_ptr<Outbox> outbox_;
+  std::unique_ptr<Replayer> replayer_;
+  std::unique_ptr<v1::Agent::CallbackService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::atomic<bool> draining_{false};
+  absl::Mutex loop_mu_;
+  bool kicked_ ABSL_GUARDED_BY(loop_mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(loop_mu_) = false;
+  std::thread loop_;
+  int port_ = 0;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_OUTBOX_AGENT_AGENT_SERVER_H_

@@ -1,0 +1,55 @@
+#include "outbox_agent/client.h"
+
+#include <chrono>
+
+#include "common/grpc_status.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace eonce {
+
+std::unique_ptr<AgentClient> AgentClient::Connect(const std::string& address) {
+  return std::unique_ptr<AgentClient>(new AgentClient(v1::Agent::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))));
+}
+
+absl::StatusOr<v1::EnqueueResponse> AgentClient::Enqueue(const v1::Command& command,
+                                                         int64_t timeout_ms) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  v1::EnqueueRequest request;
+  *request.mutable_command() = command;
+  v1::EnqueueResponse response;
+  grpc::Status status = stub_->Enqueue(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, &context);
+  return response;
+}
+
+absl::StatusOr<v1::OutboxRecord> AgentClient::Enqueue(const std::string& target_method,
+                                                      const google::protobuf::Message& request,
+                                                      const v1::Entity& entity,
+                                                      const EnqueueOptions& options) {
+  v1::Command command;
+  command.set_target_method(target_method);
+  command.set_request(request.SerializeAsString());
+  *command.mutable_entity() = entity;
+  command.set_command_id(options.command_id);
+  command.set_idempotency_key(options.idempotency_key);
+  command.set_actor(options.actor);
+  auto response = Enqueue(command, options.timeout_ms);
+  if (!response.ok()) return response.status();
+  return response->record();
+}
+
+absl::StatusOr<v1::OutboxRecord> AgentClient::Get(const std::string& command_id) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::GetRequest request;
+  request.set_command_id(command_id);
+  v1::OutboxRecord record;
+  grpc::Status status = stub_->Get(&context, request, &record);
+  if (!status.ok()) return FromGrpcStatus(status, &context);
+  return record;
+}
+
+}  // namespace eonce

@@ -1,0 +1,194 @@
+#include "outbox_agent/grpc_sidecar_client.h"
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/command.h"
+#include "common/grpc_status.h"
+#include "common/status.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace eonce {
+namespace {
+
+constexpr int64_t kInfoRefreshMs = 60'000;
+constexpr int64_t kInfoTimeoutMs = 2'000;
+
+std::chrono::system_clock::time_point WallDeadline(Clock& clock, int64_t deadline_ms) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(std::max<int64_t>(0, deadline_ms - clock.NowMs()));
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // the replayer owns retries
+  args.SetMaxSendMessageSize(8 << 20);
+  args.SetMaxReceiveMessageSize(8 << 20);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+void AddSession(grpc::ClientContext* context, const Session& session) {
+  context->AddMetadata(kTenantHeader, session.tenant);
+  context->AddMetadata(kActorHeader, session.actor);
+  context->AddMetadata(kCredentialEpochHeader, absl::StrCat(session.epoch));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcSidecarClient>> GrpcSidecarClient::Create(
+    const std::string& routes, const std::string& default_address, Clock& clock) {
+  std::unique_ptr<GrpcSidecarClient> client(new GrpcSidecarClient(clock));
+  for (absl::string_view entry : absl::StrSplit(routes, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    if (kv.first.empty() || kv.second.empty() || kv.first.find('/') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "routes: \"", entry, "\" is not service=address (service like eonce.ledger.v1.Ledger)"));
+    }
+    auto route = std::make_unique<Route>();
+    route->address = kv.second;
+    route->stub = v1::Sidecar::NewStub(MakeChannel(kv.second));
+    client->routes_[kv.first] = std::move(route);
+  }
+  if (!default_address.empty()) {
+    client->default_route_ = std::make_unique<Route>();
+    client->default_route_->address = default_address;
+    client->default_route_->stub = v1::Sidecar::NewStub(MakeChannel(default_address));
+  }
+  if (client->routes_.empty() && client->default_route_ == nullptr) {
+    return absl::InvalidArgumentError("sidecar: a default sidecar or routes are required");
+  }
+  return client;
+}
+
+GrpcSidecarClient::Route* GrpcSidecarClient::RouteFor(const std::string& target_method) {
+  // "/package.Service/Method" -> "package.Service"
+  size_t slash = target_method.rfind('/');
+  std::string service =
+      slash == std::string::npos || slash == 0 ? "" : target_method.substr(1, slash - 1);
+  auto it = routes_.find(service);
+  return it != routes_.end() ? it->second.get() : default_route_.get();
+}
+
+void GrpcSidecarClient::Submit(const v1::Command& command, const Session& session,
+                               int64_t deadline_ms,
+                               std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) {
+  Route* route = RouteFor(command.target_method());
+  if (route == nullptr) {
+    done(Error(absl::StatusCode::kFailedPrecondition, "NO_ROUTE",
+               absl::StrCat("no sidecar serves ", command.target_method())));
+    return;
+  }
+  struct State {
+    grpc::ClientContext context;
+    v1::SubmitRequest request;
+    v1::SubmitResponse response;
+  };
+  auto state = std::make_shared<State>();
+  state->context.set_deadline(WallDeadline(clock_, deadline_ms));
+  AddSession(&state->context, session);
+  *state->request.mutable_command() = command;
+  route->stub->async()->Submit(&state->context, &state->request, &state->response,
+                               [state, done = std::move(done)](grpc::Status status) {
+                                 if (!status.ok()) {
+                                   done(FromGrpcStatus(status, &state->context));
+                                 } else {
+                                   done(std::move(state->response));
+                                 }
+                               });
+}
+
+void GrpcSidecarClient::Reconcile(
+    const v1::Command& command, const Session& session, int64_t deadline_ms,
+    std::function<void(absl::StatusOr<v1::ReconcileResponse>)> done) {
+  Route* route = RouteFor(command.target_method());
+  if (route == nullptr) {
+    done(Error(absl::StatusCode::kFailedPrecondition, "NO_ROUTE",
+               absl::StrCat("no sidecar serves ", command.target_method())));
+    return;
+  }
+  struct State {
+    grpc::ClientContext context;
+    v1::ReconcileRequest request;
+    v1::ReconcileResponse response;
+  };
+  auto state = std::make_shared<State>();
+  state->context.set_deadline(WallDeadline(clock_, deadline_ms));
+  AddSession(&state->context, session);
+  state->request.set_idempotency_key(command.idempotency_key());
+  route->stub->async()->Reconcile(&state->context, &state->request, &state->response,
+                                  [state, done = std::move(done)](grpc::Status status) {
+                                    if (!status.ok()) {
+                                      done(FromGrpcStatus(status, &state->context));
+                                    } else {
+                                      done(std::move(state->response));
+                                    }
+                                  });
+}
+
+void GrpcSidecarClient::AskInfo(Route* route) {
+  {
+    absl::MutexLock lock(&route->mu);
+    if (route->asking) return;
+    route->asking = true;
+    route->asked_at_ms = clock_.NowMs();
+  }
+  struct State {
+    grpc::ClientContext context;
+    v1::GetInfoRequest request;
+    v1::GetInfoResponse response;
+  };
+  auto state = std::make_shared<State>();
+  state->context.set_deadline(WallDeadline(clock_, clock_.NowMs() + kInfoTimeoutMs));
+  route->stub->async()->GetInfo(&state->context, &state->request, &state->response,
+                                [state, route](grpc::Status status) {
+                                  absl::MutexLock lock(&route->mu);
+                                  route->asking = false;
+                                  if (status.ok()) {
+                                    route->retention_ms = state->response.retention_ms();
+                                  }
+                                });
+}
+
+std::optional<int64_t> GrpcSidecarClient::RetentionMs(const std::string& target_method) {
+  Route* route = RouteFor(target_method);
+  if (route == nullptr) return std::nullopt;
+  std::optional<int64_t> known;
+  bool stale = false;
+  {
+    absl::MutexLock lock(&route->mu);
+    known = route->retention_ms;
+    int64_t wait = known.has_value() ? kInfoRefreshMs : kInfoTimeoutMs;
+    stale = clock_.NowMs() - route->asked_at_ms >= wait;
+  }
+  if (stale) AskInfo(route);
+  return known;
+}
+
+std::map<std::string, int64_t> GrpcSidecarClient::FetchRetentions(int64_t timeout_ms) {
+  std::vector<std::pair<std::string, Route*>> all;
+  for (auto& [service, route] : routes_) all.emplace_back(service, route.get());
+  if (default_route_ != nullptr) all.emplace_back("(default)", default_route_.get());
+  std::map<std::string, int64_t> out;
+  for (auto& [name, route] : all) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    context.set_wait_for_ready(true);
+    v1::GetInfoResponse info;
+    if (route->stub->GetInfo(&context, v1::GetInfoRequest(), &info).ok()) {
+      absl::MutexLock lock(&route->mu);
+      route->retention_ms = info.retention_ms();
+      route->asked_at_ms = clock_.NowMs();
+      out[name] = info.retention_ms();
+    }
+  }
+  return out;
+}
+
+}  // namespace eonce

@@ -1,0 +1,58 @@
+// GrpcSidecarClient: the sidecars over gRPC, routed by the command's target service.
+//
+// Routes map a service name ("eonce.ledger.v1.Ledger") to a sidecar address; a default
+// route serves the rest. Each route's retention comes from the sidecar's GetInfo, asked
+// in the background until it answers, and is refreshed every minute. Thread-safe.
+#ifndef EONCE_OUTBOX_AGENT_GRPC_SIDECAR_CLIENT_H_
+#define EONCE_OUTBOX_AGENT_GRPC_SIDECAR_CLIENT_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
+#include "outbox_agent/sidecar_client.h"
+
+namespace eonce {
+
+class GrpcSidecarClient : public SidecarClient {
+ public:
+  // `routes`: "service=address,service=address"; `default_address` may be empty.
+  static absl::StatusOr<std::unique_ptr<GrpcSidecarClient>> Create(
+      const std::string& routes, const std::string& default_address, Clock& clock);
+
+  void Submit(const v1::Command& command, const Session& session, int64_t deadline_ms,
+              std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) override;
+  void Reconcile(const v1::Command& command, const Session& session, int64_t deadline_ms,
+                 std::function<void(absl::StatusOr<v1::ReconcileResponse>)> done) override;
+  std::optional<int64_t> RetentionMs(const std::string& target_method) override;
+
+  // Asks every route's GetInfo now and waits up to `timeout_ms`; the retention of each
+  // route that answered. Used at startup to refuse a max age past the retention.
+  std::map<std::string, int64_t> FetchRetentions(int64_t timeout_ms);
+
+ private:
+  struct Route {
+    std::string address;
+    std::unique_ptr<v1::Sidecar::Stub> stub;
+    absl::Mutex mu;
+    std::optional<int64_t> retention_ms ABSL_GUARDED_BY(mu);
+    int64_t asked_at_ms ABSL_GUARDED_BY(mu) = 0;
+    bool asking ABSL_GUARDED_BY(mu) = false;
+  };
+
+  explicit GrpcSidecarClient(Clock& clock) : clock_(clock) {}
+  Route* RouteFor(const std::string& target_method);
+  void AskInfo(Route* route);
+
+  Clock& clock_;
+  std::map<std::string, std::unique_ptr<Route>> routes_;
+  std::unique_ptr<Route> default_route_;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_OUTBOX_AGENT_GRPC_SIDECAR_CLIENT_H_

@@ -1,0 +1,79 @@
+// outbox_agent: durable intent beside a producing service.
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/random.h"
+#include "common/server.h"
+#include "outbox_agent/agent_server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "address producers call: host:port or unix:/path");
+ABSL_FLAG(std::string, data_dir, "", "RocksDB outbox directory (required)");
+ABSL_FLAG(std::string, tenant, "", "the tenant this agent's producer acts for (required)");
+ABSL_FLAG(std::string, actor, "agent", "the actor commands default to");
+ABSL_FLAG(int64_t, credential_epoch, 1, "the credential epoch on first start");
+ABSL_FLAG(std::string, credential_file, "",
+          "file with epoch=N and revoked=BOOL lines; a change renews or revokes at once");
+ABSL_FLAG(std::string, sidecar, "127.0.0.1:7100", "the default sidecar address");
+ABSL_FLAG(std::string, routes, "", "service=address pairs, comma separated, e.g. "
+                                   "eonce.ledger.v1.Ledger=10.0.0.1:7100");
+ABSL_FLAG(int32_t, max_in_flight, 64, "attempts in flight at once");
+ABSL_FLAG(int32_t, max_attempts, 100, "attempts before a record is dead-lettered");
+ABSL_FLAG(int64_t, max_age_ms, 6LL * 24 * 3600 * 1000,
+          "age at which a record is dead-lettered; must be below the sidecar retention");
+ABSL_FLAG(int64_t, retention_margin_ms, 12LL * 3600 * 1000,
+          "stop sending this long before the sidecar's retention ends");
+ABSL_FLAG(int64_t, base_backoff_ms, 100, "first retry delay ceiling");
+ABSL_FLAG(int64_t, max_backoff_ms, 30'000, "largest retry delay");
+ABSL_FLAG(int64_t, submit_timeout_ms, 10'000, "deadline of one Submit");
+ABSL_FLAG(int64_t, claim_ttl_ms, 30'000, "how long a claim lasts before it is taken over");
+ABSL_FLAG(int64_t, max_pending_records, 1'000'000, "waiting records before Enqueue refuses");
+ABSL_FLAG(int64_t, forensic_retention_ms, 30LL * 24 * 3600 * 1000,
+          "how long final records are kept");
+ABSL_FLAG(int64_t, max_request_bytes, 1 << 20, "largest request message");
+ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight work may finish on SIGTERM");
+
+int main(int argc, char** argv) {
+  eonce::BlockShutdownSignals();
+  eonce::ParseFlagsWithEnv(argc, argv, "outbox_agent --data_dir=DIR --tenant=T [--sidecar=ADDR]");
+  eonce::AgentServerOptions o;
+  o.listen_address = absl::GetFlag(FLAGS_listen);
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.tenant = absl::GetFlag(FLAGS_tenant);
+  o.actor = absl::GetFlag(FLAGS_actor);
+  o.initial_epoch = absl::GetFlag(FLAGS_credential_epoch);
+  o.credential_file = absl::GetFlag(FLAGS_credential_file);
+  o.default_sidecar = absl::GetFlag(FLAGS_sidecar);
+  o.routes = absl::GetFlag(FLAGS_routes);
+  o.limits.max_request_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_bytes));
+  o.store.max_pending_records = absl::GetFlag(FLAGS_max_pending_records);
+  o.store.forensic_retention_ms = absl::GetFlag(FLAGS_forensic_retention_ms);
+  o.replay.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  o.replay.submit_timeout_ms = absl::GetFlag(FLAGS_submit_timeout_ms);
+  o.replay.claim_ttl_ms = absl::GetFlag(FLAGS_claim_ttl_ms);
+  o.replay.retry.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  o.replay.retry.max_age_ms = absl::GetFlag(FLAGS_max_age_ms);
+  o.replay.retry.retention_margin_ms = absl::GetFlag(FLAGS_retention_margin_ms);
+  o.replay.retry.base_backoff_ms = absl::GetFlag(FLAGS_base_backoff_ms);
+  o.replay.retry.max_backoff_ms = absl::GetFlag(FLAGS_max_backoff_ms);
+  if (o.data_dir.empty() || o.tenant.empty()) {
+    std::cerr << "outbox_agent: settings data_dir and tenant are required\n";
+    return 2;
+  }
+  auto server = eonce::AgentServer::Start(o, eonce::RealClock::Get(), eonce::RealRandom::Get());
+  if (!server.ok()) {
+    std::cerr << "outbox_agent: " << server.status().message() << "\n";
+    return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  eonce::AnnounceListening("outbox_agent", o.listen_address, (*server)->port());
+  eonce::LogInfo("started", {{"service", "agent"}, {"tenant", o.tenant}});
+  eonce::WaitForShutdownSignal();
+  eonce::LogInfo("draining", {{"service", "agent"}});
+  absl::Status closed = (*server)->Shutdown(absl::GetFlag(FLAGS_drain_ms));
+  if (!closed.ok()) {
+    eonce::LogError("close failed", {{"error", std::string(closed.message())}});
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,105 @@
+#include "outbox_agent/outbox.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status.h"
+
+namespace eonce {
+
+void Outbox::Publish(const OutboxRecord& record) {
+  if (feed_ == nullptr) return;
+  v1::WatchEvent event;
+  event.set_command_id(record.command().command_id());
+  event.set_state(record.state());
+  event.set_at_ms(record.updated_at_ms());
+  feed_->Publish(event);
+}
+
+absl::StatusOr<v1::EnqueueResponse> Outbox::Enqueue(v1::Command command) {
+  EONCE_RETURN_IF_ERROR(ValidateProducerCommand(command, limits_));
+  Session session = credential_.session();
+  if (command.tenant().empty()) command.set_tenant(session.tenant);
+  if (command.tenant() != session.tenant) {
+    return Error(absl::StatusCode::kPermissionDenied, "TENANT_MISMATCH",
+                 absl::StrCat("this agent serves tenant ", session.tenant));
+  }
+  if (command.actor().empty()) command.set_actor(session.actor);
+  if (command.command_id().empty()) command.set_command_id(random_.HexId());
+  if (command.idempotency_key().empty()) command.set_idempotency_key(DeriveIdempotencyKey(command));
+  if (command.idempotency_key().size() > limits_.max_key_bytes) {
+    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                 absl::StrCat("idempotency_key: the derived key is longer than ",
+                              limits_.max_key_bytes, " bytes; supply a shorter one"));
+  }
+  FillPayloadHash(&command);
+  command.set_created_at_ms(clock_.NowMs());
+  command.set_credential_epoch(session.epoch);
+  command.set_schema_version(kSchemaVersion);
+
+  EONCE_RETURN_IF_ERROR(HitFault(faults_, FaultPoint::kBeforeOutboxWrite));
+  EONCE_ASSIGN_OR_RETURN(auto inserted, store_.Insert(command));
+  EONCE_RETURN_IF_ERROR(HitFault(faults_, FaultPoint::kAfterOutboxWrite));
+  if (inserted.second) Publish(inserted.first);
+  v1::EnqueueResponse response;
+  *response.mutable_record() = std::move(inserted.first);
+  response.set_created(inserted.second);
+  return response;
+}
+
+absl::StatusOr<OutboxRecord> Outbox::Requeue(const std::string& command_id) {
+  EONCE_ASSIGN_OR_RETURN(
+      auto record,
+      store_.Mutate(command_id, "requeued by an operator",
+                    [&](OutboxRecord* r) {
+                      switch (r->state()) {
+                        case v1::DEAD_LETTERED:
+                        case v1::EXPIRED:
+                        case v1::REJECTED:
+                        case v1::UNKNOWN:
+                          break;
+                        default:
+                          return Error(absl::StatusCode::kFailedPrecondition, "NOT_REQUEUEABLE",
+                                       absl::StrCat("a record in state ",
+                                                    v1::OutboxState_Name(r->state()),
+                                                    " cannot be requeued"));
+                      }
+                      // An unknown outcome must still be reconciled before resending.
+                      if (r->state() != v1::UNKNOWN) r->set_state(v1::QUEUED);
+                      r->set_attempt(0);
+                      r->set_unclassified_failures(0);
+                      r->set_next_attempt_at_ms(clock_.NowMs());
+                      return absl::OkStatus();
+                    },
+                    /*sync=*/true));
+  LogInfo("requeued", {{"command_id", command_id},
+                       {"key", record.command().idempotency_key()},
+                       {"tenant", record.command().tenant()},
+                       {"operation", record.command().target_method()}});
+  Publish(record);
+  return record;
+}
+
+absl::StatusOr<OutboxRecord> Outbox::Drop(const std::string& command_id, const std::string& why) {
+  EONCE_ASSIGN_OR_RETURN(
+      auto record,
+      store_.Mutate(command_id, absl::StrCat("dropped by an operator: ", why.substr(0, 200)),
+                    [&](OutboxRecord* r) {
+                      if (r->state() == v1::ACKED || r->state() == v1::DROPPED) {
+                        return Error(absl::StatusCode::kFailedPrecondition, "NOT_DROPPABLE",
+                                     "an acked or dropped record cannot be dropped");
+                      }
+                      r->set_state(v1::DROPPED);
+                      r->clear_claim();  // a worker still sending it is fenced off
+                      return absl::OkStatus();
+                    },
+                    /*sync=*/true));
+  LogWarn("dropped", {{"command_id", command_id},
+                      {"key", record.command().idempotency_key()},
+                      {"tenant", record.command().tenant()},
+                      {"operation", record.command().target_method()},
+                      {"why", why.substr(0, 200)}});
+  Publish(record);
+  return record;
+}
+
+}  // namespace eonce

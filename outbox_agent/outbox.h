@@ -1,0 +1,57 @@
+// Outbox: the producer-facing side of the agent: turns "the user asked for this" into a
+// durable intent.
+//
+// Enqueue completes the command (a command id if the producer gave none, the derived
+// idempotency key, the payload hash, the time and the credential epoch) and returns only
+// once it is synced to the outbox. The same command id with the same payload returns the
+// existing record; with another payload it is ALREADY_EXISTS. Thread-safe.
+#ifndef EONCE_OUTBOX_AGENT_OUTBOX_H_
+#define EONCE_OUTBOX_AGENT_OUTBOX_H_
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/command.h"
+#include "common/fault.h"
+#include "common/random.h"
+#include "eonce/v1/agent.pb.h"
+#include "outbox_agent/credential.h"
+#include "outbox_agent/outbox_store.h"
+#include "outbox_agent/state_feed.h"
+
+namespace eonce {
+
+inline constexpr uint32_t kSchemaVersion = 1;
+
+class Outbox {
+ public:
+  Outbox(OutboxStore& store, CredentialState& credential, Clock& clock, Random& random,
+         CommandLimits limits, StateFeed* feed = nullptr, FaultInjector* faults = nullptr)
+      : store_(store),
+        credential_(credential),
+        clock_(clock),
+        random_(random),
+        limits_(limits),
+        feed_(feed),
+        faults_(faults) {}
+
+  absl::StatusOr<v1::EnqueueResponse> Enqueue(v1::Command command);
+
+  // Operator calls. Requeue keeps the command id and starts its attempts afresh.
+  absl::StatusOr<OutboxRecord> Requeue(const std::string& command_id);
+  absl::StatusOr<OutboxRecord> Drop(const std::string& command_id, const std::string& why);
+
+ private:
+  void Publish(const OutboxRecord& record);
+
+  OutboxStore& store_;
+  CredentialState& credential_;
+  Clock& clock_;
+  Random& random_;
+  const CommandLimits limits_;
+  StateFeed* const feed_;
+  FaultInjector* const faults_;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_OUTBOX_AGENT_OUTBOX_H_

@@ -1,0 +1,423 @@
+#include "outbox_agent/outbox_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace eonce {
+namespace {
+
+constexpr char kRecordsCf[] = "records";
+constexpr char kDueCf[] = "due";
+constexpr char kStatesCf[] = "states";
+constexpr char kLanesCf[] = "lanes";
+constexpr char kMetaCf[] = "meta";
+constexpr char kCredentialKey[] = "credential";
+
+std::string Fixed64(uint64_t value) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    out[i] = static_cast<char>(value & 0xff);
+    value >>= 8;
+  }
+  return out;
+}
+
+uint64_t ReadFixed64(absl::string_view bytes) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < 8 && i < bytes.size(); ++i) {
+    value = (value << 8) | static_cast<unsigned char>(bytes[i]);
+  }
+  return value;
+}
+
+std::string LaneOf(const OutboxRecord& record) {
+  return absl::StrCat(record.command().entity().type(), "/", record.command().entity().id());
+}
+
+std::string LanePrefix(const OutboxRecord& record) {
+  return absl::StrCat(LaneOf(record), std::string(1, '\0'));
+}
+
+std::string LaneKey(const OutboxRecord& record) {
+  return LanePrefix(record) + Fixed64(record.enqueue_seq());
+}
+
+std::string StateKey(OutboxState state, const OutboxRecord& record) {
+  return absl::StrCat(std::string(1, static_cast<char>(state)), Fixed64(record.enqueue_seq()),
+                      record.command().command_id());
+}
+
+std::string DueKey(int64_t at_ms, const std::string& command_id) {
+  return Fixed64(static_cast<uint64_t>(std::max<int64_t>(0, at_ms))) + command_id;
+}
+
+// When a record in `state` is due, if it is: waiting records at their next attempt,
+// claimed ones when their claim runs out (so a dead worker's record is taken over).
+std::optional<int64_t> DueAt(const OutboxRecord& record) {
+  switch (record.state()) {
+    case v1::QUEUED:
+    case v1::RETRYABLE_FAILED:
+    case v1::UNKNOWN:
+      return record.next_attempt_at_ms();
+    case v1::CLAIMED:
+    case v1::SENDING:
+      return record.claim().expires_at_ms();
+    default:
+      return std::nullopt;
+  }
+}
+
+bool Waiting(OutboxState state) {
+  return state == v1::QUEUED || state == v1::RETRYABLE_FAILED || state == v1::UNKNOWN ||
+         state == v1::CLAIMED || state == v1::SENDING;
+}
+
+}  // namespace
+
+bool IsFinal(OutboxState state) {
+  return state == v1::ACKED || state == v1::CONFLICT || state == v1::REJECTED ||
+         state == v1::DEAD_LETTERED || state == v1::EXPIRED || state == v1::DROPPED;
+}
+
+bool ReleasesLane(OutboxState state) {
+  // A dead letter keeps blocking its entity: later commands may depend on it, so they
+  // wait for an operator to requeue or drop it.
+  return IsFinal(state) && state != v1::DEAD_LETTERED;
+}
+
+std::vector<ColumnFamilySpec> OutboxStore::ColumnFamilies(Filters& filters) {
+  ColumnFamilySpec records{kRecordsCf, {}};
+  records.options.compaction_filter_factory = filters.factory;
+  ColumnFamilySpec states{kStatesCf, {}};
+  states.options.compaction_filter_factory = filters.factory;
+  return {records, ColumnFamilySpec{kDueCf, {}}, states,
+          ColumnFamilySpec{kLanesCf, {}}, ColumnFamilySpec{kMetaCf, {}}};
+}
+
+OutboxStore::OutboxStore(RocksStore& store, Clock& clock, OutboxStoreOptions options)
+    : store_(store), clock_(clock), options_(options) {
+  for (auto& count : counts_) count = 0;
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kStatesCf)));
+  uint64_t max_seq = 0;
+  int64_t now = clock_.NowMs();
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    Framed framed;
+    if (DecodeFramed(absl::string_view(it->value().data(), it->value().size()), &framed) &&
+        framed.DroppedAt(now)) {
+      continue;
+    }
+    int state = static_cast<unsigned char>(it->key()[0]);
+    if (state < v1::OutboxState_ARRAYSIZE) counts_[state]++;
+    max_seq = std::max(max_seq, ReadFixed64(absl::string_view(it->key().data() + 1, 8)));
+  }
+  next_seq_ = max_seq + 1;
+}
+
+std::string OutboxStore::Encode(const OutboxRecord& record) const {
+  int64_t drop_at = 0;
+  // Dead letters wait for an operator and are never dropped by age.
+  if (IsFinal(record.state()) && record.state() != v1::DEAD_LETTERED) {
+    drop_at = record.updated_at_ms() + options_.forensic_retention_ms;
+  }
+  return EncodeFramed(drop_at, 0, record.SerializeAsString());
+}
+
+absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::Get(const std::string& command_id) {
+  std::string value;
+  rocksdb::Status status =
+      store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kRecordsCf), command_id, &value);
+  if (status.IsNotFound()) return std::optional<OutboxRecord>();
+  EONCE_RETURN_IF_ERROR(FromRocks(status, "read outbox record"));
+  Framed framed;
+  OutboxRecord record;
+  if (!DecodeFramed(value, &framed) ||
+      !record.ParseFromArray(framed.payload.data(), static_cast<int>(framed.payload.size()))) {
+    return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable outbox record");
+  }
+  if (framed.DroppedAt(clock_.NowMs())) return std::optional<OutboxRecord>();
+  return std::optional<OutboxRecord>(std::move(record));
+}
+
+absl::StatusOr<std::optional<std::string>> OutboxStore::NextInLane(const OutboxRecord& record) {
+  std::string prefix = LanePrefix(record);
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kLanesCf)));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (it->key().ToString() == LaneKey(record)) continue;
+    return std::optional<std::string>(it->value().ToString());
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "scan lane"));
+  return std::optional<std::string>();
+}
+
+absl::StatusOr<bool> OutboxStore::IsLaneHead(const OutboxRecord& record) {
+  std::string prefix = LanePrefix(record);
+  std::string own = LaneKey(record);
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kLanesCf)));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (it->key().ToString() == own) continue;
+    return it->key().ToString() > own;
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "scan lane"));
+  return true;
+}
+
+void OutboxStore::AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* before,
+                             const OutboxRecord& after) {
+  const std::string& id = after.command().command_id();
+  if (before != nullptr) {
+    if (auto due = DueAt(*before); due.has_value()) batch->Delete(store_.cf(kDueCf), DueKey(*due, id));
+    batch->Delete(store_.cf(kStatesCf), StateKey(before->state(), *before));
+  }
+  // Framed like the record, so the entry goes with it.
+  Framed framed;
+  std::string encoded = Encode(after);
+  DecodeFramed(encoded, &framed);
+  batch->Put(store_.cf(kStatesCf), StateKey(after.state(), after),
+             EncodeFramed(framed.drop_at_ms, 0, ""));
+}
+
+absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::Insert(const v1::Command& command) {
+  OutboxRecord record;
+  *record.mutable_command() = command;
+  StripedLocks::Guard guard = locks_.Lock({command.command_id(), LaneOf(record)});
+  EONCE_ASSIGN_OR_RETURN(auto existing, Get(command.command_id()));
+  if (existing.has_value()) {
+    if (existing->command().payload_hash().sha256() != command.payload_hash().sha256() ||
+        existing->command().target_method() != command.target_method()) {
+      return Error(absl::StatusCode::kAlreadyExists, "COMMAND_ID_CONFLICT",
+                   "this command id was enqueued with a different payload");
+    }
+    return std::make_pair(std::move(*existing), false);
+  }
+  int64_t pending = 0;
+  for (int s = 0; s < v1::OutboxState_ARRAYSIZE; ++s) {
+    if (Waiting(static_cast<OutboxState>(s))) pending += counts_[s].load();
+  }
+  if (pending >= options_.max_pending_records) {
+    return Error(absl::StatusCode::kResourceExhausted, "OUTBOX_FULL",
+                 absl::StrCat("the outbox holds ", pending, " waiting records (the limit)"));
+  }
+  int64_t now = clock_.NowMs();
+  record.set_state(v1::QUEUED);
+  record.set_created_at_ms(now);
+  record.set_updated_at_ms(now);
+  record.set_next_attempt_at_ms(now);
+  record.set_enqueue_seq(next_seq_.fetch_add(1));
+  v1::Transition* t = record.add_history();
+  t->set_to(v1::QUEUED);
+  t->set_at_ms(now);
+  t->set_why("enqueued");
+
+  rocksdb::WriteBatch batch;
+  batch.Put(store_.cf(kRecordsCf), command.command_id(), Encode(record));
+  batch.Put(store_.cf(kLanesCf), LaneKey(record), command.command_id());
+  AddIndexes(&batch, nullptr, record);
+  // Only the head of a lane is due; a later command waits for its turn.
+  EONCE_ASSIGN_OR_RETURN(auto ahead, NextInLane(record));
+  if (!ahead.has_value()) batch.Put(store_.cf(kDueCf), DueKey(now, command.command_id()), "");
+  rocksdb::WriteOptions write = options_.sync_enqueue ? SyncedWrite() : UnsyncedWrite();
+  EONCE_RETURN_IF_ERROR(FromRocks(store_.db()->Write(write, &batch), "enqueue"));
+  counts_[v1::QUEUED]++;
+  return std::make_pair(std::move(record), true);
+}
+
+absl::StatusOr<OutboxRecord> OutboxStore::Mutate(const std::string& command_id,
+                                                 const std::string& why,
+                                                 const ChangeFn& change, bool sync) {
+  EONCE_ASSIGN_OR_RETURN(auto peek, Get(command_id));
+  if (!peek.has_value()) {
+    return Error(absl::StatusCode::kNotFound, "NO_SUCH_COMMAND",
+                 absl::StrCat("no outbox record ", command_id));
+  }
+  StripedLocks::Guard guard = locks_.Lock({command_id, LaneOf(*peek)});
+  EONCE_ASSIGN_OR_RETURN(auto before, Get(command_id));
+  if (!before.has_value()) {
+    return Error(absl::StatusCode::kNotFound, "NO_SUCH_COMMAND",
+                 absl::StrCat("no outbox record ", command_id));
+  }
+  OutboxRecord after = *before;
+  EONCE_RETURN_IF_ERROR(change(&after));
+  int64_t now = clock_.NowMs();
+  after.set_updated_at_ms(now);
+  if (after.state() != before->state()) {
+    v1::Transition* t = after.add_history();
+    t->set_from(before->state());
+    t->set_to(after.state());
+    t->set_at_ms(now);
+    t->set_why(why);
+    int excess = after.history_size() - options_.history_limit;
+    if (excess > 0) after.mutable_history()->DeleteSubrange(0, excess);
+  }
+
+  rocksdb::WriteBatch batch;
+  batch.Put(store_.cf(kRecordsCf), command_id, Encode(after));
+  AddIndexes(&batch, &*before, after);
+  bool released = ReleasesLane(after.state()) && !ReleasesLane(before->state());
+  bool rejoined = !ReleasesLane(after.state()) && ReleasesLane(before->state());
+  if (released) {
+    batch.Delete(store_.cf(kLanesCf), LaneKey(after));
+    // The next command of the entity becomes the head: make it due.
+    EONCE_ASSIGN_OR_RETURN(auto next_id, NextInLane(after));
+    if (next_id.has_value()) {
+      EONCE_ASSIGN_OR_RETURN(auto next, Get(*next_id));
+      if (next.has_value()) {
+        if (auto due = DueAt(*next); due.has_value()) {
+          batch.Put(store_.cf(kDueCf), DueKey(*due, *next_id), "");
+        }
+      }
+    }
+  }
+  if (rejoined) batch.Put(store_.cf(kLanesCf), LaneKey(after), command_id);
+  if (auto due = DueAt(after); due.has_value()) {
+    EONCE_ASSIGN_OR_RETURN(bool head, IsLaneHead(after));
+    if (head) batch.Put(store_.cf(kDueCf), DueKey(*due, command_id), "");
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(
+      store_.db()->Write(sync ? SyncedWrite() : UnsyncedWrite(), &batch), "outbox transition"));
+  if (after.state() != before->state()) {
+    counts_[before->state()]--;
+    counts_[after.state()]++;
+  }
+  return after;
+}
+
+absl::StatusOr<std::vector<std::string>> OutboxStore::Due(int64_t now_ms, int limit) {
+  std::vector<std::string> ids;
+  std::string end = Fixed64(static_cast<uint64_t>(now_ms) + 1);
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kDueCf)));
+  for (it->SeekToFirst(); it->Valid() && static_cast<int>(ids.size()) < limit; it->Next()) {
+    if (it->key().compare(end) >= 0) break;
+    ids.push_back(it->key().ToString().substr(8));
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "scan due"));
+  return ids;
+}
+
+std::optional<int64_t> OutboxStore::NextDueMs() {
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kDueCf)));
+  it->SeekToFirst();
+  if (!it->Valid()) return std::nullopt;
+  return static_cast<int64_t>(ReadFixed64(absl::string_view(it->key().data(), 8)));
+}
+
+absl::StatusOr<std::vector<OutboxRecord>> OutboxStore::List(OutboxState state,
+                                                           const std::string& after,
+                                                           int limit) {
+  limit = std::clamp(limit <= 0 ? 100 : limit, 1, 1000);
+  std::vector<OutboxRecord> out;
+  std::vector<OutboxState> states;
+  if (state == v1::OUTBOX_STATE_UNSPECIFIED) {
+    for (int s = 1; s < v1::OutboxState_ARRAYSIZE; ++s) states.push_back(static_cast<OutboxState>(s));
+  } else {
+    states.push_back(state);
+  }
+  std::string after_key;
+  if (!after.empty()) {
+    EONCE_ASSIGN_OR_RETURN(auto anchor, Get(after));
+    if (anchor.has_value()) after_key = StateKey(anchor->state(), *anchor);
+  }
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kStatesCf)));
+  for (OutboxState s : states) {
+    std::string prefix(1, static_cast<char>(s));
+    it->Seek(after_key.empty() || after_key[0] != prefix[0] ? prefix : after_key);
+    for (; it->Valid() && it->key().starts_with(prefix) && static_cast<int>(out.size()) < limit;
+         it->Next()) {
+      if (it->key().ToString() == after_key) continue;
+      EONCE_ASSIGN_OR_RETURN(auto record, Get(it->key().ToString().substr(9)));
+      if (record.has_value()) out.push_back(std::move(*record));
+    }
+    if (static_cast<int>(out.size()) >= limit) break;
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "list outbox"));
+  return out;
+}
+
+std::array<int64_t, v1::OutboxState_ARRAYSIZE> OutboxStore::CountsByState() const {
+  std::array<int64_t, v1::OutboxState_ARRAYSIZE> out{};
+  for (int s = 0; s < v1::OutboxState_ARRAYSIZE; ++s) out[s] = counts_[s].load();
+  return out;
+}
+
+absl::StatusOr<int64_t> OutboxStore::OldestWaitingAgeMs() {
+  int64_t oldest = 0;
+  std::unique_ptr<rocksdb::Iterator> it(
+      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kStatesCf)));
+  for (int s = 1; s < v1::OutboxState_ARRAYSIZE; ++s) {
+    if (!Waiting(static_cast<OutboxState>(s))) continue;
+    std::string prefix(1, static_cast<char>(s));
+    it->Seek(prefix);
+    if (!it->Valid() || !it->key().starts_with(prefix)) continue;
+    EONCE_ASSIGN_OR_RETURN(auto record, Get(it->key().ToString().substr(9)));
+    if (record.has_value()) {
+      oldest = std::max(oldest, clock_.NowMs() - record->created_at_ms());
+    }
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "oldest waiting"));
+  return oldest;
+}
+
+absl::StatusOr<int> OutboxStore::RecoverAfterRestart() {
+  int recovered = 0;
+  for (OutboxState state : {v1::CLAIMED, v1::SENDING}) {
+    while (true) {
+      EONCE_ASSIGN_OR_RETURN(auto batch, List(state, "", 1000));
+      if (batch.empty()) break;
+      for (const OutboxRecord& record : batch) {
+        auto moved = Mutate(
+            record.command().command_id(), "restart: the outcome of the last attempt is unknown",
+            [&](OutboxRecord* r) {
+              r->set_state(v1::UNKNOWN);
+              r->clear_claim();
+              r->set_next_attempt_at_ms(clock_.NowMs());
+              return absl::OkStatus();
+            },
+            /*sync=*/false);
+        if (!moved.ok()) return moved.status();
+        ++recovered;
+      }
+    }
+  }
+  return recovered;
+}
+
+absl::Status OutboxStore::SaveCredential(int64_t epoch, bool revoked) {
+  std::string value = Fixed64(static_cast<uint64_t>(epoch)) + (revoked ? "1" : "0");
+  // Synced: a revocation must survive a crash.
+  return FromRocks(
+      store_.db()->Put(SyncedWrite(), store_.cf(kMetaCf), kCredentialKey, value),
+      "save credential");
+}
+
+absl::StatusOr<std::pair<int64_t, bool>> OutboxStore::LoadCredential() {
+  std::string value;
+  rocksdb::Status status =
+      store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kMetaCf), kCredentialKey, &value);
+  if (status.IsNotFound()) return std::make_pair<int64_t, bool>(0, false);
+  EONCE_RETURN_IF_ERROR(FromRocks(status, "load credential"));
+  if (value.size() != 9) {
+    return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable credential");
+  }
+  return std::make_pair(static_cast<int64_t>(ReadFixed64(value)), value[8] == '1');
+}
+
+absl::Status OutboxStore::CompactAll() {
+  rocksdb::CompactRangeOptions options;
+  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  for (const char* name : {kRecordsCf, kDueCf, kStatesCf, kLanesCf}) {
+    EONCE_RETURN_IF_ERROR(
+        FromRocks(store_.db()->Flush(rocksdb::FlushOptions(), store_.cf(name)), "flush"));
+    EONCE_RETURN_IF_ERROR(FromRocks(
+        store_.db()->CompactRange(options, store_.cf(name), nullptr, nullptr), "compact"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace eonce

@@ -1,0 +1,121 @@
+// OutboxStore: the agent's durable outbox in RocksDB.
+//
+// Column families:
+//   records   command id -> OutboxRecord (framed; acked and other final records are
+//             dropped after the forensic retention by the shared TTL filter)
+//   due       [next attempt time][command id] -> "" : what the replayer may pick up.
+//             Only the head of each entity's lane is here, so a blocked lane costs
+//             nothing and the due scan never starves other entities.
+//   states    [state][enqueue seq][command id] -> "" : listing by state in enqueue
+//             order, and the oldest waiting record in one seek
+//   lanes     [entity]\0[enqueue seq] -> command id : per-entity enqueue order
+//   meta      the credential, so a revocation survives a restart
+//
+// Every change of a record is one atomic WriteBatch with all of its index entries.
+// Changes are serialized per entity lane and per command id (striped locks, both taken
+// in one call), so promoting the next command of a lane never races an Enqueue to it;
+// other entities change in parallel. Insert is synced, so Enqueue never says yes to something a crash can lose.
+// Thread-safe. The RocksStore must outlive it.
+#ifndef EONCE_OUTBOX_AGENT_OUTBOX_STORE_H_
+#define EONCE_OUTBOX_AGENT_OUTBOX_STORE_H_
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/rocks.h"
+#include "common/striped_lock.h"
+#include "common/ttl.h"
+#include "eonce/v1/agent.pb.h"
+
+namespace eonce {
+
+using OutboxRecord = v1::OutboxRecord;
+using OutboxState = v1::OutboxState;
+
+struct OutboxStoreOptions {
+  // How long a final record is kept for forensics before compaction drops it.
+  int64_t forensic_retention_ms = 30LL * 24 * 3600 * 1000;
+  // The most records that may be waiting (not final); Enqueue past it is refused.
+  int64_t max_pending_records = 1'000'000;
+  // How many transitions a record remembers.
+  int history_limit = 16;
+  // Enqueue syncs before it answers. Only the simulation's negative control turns it off.
+  bool sync_enqueue = true;
+};
+
+// Final for the outbox: the record will not be sent again unless an operator acts.
+bool IsFinal(OutboxState state);
+// Releases the entity's lane, so the next command of the entity may go.
+bool ReleasesLane(OutboxState state);
+
+class OutboxStore {
+ public:
+  struct Filters {
+    explicit Filters(Clock& clock)
+        : factory(std::make_shared<TtlCompactionFilterFactory>(clock, nullptr, stats)) {}
+    TtlStats stats;
+    std::shared_ptr<TtlCompactionFilterFactory> factory;
+  };
+  static std::vector<ColumnFamilySpec> ColumnFamilies(Filters& filters);
+
+  OutboxStore(RocksStore& store, Clock& clock, OutboxStoreOptions options);
+
+  // Adds a new record for `command` (complete: id, key, hash set) in QUEUED, or returns the
+  // existing one (second = false) when the id is known with the same payload hash.
+  // ALREADY_EXISTS for the same id with another payload; RESOURCE_EXHAUSTED when full.
+  absl::StatusOr<std::pair<OutboxRecord, bool>> Insert(const v1::Command& command);
+
+  absl::StatusOr<std::optional<OutboxRecord>> Get(const std::string& command_id);
+
+  // Reads the record, lets `change` edit it, and writes the result with its index entries
+  // in one batch. `change` returning an error aborts with that error and writes nothing.
+  // `why` goes into the history. Returns the record as written.
+  using ChangeFn = std::function<absl::Status(OutboxRecord* record)>;
+  absl::StatusOr<OutboxRecord> Mutate(const std::string& command_id, const std::string& why,
+                                      const ChangeFn& change, bool sync);
+
+  // Command ids whose next attempt is due at `now_ms`, earliest first.
+  absl::StatusOr<std::vector<std::string>> Due(int64_t now_ms, int limit);
+  // The earliest time anything is due; nullopt when nothing is.
+  std::optional<int64_t> NextDueMs();
+
+  absl::StatusOr<std::vector<OutboxRecord>> List(OutboxState state, const std::string& after,
+                                                 int limit);
+  std::array<int64_t, v1::OutboxState_ARRAYSIZE> CountsByState() const;
+  // The age of the oldest record waiting to be sent (queued, retryable or unknown).
+  absl::StatusOr<int64_t> OldestWaitingAgeMs();
+
+  // After a restart: CLAIMED and SENDING records lost their worker, so their outcome is
+  // unknown. Moves them to UNKNOWN, due now. Returns how many.
+  absl::StatusOr<int> RecoverAfterRestart();
+
+  // The credential replay runs under, kept across restarts.
+  absl::Status SaveCredential(int64_t epoch, bool revoked);
+  absl::StatusOr<std::pair<int64_t, bool>> LoadCredential();
+
+  absl::Status CompactAll();
+
+ private:
+  void AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* before,
+                  const OutboxRecord& after);
+  absl::StatusOr<std::optional<std::string>> NextInLane(const OutboxRecord& record);
+  absl::StatusOr<bool> IsLaneHead(const OutboxRecord& record);
+  std::string Encode(const OutboxRecord& record) const;
+
+  RocksStore& store_;
+  Clock& clock_;
+  const OutboxStoreOptions options_;
+  StripedLocks locks_;
+  std::atomic<uint64_t> next_seq_{1};
+  std::array<std::atomic<int64_t>, v1::OutboxState_ARRAYSIZE> counts_{};
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_OUTBOX_AGENT_OUTBOX_STORE_H_

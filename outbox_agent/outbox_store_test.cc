@@ -1,0 +1,186 @@
+#include "outbox_agent/outbox_store.h"
+
+#include "common/command.h"
+#include "gtest/gtest.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+class OutboxStoreTest : public ::testing::Test {
+ protected:
+  OutboxStoreTest() : dir_(testing::FreshDir("outbox")) { Open(); }
+
+  void Open(OutboxStoreOptions options = {}) {
+    store_.reset();
+    rocks_.reset();
+    auto rocks = RocksStore::Open(dir_, OutboxStore::ColumnFamilies(filters_), StoreOptions());
+    ASSERT_TRUE(rocks.ok()) << rocks.status();
+    rocks_ = std::move(*rocks);
+    store_ = std::make_unique<OutboxStore>(*rocks_, clock_, options);
+  }
+
+  v1::Command Cmd(const std::string& id, const std::string& entity, const std::string& req = "r") {
+    v1::Command c;
+    c.set_command_id(id);
+    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+    c.set_request(req);
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id(entity);
+    c.set_idempotency_key(DeriveIdempotencyKey(c));
+    FillPayloadHash(&c);
+    return c;
+  }
+
+  absl::Status Move(const std::string& id, OutboxState to) {
+    return store_->Mutate(id, "test", [&](OutboxRecord* r) {
+                     r->set_state(to);
+                     return absl::OkStatus();
+                   }, false).status();
+  }
+
+  std::vector<std::string> Due() { return *store_->Due(clock_.NowMs(), 100); }
+
+  std::string dir_;
+  ManualClock clock_;
+  OutboxStore::Filters filters_{clock_};
+  std::unique_ptr<RocksStore> rocks_;
+  std::unique_ptr<OutboxStore> store_;
+};
+
+TEST_F(OutboxStoreTest, InsertIsIdempotentByCommandIdAndRefusesAnotherPayload) {
+  auto first = store_->Insert(Cmd("c1", "a"));
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->second);
+  EXPECT_EQ(first->first.state(), v1::QUEUED);
+  auto again = store_->Insert(Cmd("c1", "a"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->second);
+  EXPECT_EQ(again->first.enqueue_seq(), first->first.enqueue_seq());
+  auto other = store_->Insert(Cmd("c1", "a", "another payload"));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(OutboxStoreTest, OnlyTheHeadOfEachLaneIsDue) {
+  ASSERT_TRUE(store_->Insert(Cmd("a1", "a")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("a2", "a")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("b1", "b")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("a3", "a")).ok());
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a1", "b1"}));
+  ASSERT_TRUE(Move("a1", v1::ACKED).ok());
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a2", "b1"}));
+  // A dead letter keeps its lane blocked; dropping it releases the lane.
+  ASSERT_TRUE(Move("a2", v1::DEAD_LETTERED).ok());
+  EXPECT_EQ(Due(), (std::vector<std::string>{"b1"}));
+  ASSERT_TRUE(Move("a2", v1::DROPPED).ok());
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a3", "b1"}));
+}
+
+TEST_F(OutboxStoreTest, DueFollowsNextAttemptTime) {
+  ASSERT_TRUE(store_->Insert(Cmd("c1", "a")).ok());
+  ASSERT_TRUE(store_->Mutate("c1", "retry", [&](OutboxRecord* r) {
+                       r->set_state(v1::RETRYABLE_FAILED);
+                       r->set_next_attempt_at_ms(clock_.NowMs() + 500);
+                       return absl::OkStatus();
+                     }, false).ok());
+  EXPECT_TRUE(Due().empty());
+  EXPECT_EQ(*store_->NextDueMs(), clock_.NowMs() + 500);
+  clock_.AdvanceMs(500);
+  EXPECT_EQ(Due(), std::vector<std::string>{"c1"});
+}
+
+TEST_F(OutboxStoreTest, MutateAbortsCleanlyAndKeepsAShortHistory) {
+  ASSERT_TRUE(store_->Insert(Cmd("c1", "a")).ok());
+  auto aborted = store_->Mutate("c1", "no", [](OutboxRecord*) {
+    return absl::AbortedError("stale");
+  }, false);
+  EXPECT_EQ(aborted.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ((*store_->Get("c1"))->state(), v1::QUEUED);
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(Move("c1", i % 2 ? v1::QUEUED : v1::RETRYABLE_FAILED).ok());
+  }
+  EXPECT_EQ((*store_->Get("c1"))->history_size(), 16);
+  EXPECT_EQ(store_->Mutate("missing", "x", [](OutboxRecord*) { return absl::OkStatus(); }, false)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(OutboxStoreTest, CountsListingAndOldestWaiting) {
+  ASSERT_TRUE(store_->Insert(Cmd("c1", "a")).ok());
+  clock_.AdvanceMs(1000);
+  ASSERT_TRUE(store_->Insert(Cmd("c2", "b")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("c3", "c")).ok());
+  ASSERT_TRUE(Move("c3", v1::ACKED).ok());
+  auto counts = store_->CountsByState();
+  EXPECT_EQ(counts[v1::QUEUED], 2);
+  EXPECT_EQ(counts[v1::ACKED], 1);
+  EXPECT_EQ(*store_->OldestWaitingAgeMs(), 1000);
+  auto queued = store_->List(v1::QUEUED, "", 10);
+  ASSERT_EQ(queued->size(), 2u);
+  EXPECT_EQ((*queued)[0].command().command_id(), "c1");  // enqueue order
+  auto page2 = store_->List(v1::QUEUED, "c1", 10);
+  ASSERT_EQ(page2->size(), 1u);
+  EXPECT_EQ((*page2)[0].command().command_id(), "c2");
+  // Counts survive a restart.
+  Open();
+  EXPECT_EQ(store_->CountsByState()[v1::QUEUED], 2);
+}
+
+TEST_F(OutboxStoreTest, FullOutboxRefusesNewCommands) {
+  OutboxStoreOptions options;
+  options.max_pending_records = 2;
+  Open(options);
+  ASSERT_TRUE(store_->Insert(Cmd("c1", "a")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("c2", "a")).ok());
+  EXPECT_EQ(store_->Insert(Cmd("c3", "a")).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(Move("c1", v1::ACKED).ok());
+  EXPECT_TRUE(store_->Insert(Cmd("c3", "a")).ok());
+}
+
+TEST_F(OutboxStoreTest, RestartTurnsInFlightRecordsUnknownAndDue) {
+  ASSERT_TRUE(store_->Insert(Cmd("c1", "a")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("c2", "b")).ok());
+  ASSERT_TRUE(store_->Mutate("c1", "claimed", [&](OutboxRecord* r) {
+                       r->set_state(v1::CLAIMED);
+                       r->mutable_claim()->set_token(7);
+                       r->mutable_claim()->set_expires_at_ms(clock_.NowMs() + 30'000);
+                       return absl::OkStatus();
+                     }, false).ok());
+  ASSERT_TRUE(Move("c2", v1::SENDING).ok());
+  Open();
+  EXPECT_EQ(*store_->RecoverAfterRestart(), 2);
+  for (const char* id : {"c1", "c2"}) {
+    auto r = store_->Get(id);
+    EXPECT_EQ((*r)->state(), v1::UNKNOWN) << id;
+    EXPECT_FALSE((*r)->has_claim());
+  }
+  EXPECT_EQ(Due().size(), 2u);
+}
+
+TEST_F(OutboxStoreTest, FinalRecordsAreDroppedAfterForensicRetention) {
+  OutboxStoreOptions options;
+  options.forensic_retention_ms = 1000;
+  Open(options);
+  ASSERT_TRUE(store_->Insert(Cmd("done", "a")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("dead", "b")).ok());
+  ASSERT_TRUE(Move("done", v1::ACKED).ok());
+  ASSERT_TRUE(Move("dead", v1::DEAD_LETTERED).ok());
+  clock_.AdvanceMs(1000);
+  ASSERT_TRUE(store_->CompactAll().ok());
+  EXPECT_FALSE(store_->Get("done")->has_value());
+  EXPECT_TRUE(store_->Get("dead")->has_value());  // waits for an operator
+  EXPECT_GE(filters_.stats.dropped.load(), 1);
+}
+
+TEST_F(OutboxStoreTest, CredentialPersists) {
+  EXPECT_EQ(store_->LoadCredential()->first, 0);
+  ASSERT_TRUE(store_->SaveCredential(5, true).ok());
+  Open();
+  auto saved = store_->LoadCredential();
+  EXPECT_EQ(saved->first, 5);
+  EXPECT_TRUE(saved->second);
+}
+
+}  // namespace
+}  // namespace eonce

@@ -1,0 +1,398 @@
+#include "outbox_agent/replayer.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status.h"
+
+namespace eonce {
+namespace {
+
+std::string EntityOf(const OutboxRecord& record) {
+  return absl::StrCat(record.command().entity().type(), "/", record.command().entity().id());
+}
+
+bool Sendable(const OutboxRecord& record, int64_t now) {
+  switch (record.state()) {
+    case v1::QUEUED:
+    case v1::RETRYABLE_FAILED:
+    case v1::UNKNOWN:
+      return record.next_attempt_at_ms() <= now;
+    case v1::CLAIMED:
+    case v1::SENDING:
+      return record.claim().expires_at_ms() <= now;  // a dead worker's claim
+    default:
+      return false;
+  }
+}
+
+void SetError(OutboxRecord* record, const absl::Status& status, int64_t now) {
+  v1::LastError* error = record->mutable_last_error();
+  error->set_code(static_cast<int>(status.code()));
+  error->set_reason(ReasonOf(status));
+  error->set_message(std::string(status.message()).substr(0, 512));
+  error->set_at_ms(now);
+}
+
+std::string RejectionReason(const v1::CallResult& result) {
+  v1::Rejection rejection;
+  if (rejection.ParseFromString(result.error_details()) && !rejection.reason().empty()) {
+    return rejection.reason();
+  }
+  return "BUSINESS_REJECTION";
+}
+
+}  // namespace
+
+struct Replayer::Attempt {
+  std::string command_id;
+  std::string entity;
+  uint64_t token = 0;
+  OutboxRecord record;  // as claimed
+  Session session;      // the credential it was sent under
+};
+
+Replayer::Replayer(OutboxStore& store, SidecarClient& client, CredentialState& credential,
+                   Clock& clock, Random& random, ReplayerOptions options, StateFeed* feed,
+                   FaultInjector* faults)
+    : store_(store),
+      client_(client),
+      credential_(credential),
+      clock_(clock),
+      random_(random),
+      options_(std::move(options)),
+      feed_(feed),
+      faults_(faults),
+      backoff_(options_.retry, random_) {}
+
+int Replayer::in_flight() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+void Replayer::Publish(const OutboxRecord& record) {
+  if (feed_ == nullptr) return;
+  v1::WatchEvent event;
+  event.set_command_id(record.command().command_id());
+  event.set_state(record.state());
+  event.set_at_ms(record.updated_at_ms());
+  feed_->Publish(event);
+}
+
+bool Replayer::RetireIfTooOld(const OutboxRecord& record) {
+  int64_t now = clock_.NowMs();
+  int64_t age = now - record.created_at_ms();
+  const RetryOptions& retry = options_.retry;
+  std::optional<int64_t> retention = client_.RetentionMs(record.command().target_method());
+  OutboxState final_state = v1::OUTBOX_STATE_UNSPECIFIED;
+  std::string why;
+  if (retention.has_value() && age > *retention - retry.retention_margin_ms) {
+    final_state = v1::EXPIRED;
+    why = "older than the sidecar's retention allows; reconcile or decide by hand";
+    stats_.expired++;
+  } else if (age > retry.max_age_ms) {
+    final_state = v1::DEAD_LETTERED;
+    why = "MAX_AGE: older than the maximum age";
+    stats_.dead_lettered++;
+  } else if (static_cast<int>(record.attempt()) >= retry.max_attempts) {
+    final_state = v1::DEAD_LETTERED;
+    why = "MAX_ATTEMPTS: out of attempts";
+    stats_.dead_lettered++;
+  } else {
+    return false;
+  }
+  auto moved = store_.Mutate(record.command().command_id(), why,
+                             [&](OutboxRecord* r) {
+                               if (r->state() != record.state() ||
+                                   r->claim().token() != record.claim().token()) {
+                                 return absl::AbortedError("changed meanwhile");
+                               }
+                               r->set_state(final_state);
+                               r->clear_claim();
+                               return absl::OkStatus();
+                             },
+                             /*sync=*/false);
+  if (moved.ok()) Publish(*moved);
+  return true;
+}
+
+int Replayer::Pump() {
+  if (!credential_.active()) return 0;
+  int free_slots;
+  {
+    absl::MutexLock lock(&mu_);
+    free_slots = options_.max_in_flight - in_flight_;
+  }
+  if (free_slots <= 0) return 0;
+  int64_t now = clock_.NowMs();
+  auto due = store_.Due(now, free_slots * 4);
+  if (!due.ok()) {
+    LogError("outbox scan failed", {{"error", std::string(due.status().message())}});
+    return 0;
+  }
+  int started = 0;
+  for (const std::string& id : *due) {
+    if (started >= free_slots) break;
+    auto found = store_.Get(id);
+    if (!found.ok() || !found->has_value()) continue;
+    const OutboxRecord& record = **found;
+    if (!Sendable(record, now)) continue;
+    std::string entity = EntityOf(record);
+    {
+      absl::MutexLock lock(&mu_);
+      if (busy_entities_.contains(entity)) continue;
+    }
+    if (RetireIfTooOld(record)) continue;
+    // The retention must be known before anything is sent to that sidecar.
+    if (!client_.RetentionMs(record.command().target_method()).has_value()) continue;
+
+    auto attempt = std::make_shared<Attempt>();
+    attempt->command_id = id;
+    attempt->entity = entity;
+    attempt->token = random_.Next() | 1;
+    attempt->session = credential_.session();
+    bool reconcile_first = false;
+    auto claimed = store_.Mutate(
+        id, "claimed",
+        [&](OutboxRecord* r) {
+          if (r->state() != record.state() || r->claim().token() != record.claim().token()) {
+            return absl::AbortedError("changed meanwhile");
+          }
+          reconcile_first = r->state() == v1::UNKNOWN || r->state() == v1::CLAIMED ||
+                            r->state() == v1::SENDING;
+          r->set_state(v1::CLAIMED);
+          r->mutable_claim()->set_owner(options_.owner);
+          r->mutable_claim()->set_token(attempt->token);
+          r->mutable_claim()->set_expires_at_ms(now + options_.claim_ttl_ms);
+          r->set_attempt(r->attempt() + 1);
+          return absl::OkStatus();
+        },
+        // Not synced: a lost claim only means the record is claimed again.
+        /*sync=*/false);
+    if (!claimed.ok()) continue;
+    attempt->record = *claimed;
+    {
+      absl::MutexLock lock(&mu_);
+      ++in_flight_;
+      busy_entities_.insert(entity);
+    }
+    ++started;
+    stats_.attempts++;
+    Publish(*claimed);
+    if (!HitFault(faults_, FaultPoint::kAfterClaim).ok()) {
+      Done(attempt);  // the worker died holding the claim; it runs out and is taken over
+      continue;
+    }
+    if (reconcile_first) {
+      Reconcile(attempt);
+    } else {
+      Send(attempt);
+    }
+  }
+  return started;
+}
+
+void Replayer::Reconcile(std::shared_ptr<Attempt> attempt) {
+  stats_.reconciles++;
+  int64_t deadline = clock_.NowMs() + options_.submit_timeout_ms;
+  client_.Reconcile(
+      attempt->record.command(), attempt->session, deadline,
+      [this, attempt](absl::StatusOr<v1::ReconcileResponse> answer) {
+        if (!answer.ok()) {
+          OnFailure(attempt, answer.status());
+          return;
+        }
+        switch (answer->state()) {
+          case v1::RECORD_COMMITTED:
+          case v1::RECORD_FAILED: {
+            v1::SubmitResponse response;
+            response.set_disposition(v1::REPLAYED);
+            *response.mutable_result() = answer->result();
+            *response.mutable_replay() = answer->replay();
+            response.mutable_replay()->set_replayed(true);
+            // The fence is the session we asked under: Reconcile answers within it.
+            response.mutable_fence()->set_tenant(attempt->session.tenant);
+            response.mutable_fence()->set_credential_epoch(attempt->session.epoch);
+            response.mutable_fence()->set_command_id(attempt->command_id);
+            OnAnswer(attempt, std::move(response));
+            return;
+          }
+          case v1::RECORD_EXPIRED:
+            OnFailure(attempt, Error(absl::StatusCode::kFailedPrecondition, "RECORD_EXPIRED",
+                                     "the sidecar's record is past retention"));
+            return;
+          case v1::RECORD_UNKNOWN_PARKED:
+            OnFailure(attempt, Error(absl::StatusCode::kFailedPrecondition, "OUTCOME_UNKNOWN",
+                                     "parked at the sidecar for an operator"));
+            return;
+          default:  // NOT_SEEN or PROCESSING: sending is safe; the sidecar dedupes
+            Send(attempt);
+            return;
+        }
+      });
+}
+
+void Replayer::Send(std::shared_ptr<Attempt> attempt) {
+  auto sending = store_.Mutate(attempt->command_id, "sending",
+                               [&](OutboxRecord* r) {
+                                 if (r->claim().token() != attempt->token) {
+                                   return absl::AbortedError("claim taken over");
+                                 }
+                                 r->set_state(v1::SENDING);
+                                 return absl::OkStatus();
+                               },
+                               /*sync=*/false);
+  if (!sending.ok()) {
+    stats_.stale_claims_refused++;
+    Done(attempt);
+    return;
+  }
+  if (!HitFault(faults_, FaultPoint::kBeforeNetworkSend).ok()) {
+    Done(attempt);
+    return;
+  }
+  int64_t deadline = clock_.NowMs() + options_.submit_timeout_ms;
+  client_.Submit(attempt->record.command(), attempt->session, deadline,
+                 [this, attempt](absl::StatusOr<v1::SubmitResponse> answer) {
+                   if (!HitFault(faults_, FaultPoint::kAfterNetworkSendBeforeResponse).ok() ||
+                       !HitFault(faults_, FaultPoint::kAfterResponseBeforeAck).ok()) {
+                     // The answer is lost: the record stays SENDING until its claim
+                     // runs out, then reconciles.
+                     Done(attempt);
+                     return;
+                   }
+                   OnAnswer(attempt, std::move(answer));
+                 });
+}
+
+void Replayer::OnAnswer(std::shared_ptr<Attempt> attempt,
+                        absl::StatusOr<v1::SubmitResponse> answer) {
+  if (!answer.ok()) {
+    OnFailure(attempt, answer.status());
+    return;
+  }
+  if (!credential_.Fits(attempt->session, answer->fence())) {
+    // Receiving an answer does not grant permission to apply it.
+    stats_.stale_responses_refused++;
+    Transition(attempt, "STALE_RESPONSE: the answer's fence no longer fits the session",
+               [&](OutboxRecord* r) {
+                 r->set_state(v1::RETRYABLE_FAILED);
+                 SetError(r, Error(absl::StatusCode::kAborted, "STALE_RESPONSE",
+                                   "answer fenced off by a credential change"),
+                          clock_.NowMs());
+                 r->set_next_attempt_at_ms(clock_.NowMs() + backoff_.DelayMs(r->attempt()));
+               });
+    return;
+  }
+  const v1::CallResult& result = answer->result();
+  bool business_rejected = result.code() != 0;
+  Transition(attempt, business_rejected ? RejectionReason(result) : "acked",
+             [&](OutboxRecord* r) {
+               r->set_state(business_rejected ? v1::REJECTED : v1::ACKED);
+               *r->mutable_result() = result;
+               *r->mutable_replay() = answer->replay();
+               if (business_rejected) {
+                 v1::LastError* error = r->mutable_last_error();
+                 error->set_code(result.code());
+                 error->set_reason(RejectionReason(result));
+                 error->set_message(result.message().substr(0, 512));
+                 error->set_at_ms(clock_.NowMs());
+               }
+             });
+  (business_rejected ? stats_.rejected : stats_.acked)++;
+}
+
+void Replayer::OnFailure(const std::shared_ptr<Attempt>& attempt, const absl::Status& status) {
+  AnswerClass answer_class = Classify(status);
+  int64_t now = clock_.NowMs();
+  int64_t retry_after = RetryAfterOf(status).value_or(0);
+  std::string why = absl::StrCat(AnswerClassName(answer_class), ": ",
+                                 ReasonOf(status).empty() ? absl::StatusCodeToString(status.code())
+                                                          : ReasonOf(status));
+  if (answer_class == AnswerClass::kUnauthenticated) credential_.PauseUntilRenewed();
+  Transition(attempt, why, [&](OutboxRecord* r) {
+    SetError(r, status, now);
+    switch (answer_class) {
+      case AnswerClass::kRetryable:
+        stats_.retries_retryable++;
+        r->set_state(v1::RETRYABLE_FAILED);
+        r->set_next_attempt_at_ms(now + backoff_.DelayMs(r->attempt(), retry_after));
+        break;
+      case AnswerClass::kUnknown:
+        stats_.retries_unknown++;
+        r->set_state(v1::UNKNOWN);
+        r->set_next_attempt_at_ms(now + backoff_.DelayMs(r->attempt(), retry_after));
+        break;
+      case AnswerClass::kParked:
+        stats_.parked++;
+        r->set_state(v1::UNKNOWN);
+        r->set_next_attempt_at_ms(now + options_.retry.parked_recheck_ms);
+        break;
+      case AnswerClass::kConflict:
+        stats_.conflicts++;
+        r->set_state(v1::CONFLICT);
+        break;
+      case AnswerClass::kRejected:
+        stats_.rejected++;
+        r->set_state(v1::REJECTED);
+        break;
+      case AnswerClass::kExpired:
+        stats_.expired++;
+        r->set_state(v1::EXPIRED);
+        break;
+      case AnswerClass::kUnauthenticated:
+        // Not the record's fault: no attempt is spent, and it waits for renewal.
+        r->set_state(v1::RETRYABLE_FAILED);
+        r->set_attempt(r->attempt() > 0 ? r->attempt() - 1 : 0);
+        r->set_next_attempt_at_ms(now);
+        break;
+      case AnswerClass::kUnclassified:
+        stats_.retries_unclassified++;
+        r->set_unclassified_failures(r->unclassified_failures() + 1);
+        if (static_cast<int>(r->unclassified_failures()) >= options_.retry.max_unclassified) {
+          stats_.dead_lettered++;
+          r->set_state(v1::DEAD_LETTERED);
+        } else {
+          r->set_state(v1::RETRYABLE_FAILED);
+          r->set_next_attempt_at_ms(now + backoff_.DelayMs(r->attempt(), retry_after));
+        }
+        break;
+    }
+  });
+}
+
+void Replayer::Transition(const std::shared_ptr<Attempt>& attempt, const std::string& why,
+                          const std::function<void(OutboxRecord*)>& change) {
+  auto moved = store_.Mutate(attempt->command_id, why,
+                             [&](OutboxRecord* r) {
+                               // A worker whose claim was taken over must not write.
+                               if (r->claim().token() != attempt->token) {
+                                 return absl::AbortedError("claim taken over");
+                               }
+                               change(r);
+                               r->clear_claim();
+                               return absl::OkStatus();
+                             },
+                             // Not synced: a lost transition leaves the record SENDING,
+                             // which a restart reconciles with the sidecar.
+                             /*sync=*/false);
+  if (!moved.ok()) {
+    if (moved.status().code() == absl::StatusCode::kAborted) stats_.stale_claims_refused++;
+    Done(attempt);
+    return;
+  }
+  if (moved->state() == v1::ACKED &&
+      !HitFault(faults_, FaultPoint::kAfterAckBeforeProjection).ok()) {
+    Done(attempt);  // acked, but the notice is lost: watchers re-read the store
+    return;
+  }
+  Publish(*moved);
+  Done(attempt);
+}
+
+void Replayer::Done(const std::shared_ptr<Attempt>& attempt) {
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+  busy_entities_.erase(attempt->entity);
+}
+
+}  // namespace eonce

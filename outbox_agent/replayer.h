@@ -1,0 +1,104 @@
+// Replayer: the agent's at-least-once replay engine (the article's OutboxReplayEngine).
+//
+// Pump() picks due records (only lane heads are due, so commands of one entity go out in
+// enqueue order and a failing entity blocks only itself), claims each under a lease with
+// a fresh fencing token, and starts its attempt; at most `max_in_flight` attempts run at
+// once and at most one per entity. An attempt whose last outcome is unknown reconciles
+// with the sidecar before it sends anything. Each answer is classified (retry_policy.h)
+// and moves the record in one atomic write, guarded by the claim token: the late answer
+// of a worker whose claim was taken over is refused. An answer is applied only if its
+// fence still fits the current credential.
+//
+// Pump is called by one thread (the agent's loop, or the simulation); answers arrive on
+// the SidecarClient's threads. Thread-safe. Collaborators must outlive the Replayer, and
+// every attempt must have finished (in_flight() == 0) before it is destroyed.
+#ifndef EONCE_OUTBOX_AGENT_REPLAYER_H_
+#define EONCE_OUTBOX_AGENT_REPLAYER_H_
+
+#include <atomic>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/fault.h"
+#include "common/random.h"
+#include "outbox_agent/credential.h"
+#include "outbox_agent/outbox_store.h"
+#include "outbox_agent/retry_policy.h"
+#include "outbox_agent/sidecar_client.h"
+#include "outbox_agent/state_feed.h"
+
+namespace eonce {
+
+struct ReplayerOptions {
+  int max_in_flight = 64;
+  // Longer than submit_timeout_ms, so a live worker's claim does not run out.
+  int64_t claim_ttl_ms = 30'000;
+  int64_t submit_timeout_ms = 10'000;
+  std::string owner = "agent";
+  RetryOptions retry;
+};
+
+struct ReplayStats {
+  std::atomic<int64_t> attempts{0};
+  std::atomic<int64_t> reconciles{0};
+  std::atomic<int64_t> acked{0};
+  std::atomic<int64_t> retries_retryable{0};
+  std::atomic<int64_t> retries_unknown{0};
+  std::atomic<int64_t> retries_unclassified{0};
+  std::atomic<int64_t> parked{0};
+  std::atomic<int64_t> dead_lettered{0};
+  std::atomic<int64_t> expired{0};
+  std::atomic<int64_t> conflicts{0};
+  std::atomic<int64_t> rejected{0};
+  std::atomic<int64_t> stale_claims_refused{0};
+  std::atomic<int64_t> stale_responses_refused{0};
+};
+
+class Replayer {
+ public:
+  Replayer(OutboxStore& store, SidecarClient& client, CredentialState& credential, Clock& clock,
+           Random& random, ReplayerOptions options, StateFeed* feed = nullptr,
+           FaultInjector* faults = nullptr);
+
+  // Starts attempts for due records; returns how many it started.
+  int Pump();
+  int in_flight() const;
+  const ReplayStats& stats() const { return stats_; }
+  const ReplayerOptions& options() const { return options_; }
+
+ private:
+  struct Attempt;
+
+  // Moves a record that may not be sent to its final state; false if it may be sent.
+  bool RetireIfTooOld(const OutboxRecord& record);
+  void Send(std::shared_ptr<Attempt> attempt);
+  void Reconcile(std::shared_ptr<Attempt> attempt);
+  void OnAnswer(std::shared_ptr<Attempt> attempt, absl::StatusOr<v1::SubmitResponse> answer);
+  // Applies a classified failure to the record.
+  void OnFailure(const std::shared_ptr<Attempt>& attempt, const absl::Status& status);
+  void Transition(const std::shared_ptr<Attempt>& attempt, const std::string& why,
+                  const std::function<void(OutboxRecord*)>& change);
+  void Done(const std::shared_ptr<Attempt>& attempt);
+  void Publish(const OutboxRecord& record);
+
+  OutboxStore& store_;
+  SidecarClient& client_;
+  CredentialState& credential_;
+  Clock& clock_;
+  Random& random_;
+  const ReplayerOptions options_;
+  StateFeed* const feed_;
+  FaultInjector* const faults_;
+  Backoff backoff_;
+  ReplayStats stats_;
+
+  mutable absl::Mutex mu_;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<std::string> busy_entities_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_OUTBOX_AGENT_REPLAYER_H_

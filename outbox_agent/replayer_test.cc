@@ -1,0 +1,354 @@
+// The replay engine's state machine with a simulated clock, a seeded random source, a real
+// RocksDB outbox and a scripted sidecar.
+#include "outbox_agent/replayer.h"
+
+#include "common/status.h"
+#include "gtest/gtest.h"
+#include "outbox_agent/fake_sidecar_client.h"
+#include "outbox_agent/outbox.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+class ReplayerTest : public ::testing::Test {
+ protected:
+  ReplayerTest() : dir_(testing::FreshDir("replayer")) { Open(); }
+
+  void Open() {
+    replayer_.reset();
+    outbox_.reset();
+    credential_.reset();
+    store_.reset();
+    rocks_.reset();
+    auto rocks = RocksStore::Open(dir_, OutboxStore::ColumnFamilies(filters_), StoreOptions());
+    ASSERT_TRUE(rocks.ok()) << rocks.status();
+    rocks_ = std::move(*rocks);
+    store_ = std::make_unique<OutboxStore>(*rocks_, clock_, OutboxStoreOptions());
+    ASSERT_TRUE(store_->RecoverAfterRestart().ok());
+    credential_ = std::move(*CredentialState::Load(*store_, "acme", "agent", 1));
+    outbox_ = std::make_unique<Outbox>(*store_, *credential_, clock_, random_, CommandLimits());
+    options_.max_in_flight = 8;
+    options_.claim_ttl_ms = 30'000;
+    options_.submit_timeout_ms = 10'000;
+    options_.retry.max_unclassified = 3;
+    options_.retry.max_attempts = 10;
+    options_.retry.max_age_ms = 3'600'000;
+    options_.retry.retention_margin_ms = 60'000;
+    replayer_ = std::make_unique<Replayer>(*store_, sidecar_, *credential_, clock_, random_,
+                                           options_);
+  }
+
+  std::string Enqueue(const std::string& id, const std::string& entity) {
+    v1::Command c;
+    c.set_command_id(id);
+    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+    c.set_request("req-" + id);
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id(entity);
+    auto r = outbox_->Enqueue(c);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return id;
+  }
+
+  OutboxRecord Get(const std::string& id) { return **store_->Get(id); }
+  OutboxState StateOf(const std::string& id) { return Get(id).state(); }
+
+  static absl::Status Fail(absl::StatusCode code, const char* reason, int64_t retry_ms = -1) {
+    absl::Status s = reason == nullptr ? absl::Status(code, "scripted") : Error(code, reason, "scripted");
+    return retry_ms >= 0 ? WithRetryAfter(s, retry_ms) : s;
+  }
+
+  std::string dir_;
+  ManualClock clock_;
+  SeededRandom random_{1234};
+  FakeSidecarClient sidecar_;
+  OutboxStore::Filters filters_{clock_};
+  ReplayerOptions options_;
+  std::unique_ptr<RocksStore> rocks_;
+  std::unique_ptr<OutboxStore> store_;
+  std::unique_ptr<CredentialState> credential_;
+  std::unique_ptr<Outbox> outbox_;
+  std::unique_ptr<Replayer> replayer_;
+};
+
+TEST_F(ReplayerTest, QueuedClaimedSendingAcked) {
+  Enqueue("c1", "a");
+  EXPECT_EQ(replayer_->Pump(), 1);
+  OutboxRecord r = Get("c1");
+  EXPECT_EQ(r.state(), v1::ACKED);
+  EXPECT_EQ(r.result().response(), "ok:c1");
+  EXPECT_EQ(r.attempt(), 1u);
+  std::vector<OutboxState> path;
+  for (const auto& t : r.history()) path.push_back(t.to());
+  EXPECT_EQ(path, (std::vector<OutboxState>{v1::QUEUED, v1::CLAIMED, v1::SENDING, v1::ACKED}));
+  EXPECT_EQ(replayer_->in_flight(), 0);
+  EXPECT_EQ(replayer_->Pump(), 0);
+}
+
+TEST_F(ReplayerTest, SameEntityInEnqueueOrderOtherEntitiesInParallel) {
+  sidecar_.set_hold(true);
+  Enqueue("a1", "a");
+  Enqueue("a2", "a");
+  Enqueue("b1", "b");
+  EXPECT_EQ(replayer_->Pump(), 2);
+  EXPECT_EQ(sidecar_.held_ids(), (std::vector<std::string>{"a1", "b1"}));
+  EXPECT_EQ(replayer_->Pump(), 0);  // a2 waits for a1
+  sidecar_.Release();               // a1 acked
+  EXPECT_EQ(replayer_->Pump(), 1);
+  EXPECT_EQ(sidecar_.held_ids(), (std::vector<std::string>{"b1", "a2"}));
+  sidecar_.Release();
+  sidecar_.Release();
+  EXPECT_EQ(StateOf("a2"), v1::ACKED);
+  EXPECT_EQ(sidecar_.submitted(), (std::vector<std::string>{"a1", "b1", "a2"}));
+}
+
+TEST_F(ReplayerTest, AFailingEntityBlocksOnlyItsOwnLane) {
+  sidecar_.set_failing_entity("a");
+  Enqueue("a1", "a");
+  Enqueue("a2", "a");
+  Enqueue("b1", "b");
+  Enqueue("b2", "b");
+  for (int round = 0; round < 5; ++round) {
+    replayer_->Pump();
+    clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  }
+  EXPECT_EQ(StateOf("b1"), v1::ACKED);
+  EXPECT_EQ(StateOf("b2"), v1::ACKED);
+  EXPECT_EQ(StateOf("a1"), v1::RETRYABLE_FAILED);
+  EXPECT_EQ(StateOf("a2"), v1::QUEUED);
+  for (const std::string& id : sidecar_.submitted()) EXPECT_NE(id, "a2");
+}
+
+TEST_F(ReplayerTest, RetryableAnswerWaitsAtLeastTheServerDelay) {
+  Enqueue("c1", "a");
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kUnavailable, "IN_PROGRESS", 5'000));
+  replayer_->Pump();
+  OutboxRecord r = Get("c1");
+  EXPECT_EQ(r.state(), v1::RETRYABLE_FAILED);
+  EXPECT_EQ(r.last_error().reason(), "IN_PROGRESS");
+  EXPECT_GE(r.next_attempt_at_ms(), clock_.NowMs() + 5'000);
+  clock_.AdvanceMs(4'999);
+  EXPECT_EQ(replayer_->Pump(), 0);
+  clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  EXPECT_EQ(replayer_->Pump(), 1);
+  EXPECT_EQ(StateOf("c1"), v1::ACKED);
+  EXPECT_EQ(sidecar_.submitted().size(), 2u);
+}
+
+TEST_F(ReplayerTest, UnknownOutcomeReconcilesBeforeSending) {
+  Enqueue("c1", "a");
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kDeadlineExceeded, nullptr));
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("c1"), v1::UNKNOWN);
+  v1::ReconcileResponse committed;
+  committed.set_state(v1::RECORD_COMMITTED);
+  committed.mutable_result()->set_response("applied on the first try");
+  sidecar_.AnswerReconcile(committed);
+  clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  replayer_->Pump();
+  OutboxRecord r = Get("c1");
+  EXPECT_EQ(r.state(), v1::ACKED);
+  EXPECT_EQ(r.result().response(), "applied on the first try");
+  EXPECT_EQ(sidecar_.submitted().size(), 1u);  // no second send
+  EXPECT_EQ(sidecar_.reconciled(), std::vector<std::string>{"c1"});
+}
+
+TEST_F(ReplayerTest, UnknownOutcomeNotSeenIsSentAgain) {
+  Enqueue("c1", "a");
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kUnavailable, nullptr));  // connection lost
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("c1"), v1::UNKNOWN);
+  clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("c1"), v1::ACKED);
+  EXPECT_EQ(sidecar_.reconciled().size(), 1u);
+  EXPECT_EQ(sidecar_.submitted().size(), 2u);
+}
+
+TEST_F(ReplayerTest, TerminalAnswers) {
+  Enqueue("a-conflict", "a");
+  Enqueue("b-invalid", "b");
+  Enqueue("c-business", "c");
+  Enqueue("d-expired", "d");
+  Enqueue("e-parked", "e");
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kAlreadyExists, "IDEMPOTENCY_CONFLICT"));
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kInvalidArgument, "INVALID_FIELD"));
+  v1::SubmitResponse rejected = FakeSidecarClient::Applied(credential_->session(), "c-business", "");
+  rejected.mutable_result()->set_code(9);
+  v1::Rejection why;
+  why.set_reason("INSUFFICIENT_FUNDS");
+  rejected.mutable_result()->set_error_details(why.SerializeAsString());
+  sidecar_.AnswerSubmit(rejected);
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kFailedPrecondition, "RECORD_EXPIRED"));
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kFailedPrecondition, "OUTCOME_UNKNOWN"));
+  EXPECT_EQ(replayer_->Pump(), 5);
+  EXPECT_EQ(StateOf("a-conflict"), v1::CONFLICT);
+  EXPECT_EQ(StateOf("b-invalid"), v1::REJECTED);
+  EXPECT_EQ(StateOf("c-business"), v1::REJECTED);
+  EXPECT_EQ(Get("c-business").last_error().reason(), "INSUFFICIENT_FUNDS");
+  EXPECT_EQ(StateOf("d-expired"), v1::EXPIRED);
+  OutboxRecord parked = Get("e-parked");
+  EXPECT_EQ(parked.state(), v1::UNKNOWN);
+  EXPECT_EQ(parked.next_attempt_at_ms(), clock_.NowMs() + options_.retry.parked_recheck_ms);
+}
+
+TEST_F(ReplayerTest, UnauthenticatedPausesAllReplayUntilRenewed) {
+  Enqueue("c1", "a");
+  Enqueue("c2", "b");
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kUnauthenticated, "NO_IDENTITY"));
+  sidecar_.set_hold(false);
+  replayer_->Pump();
+  EXPECT_TRUE(credential_->paused());
+  clock_.AdvanceMs(60'000);
+  EXPECT_EQ(replayer_->Pump(), 0);
+  ASSERT_TRUE(credential_->Set(2, false).ok());
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("c1"), v1::ACKED);
+  EXPECT_EQ(StateOf("c2"), v1::ACKED);
+}
+
+TEST_F(ReplayerTest, PoisonIsDeadLetteredAndBlocksItsLaneUntilRequeued) {
+  Enqueue("poison", "a");
+  Enqueue("next", "a");
+  for (int i = 0; i < 3; ++i) {
+    sidecar_.AnswerSubmit(Fail(absl::StatusCode::kInternal, nullptr));
+    replayer_->Pump();
+    clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  }
+  OutboxRecord dead = Get("poison");
+  EXPECT_EQ(dead.state(), v1::DEAD_LETTERED);
+  EXPECT_EQ(dead.last_error().code(), static_cast<int>(absl::StatusCode::kInternal));
+  EXPECT_EQ(replayer_->Pump(), 0);
+  EXPECT_EQ(StateOf("next"), v1::QUEUED);
+  ASSERT_TRUE(outbox_->Requeue("poison").ok());
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("poison"), v1::ACKED);
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("next"), v1::ACKED);
+}
+
+TEST_F(ReplayerTest, OutOfAttemptsIsDeadLettered) {
+  Enqueue("c1", "a");
+  for (int i = 0; i < options_.retry.max_attempts; ++i) {
+    sidecar_.AnswerSubmit(Fail(absl::StatusCode::kUnavailable, "IN_PROGRESS"));
+    replayer_->Pump();
+    clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  }
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("c1"), v1::DEAD_LETTERED);
+  EXPECT_EQ(sidecar_.submitted().size(), static_cast<size_t>(options_.retry.max_attempts));
+}
+
+TEST_F(ReplayerTest, NeverSendsPastTheSidecarRetention) {
+  sidecar_.set_retention_ms(120'000);  // retention minus margin: 60 s
+  Enqueue("old", "a");
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kUnavailable, "UPSTREAM_UNAVAILABLE", 61'000));
+  replayer_->Pump();
+  clock_.AdvanceMs(61'000);
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("old"), v1::EXPIRED);
+  EXPECT_EQ(sidecar_.submitted().size(), 1u);
+}
+
+TEST_F(ReplayerTest, NothingIsSentUntilTheRetentionIsKnown) {
+  sidecar_.set_retention_ms(std::nullopt);
+  Enqueue("c1", "a");
+  EXPECT_EQ(replayer_->Pump(), 0);
+  sidecar_.set_retention_ms(7LL * 24 * 3600 * 1000);
+  EXPECT_EQ(replayer_->Pump(), 1);
+}
+
+TEST_F(ReplayerTest, ExpiredClaimIsTakenOverAndTheStaleWorkerIsRefused) {
+  sidecar_.set_hold(true);
+  Enqueue("c1", "a");
+  ASSERT_EQ(replayer_->Pump(), 1);  // worker 1 sends and hangs
+  clock_.AdvanceMs(options_.claim_ttl_ms);
+  // A second replayer (another worker) takes the expired claim over.
+  Replayer other(*store_, sidecar_, *credential_, clock_, random_, options_);
+  ASSERT_EQ(other.Pump(), 1);
+  EXPECT_EQ(sidecar_.reconciled(), std::vector<std::string>{"c1"});  // unknown: reconcile
+  ASSERT_EQ(sidecar_.held_ids().size(), 2u);
+  sidecar_.Release();  // worker 1's late answer
+  EXPECT_EQ(replayer_->stats().stale_claims_refused.load(), 1);
+  EXPECT_EQ(StateOf("c1"), v1::SENDING);
+  sidecar_.Release();
+  EXPECT_EQ(StateOf("c1"), v1::ACKED);
+}
+
+TEST_F(ReplayerTest, RevocationStopsReplayAndFencesAnswersInFlight) {
+  sidecar_.set_hold(true);
+  Enqueue("c1", "a");
+  Enqueue("c2", "b");
+  ASSERT_EQ(replayer_->Pump(), 2);
+  ASSERT_TRUE(credential_->Set(1, /*revoked=*/true).ok());
+  sidecar_.Release();  // an answer for the old session arrives after the revocation
+  EXPECT_EQ(replayer_->stats().stale_responses_refused.load(), 1);
+  EXPECT_EQ(StateOf("c1"), v1::RETRYABLE_FAILED);
+  EXPECT_EQ(Get("c1").last_error().reason(), "STALE_RESPONSE");
+  clock_.AdvanceMs(60'000);
+  EXPECT_EQ(replayer_->Pump(), 0);  // stopped at once
+  // The records stay durable for the next authorized session.
+  ASSERT_TRUE(credential_->Set(2, false).ok());
+  sidecar_.set_hold(false);
+  sidecar_.Release();  // c2's old answer: also fenced (epoch moved on)
+  EXPECT_EQ(replayer_->stats().stale_responses_refused.load(), 2);
+  clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("c1"), v1::ACKED);
+  EXPECT_EQ(StateOf("c2"), v1::ACKED);
+}
+
+TEST_F(ReplayerTest, RestartReconcilesWhatWasInFlight) {
+  sidecar_.set_hold(true);
+  Enqueue("c1", "a");
+  ASSERT_EQ(replayer_->Pump(), 1);
+  EXPECT_EQ(StateOf("c1"), v1::SENDING);
+  sidecar_.Release(Fail(absl::StatusCode::kCancelled, nullptr));  // the process dies
+  // Model the crash: the record is still SENDING on disk when the agent restarts.
+  ASSERT_TRUE(store_->Mutate("c1", "crash", [](OutboxRecord* r) {
+                       r->set_state(v1::SENDING);
+                       r->mutable_claim()->set_token(99);
+                       return absl::OkStatus();
+                     }, false).ok());
+  Open();
+  EXPECT_EQ(StateOf("c1"), v1::UNKNOWN);
+  sidecar_.set_hold(false);
+  v1::ReconcileResponse committed;
+  committed.set_state(v1::RECORD_COMMITTED);
+  committed.mutable_result()->set_response("it was applied");
+  sidecar_.AnswerReconcile(committed);
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("c1"), v1::ACKED);
+  EXPECT_EQ(Get("c1").result().response(), "it was applied");
+}
+
+TEST_F(ReplayerTest, EnqueueRules) {
+  v1::Command c;
+  c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+  c.set_request("x");
+  c.mutable_entity()->set_type("account");
+  c.mutable_entity()->set_id("a");
+  auto created = outbox_->Enqueue(c);
+  ASSERT_TRUE(created.ok());
+  EXPECT_TRUE(created->created());
+  const v1::Command& stored = created->record().command();
+  EXPECT_EQ(stored.command_id().size(), 32u);  // created at acceptance
+  EXPECT_EQ(stored.idempotency_key(), "Transfer:account/a:" + stored.command_id());
+  EXPECT_EQ(stored.tenant(), "acme");
+  EXPECT_EQ(stored.credential_epoch(), 1);
+  EXPECT_EQ(stored.payload_hash().sha256().size(), 32u);
+  c.set_command_id(stored.command_id());
+  auto again = outbox_->Enqueue(c);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->created());
+  c.set_request("different");
+  EXPECT_EQ(outbox_->Enqueue(c).status().code(), absl::StatusCode::kAlreadyExists);
+  c.set_tenant("globex");
+  EXPECT_EQ(outbox_->Enqueue(c).status().code(), absl::StatusCode::kPermissionDenied);
+  v1::Command bad;
+  EXPECT_EQ(outbox_->Enqueue(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace eonce

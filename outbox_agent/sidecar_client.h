@@ -1,0 +1,41 @@
+// SidecarClient: how the agent reaches the sidecars it replays to.
+//
+// The real one (grpc_sidecar_client.h) routes each command by its target service to a
+// sidecar address; the simulation routes through its simulated network. Callbacks run
+// exactly once, possibly on another thread.
+#ifndef EONCE_OUTBOX_AGENT_SIDECAR_CLIENT_H_
+#define EONCE_OUTBOX_AGENT_SIDECAR_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "eonce/v1/command.pb.h"
+#include "eonce/v1/sidecar.pb.h"
+
+namespace eonce {
+
+// The credential replay runs under, as sent to the sidecar.
+struct Session {
+  std::string tenant;
+  std::string actor;
+  int64_t epoch = 0;
+};
+
+class SidecarClient {
+ public:
+  virtual ~SidecarClient() = default;
+  virtual void Submit(const v1::Command& command, const Session& session, int64_t deadline_ms,
+                      std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) = 0;
+  virtual void Reconcile(const v1::Command& command, const Session& session, int64_t deadline_ms,
+                         std::function<void(absl::StatusOr<v1::ReconcileResponse>)> done) = 0;
+  // The retention window of the sidecar that serves `target_method`; nullopt until it is
+  // known (the client then asks for it in the background).
+  virtual std::optional<int64_t> RetentionMs(const std::string& target_method) = 0;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_OUTBOX_AGENT_SIDECAR_CLIENT_H_
