@@ -224,13 +224,15 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
                                           const v1::SetCredentialRequest* request,
                                           v1::SetCredentialResponse* response) override {
     absl::Status set = credential_.Set(request->epoch(), request->revoked());
-    absl::StatusOr<v1::SetCredentialResponse> out = set;
+    absl::StatusOr<v1::SetCredentialResponse> out;
     if (set.ok()) {
       v1::SetCredentialResponse r;
       r.set_epoch(credential_.session().epoch);
       r.set_revoked(credential_.revoked());
       out = r;
       kick_();
+    } else {
+      out = set;
     }
     return Reply(context, std::move(out), response);
   }

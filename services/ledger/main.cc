@@ -2,7 +2,9 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
+#include "common/chance_faults.h"
 #include "common/clock.h"
+#include "common/random.h"
 #include "common/log.h"
 #include "common/server.h"
 #include "services/ledger/ledger_service.h"
@@ -13,6 +15,10 @@ ABSL_FLAG(std::string, data_dir, "", "RocksDB data directory (required)");
 ABSL_FLAG(bool, legacy, false,
           "legacy mode: no inbox and no Outcome service; every call applies");
 ABSL_FLAG(int64_t, drain_ms, 5000, "how long in-flight calls may finish on SIGTERM");
+ABSL_FLAG(double, lose_answer_ratio, 0.0,
+          "chaos: the share of applied calls whose answer is lost (UNAVAILABLE after the "
+          "effect is durable); for demos and fault tests");
+ABSL_FLAG(uint64_t, fault_seed, 1, "chaos: the seed of lose_answer_ratio's draws");
 
 int main(int argc, char** argv) {
   eonce::BlockShutdownSignals();
@@ -24,6 +30,17 @@ int main(int argc, char** argv) {
   if (options.data_dir.empty()) {
     std::cerr << "ledger_service: setting data_dir is required\n";
     return 2;
+  }
+  eonce::SeededRandom fault_random(absl::GetFlag(FLAGS_fault_seed));
+  eonce::ChanceFaults faults(fault_random, absl::UnavailableError("answer lost (chaos)"));
+  double lose = absl::GetFlag(FLAGS_lose_answer_ratio);
+  if (lose < 0 || lose > 1) {
+    std::cerr << "ledger_service: setting lose_answer_ratio must be in [0, 1]\n";
+    return 2;
+  }
+  if (lose > 0) {
+    faults.Arm(eonce::FaultPoint::kAfterApplyBeforeResponse, lose);
+    options.faults = &faults;
   }
   auto server = eonce::LedgerServer::Start(options, eonce::RealClock::Get());
   if (!server.ok()) {

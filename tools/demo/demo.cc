@@ -1,0 +1,555 @@
+// The eonce demo: the whole promise on one machine.
+//
+// It starts, on loopback with data in a fresh folder: the ledger (inbox mode) behind its
+// sidecar, a legacy (non-idempotent) ledger behind another sidecar, and an agent. Acting
+// as the producer, it sends thousands of commands with duplicate submissions, kills the
+// sidecar and restarts it mid-run, loses business answers after the effect, reuses a key
+// with another payload, revokes and renews the agent's credential, provokes business
+// rejections, and leaves an unknown outcome of the legacy service parked for an operator.
+// Then it checks, from the services' effect ledgers, that nothing was lost, nothing
+// applied twice and the money is conserved, and prints one machine-readable summary line.
+// It exits non-zero if any invariant broke.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/command.h"
+#include "common/grpc_status.h"
+#include "common/status.h"
+#include "eonce/ledger/v1/ledger.grpc.pb.h"
+#include "eonce/v1/agent.grpc.pb.h"
+#include "eonce/v1/outcome.grpc.pb.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "outbox_agent/client.h"
+#include "outbox_agent/outbox_store.h"
+#include "tools/demo/process.h"
+
+ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are");
+ABSL_FLAG(int32_t, commands, 2000, "transfers to send through the agent");
+ABSL_FLAG(int32_t, accounts, 40, "ledger accounts");
+ABSL_FLAG(bool, faults, true, "kill the sidecar, lose answers, revoke the credential");
+ABSL_FLAG(bool, keep, false, "keep the data folder (its path is printed)");
+ABSL_FLAG(bool, quiet, false, "no progress bar and no report, only the summary line");
+ABSL_FLAG(uint64_t, seed, 42, "the workload's seed");
+ABSL_FLAG(int32_t, timeout_s, 180, "give up waiting for the outcome after this long");
+
+namespace eonce {
+namespace {
+
+namespace fs = std::filesystem;
+using ledger::v1::Ledger;
+using v1::Agent;
+
+bool quiet = false;
+
+void Say(const std::string& text) {
+  if (!quiet) std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+std::unique_ptr<grpc::ClientContext> Context(int64_t timeout_ms = 5000) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(timeout_ms));
+  return context;
+}
+
+struct Stack {
+  std::string data;
+  std::string bin;
+  std::unique_ptr<Process> ledger, legacy, sidecar, legacy_sidecar, agent;
+  std::string sidecar_port;
+
+  absl::StatusOr<std::unique_ptr<Process>> StartSidecar(const std::string& name,
+                                                        const std::string& upstream,
+                                                        const std::string& listen) {
+    return Process::Start(bin + "/dedupe_sidecar/dedupe_sidecar",
+                          {"--listen=" + listen, "--upstream=" + upstream,
+                           "--data_dir=" + data + "/" + name, "--lease_ms=1500",
+                           "--forward_timeout_ms=1000", "--instance_id=" + name},
+                          data + "/" + name + ".log");
+  }
+
+  absl::Status Start(bool faults) {
+    std::string lose = faults ? "0.03" : "0";
+    auto l = Process::Start(bin + "/services/ledger/ledger_service",
+                            {"--listen=127.0.0.1:0", "--data_dir=" + data + "/ledger",
+                             "--lose_answer_ratio=" + lose, "--fault_seed=7"},
+                            data + "/ledger.log");
+    if (!l.ok()) return l.status();
+    ledger = std::move(*l);
+    auto lg = Process::Start(bin + "/services/ledger/ledger_service",
+                             {"--listen=127.0.0.1:0", "--data_dir=" + data + "/legacy",
+                              "--legacy", "--lose_answer_ratio=" + std::string(faults ? "0.3" : "0"),
+                              "--fault_seed=11"},
+                             data + "/legacy.log");
+    if (!lg.ok()) return lg.status();
+    legacy = std::move(*lg);
+    auto s = StartSidecar("sidecar", ledger->address(), "127.0.0.1:0");
+    if (!s.ok()) return s.status();
+    sidecar = std::move(*s);
+    sidecar_port = sidecar->address().substr(sidecar->address().rfind(':') + 1);
+    auto ls = StartSidecar("legacy_sidecar", legacy->address(), "127.0.0.1:0");
+    if (!ls.ok()) return ls.status();
+    legacy_sidecar = std::move(*ls);
+    auto a = Process::Start(bin + "/outbox_agent/outbox_agent",
+                            {"--listen=127.0.0.1:0", "--data_dir=" + data + "/agent",
+                             "--tenant=acme", "--sidecar=" + sidecar->address(),
+                             "--max_backoff_ms=500", "--base_backoff_ms=20",
+                             "--submit_timeout_ms=2000", "--claim_ttl_ms=4000",
+                             "--max_age_ms=3600000"},
+                            data + "/agent.log");
+    if (!a.ok()) return a.status();
+    agent = std::move(*a);
+    return absl::OkStatus();
+  }
+
+  // kill -9, then start again on the same port with the same data.
+  absl::Status RestartSidecar() {
+    sidecar->Signal(SIGKILL, true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (int i = 0; i < 50; ++i) {
+      auto s = StartSidecar("sidecar", ledger->address(), "127.0.0.1:" + sidecar_port);
+      if (s.ok()) {
+        sidecar = std::move(*s);
+        return absl::OkStatus();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return absl::UnavailableError("the sidecar did not come back");
+  }
+
+  void StopAll() {
+    for (auto* p : {&agent, &sidecar, &legacy_sidecar, &ledger, &legacy}) {
+      if (*p != nullptr) (*p)->Signal(SIGTERM, true);
+    }
+  }
+};
+
+std::string Bar(const std::map<std::string, int64_t>& counts, int64_t final_count, int64_t total) {
+  int width = 30;
+  int filled = total == 0 ? width : static_cast<int>(width * final_count / total);
+  std::string bar = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
+  std::string text = absl::StrFormat("%s %5d/%d", bar, final_count, total);
+  for (const auto& [state, n] : counts) {
+    if (n > 0) absl::StrAppend(&text, " ", state, "=", n);
+  }
+  return text;
+}
+
+std::map<std::string, int64_t> Counts(Agent::Stub& agent) {
+  std::map<std::string, int64_t> counts;
+  v1::StatsResponse stats;
+  auto context = Context();
+  if (agent.Stats(context.get(), v1::StatsRequest(), &stats).ok()) {
+    for (const auto& c : stats.counts()) {
+      std::string name = v1::OutboxState_Name(c.state());
+      for (auto& ch : name) ch = static_cast<char>(std::tolower(ch));
+      counts[name] = c.count();
+    }
+  }
+  return counts;
+}
+
+std::map<std::string, v1::OutboxRecord> AllRecords(Agent::Stub& agent) {
+  std::map<std::string, v1::OutboxRecord> all;
+  std::string after;
+  while (true) {
+    v1::ListRequest request;
+    request.set_limit(1000);
+    request.set_after_command_id(after);
+    v1::ListResponse response;
+    auto context = Context();
+    if (!agent.List(context.get(), request, &response).ok() || response.records().empty()) break;
+    for (const auto& r : response.records()) all[r.command().command_id()] = r;
+    after = response.records().rbegin()->command().command_id();
+    if (response.records_size() < 1000) break;
+  }
+  return all;
+}
+
+std::map<std::string, int> EffectCounts(const std::string& address, int64_t* total) {
+  auto stub = v1::Effects::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  std::map<std::string, int> counts;
+  uint64_t after = 0;
+  while (true) {
+    v1::ListEffectsRequest request;
+    request.set_after_seq(after);
+    request.set_limit(10000);
+    v1::ListEffectsResponse response;
+    auto context = Context();
+    if (!stub->ListEffects(context.get(), request, &response).ok()) break;
+    for (const auto& e : response.effects()) {
+      counts[e.command_id()]++;
+      ++*total;
+    }
+    if (response.effects_size() < 10000) break;
+    after = response.last_seq();
+  }
+  return counts;
+}
+
+bool Conserved(const std::string& address, int64_t* balance) {
+  auto stub = Ledger::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  ledger::v1::GetTotalResponse total;
+  auto context = Context();
+  if (!stub->GetTotal(context.get(), ledger::v1::GetTotalRequest(), &total).ok()) return false;
+  *balance = total.total_balance();
+  return total.total_balance() == total.total_minted();
+}
+
+v1::Entity Account(const std::string& id) {
+  v1::Entity e;
+  e.set_type("account");
+  e.set_id(id);
+  return e;
+}
+
+int Run() {
+  quiet = absl::GetFlag(FLAGS_quiet);
+  const int n = absl::GetFlag(FLAGS_commands);
+  const int accounts = absl::GetFlag(FLAGS_accounts);
+  const bool faults = absl::GetFlag(FLAGS_faults);
+  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+
+  Stack stack;
+  stack.bin = absl::GetFlag(FLAGS_bin_dir);
+  char tmpl[] = "/tmp/eonce-demo-XXXXXX";
+  stack.data = mkdtemp(tmpl);
+  Say(absl::StrCat("eonce demo: data in ", stack.data, (faults ? ", faults on" : ", faults off")));
+  if (absl::Status started = stack.Start(faults); !started.ok()) {
+    std::cerr << "demo: " << started.message() << "\n";
+    return 1;
+  }
+  Say(absl::StrCat("  ledger           ", stack.ledger->address(), "  (inbox mode",
+                   faults ? ", loses 3% of answers after applying)" : ")"));
+  Say(absl::StrCat("  dedupe_sidecar   ", stack.sidecar->address(), "  -> ledger"));
+  Say(absl::StrCat("  legacy ledger    ", stack.legacy->address(), "  (no inbox, no outcome service)"));
+  Say(absl::StrCat("  legacy sidecar   ", stack.legacy_sidecar->address(), "  -> legacy ledger"));
+  Say(absl::StrCat("  outbox_agent     ", stack.agent->address(), "  -> sidecar"));
+
+  auto agent_client = AgentClient::Connect(stack.agent->address());
+  Agent::Stub& agent = agent_client->stub();
+  std::set<std::string> enqueued;
+  int64_t agent_duplicates = 0;
+  int64_t enqueue_failures = 0;
+
+  auto enqueue = [&](const std::string& method, const google::protobuf::Message& request,
+                     const std::string& entity, const std::string& id,
+                     const std::string& key = "") -> bool {
+    EnqueueOptions options;
+    options.command_id = id;
+    options.idempotency_key = key;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      v1::Command command;
+      command.set_target_method(method);
+      command.set_request(request.SerializeAsString());
+      *command.mutable_entity() = Account(entity);
+      command.set_command_id(id);
+      command.set_idempotency_key(key);
+      auto r = agent_client->Enqueue(command, 5000);
+      if (r.ok()) {
+        if (r->created()) enqueued.insert(id); else ++agent_duplicates;
+        return true;
+      }
+      if (!stack.agent->Running()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ++enqueue_failures;
+    return false;
+  };
+
+  auto died = [&]() -> bool {
+    for (Process* p : {stack.agent.get(), stack.ledger.get(), stack.legacy.get(),
+                       stack.sidecar.get(), stack.legacy_sidecar.get()}) {
+      if (!p->Running()) {
+        std::cerr << "\ndemo: a component died unexpectedly; its log is in " << stack.data << "\n";
+        return true;
+      }
+    }
+    return false;
+  };
+
+  // 1. Accounts.
+  for (int i = 0; i < accounts; ++i) {
+    ledger::v1::OpenAccountRequest open;
+    open.set_id(absl::StrCat("acct", i));
+    open.set_initial_balance(1000);
+    if (!enqueue("/eonce.ledger.v1.Ledger/OpenAccount", open, open.id(), absl::StrCat("open-", i))) {
+      died();
+      return 1;
+    }
+  }
+
+  // 2. Transfers, with duplicate submissions and the faults along the way.
+  int64_t progress_total = accounts + n + 2;
+  auto last_bar = std::chrono::steady_clock::now();
+  bool killed = false, revoked = false;
+  std::string conflict_key;
+  for (int i = 0; i < n; ++i) {
+    ledger::v1::TransferRequest t;
+    int from = static_cast<int>(rng() % accounts);
+    int to = (from + 1 + static_cast<int>(rng() % (accounts - 1))) % accounts;
+    t.set_from(absl::StrCat("acct", from));
+    t.set_to(absl::StrCat("acct", to));
+    t.set_amount(1 + static_cast<int64_t>(rng() % 150));
+    std::string id = absl::StrCat("t-", i);
+    if (!enqueue("/eonce.ledger.v1.Ledger/Transfer", t, t.from(), id) && died()) return 1;
+    if (rng() % 5 == 0) enqueue("/eonce.ledger.v1.Ledger/Transfer", t, t.from(), id);  // double click
+    if (i == 10) {
+      v1::Command c;
+      c.set_command_id(id);
+      c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+      *c.mutable_entity() = Account(t.from());
+      conflict_key = DeriveIdempotencyKey(c);
+    }
+    if (faults && !killed && i == n * 2 / 5) {
+      killed = true;
+      if (!quiet) std::printf("\n");
+      Say("  ! kill -9 dedupe_sidecar, and start it again on the same data");
+      if (absl::Status restarted = stack.RestartSidecar(); !restarted.ok()) {
+        std::cerr << "demo: " << restarted.message() << "\n";
+        return 1;
+      }
+    }
+    if (faults && !revoked && i == n * 3 / 5) {
+      revoked = true;
+      if (!quiet) std::printf("\n");
+      Say("  ! credential revoked: replay stops, answers in flight are fenced off");
+      v1::SetCredentialRequest revoke;
+      revoke.set_epoch(1);
+      revoke.set_revoked(true);
+      v1::SetCredentialResponse r;
+      auto context = Context();
+      agent.SetCredential(context.get(), revoke, &r);
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      Say("  ! credential renewed (epoch 2): replay resumes");
+      v1::SetCredentialRequest renew;
+      renew.set_epoch(2);
+      auto context2 = Context();
+      agent.SetCredential(context2.get(), renew, &r);
+    }
+    if (!quiet && std::chrono::steady_clock::now() - last_bar > std::chrono::milliseconds(200)) {
+      last_bar = std::chrono::steady_clock::now();
+      auto counts = Counts(agent);
+      int64_t fin = counts["acked"] + counts["rejected"] + counts["conflict"] +
+                    counts["dead_lettered"] + counts["expired"];
+      std::printf("\r  %s   ", Bar(counts, fin, progress_total).c_str());
+      std::fflush(stdout);
+    }
+  }
+
+  // 3. A business rejection on purpose, and a key reused with another payload.
+  ledger::v1::TransferRequest huge;
+  huge.set_from("acct0");
+  huge.set_to("acct1");
+  huge.set_amount(1'000'000);
+  enqueue("/eonce.ledger.v1.Ledger/Transfer", huge, "acct0", "too-much");
+  ledger::v1::TransferRequest other;
+  other.set_from("acct3");
+  other.set_to("acct4");
+  other.set_amount(1);
+  enqueue("/eonce.ledger.v1.Ledger/Transfer", other, "acct3", "reused-key", conflict_key);
+
+  // 4. A caller without the agent: transparent mode through the legacy sidecar, retrying
+  // like any gRPC client would. A lost answer there cannot be resolved: it is parked.
+  auto legacy = Ledger::NewStub(
+      grpc::CreateChannel(stack.legacy_sidecar->address(), grpc::InsecureChannelCredentials()));
+  int64_t legacy_calls = 0;
+  for (const char* id : {"l0", "l1"}) {
+    ledger::v1::OpenAccountRequest open;
+    open.set_id(id);
+    open.set_initial_balance(500);
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      auto context = Context();
+      context->AddMetadata("idempotency-key", absl::StrCat("legacy-open-", id));
+      context->AddMetadata("eonce-tenant", "acme");
+      ledger::v1::Account account;
+      ++legacy_calls;
+      grpc::Status s = legacy->OpenAccount(context.get(), open, &account);
+      if (s.ok() || s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+          s.error_code() == grpc::StatusCode::ALREADY_EXISTS) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  std::set<std::string> legacy_keys;
+  for (int i = 0; i < 20; ++i) {
+    ledger::v1::TransferRequest t;
+    t.set_from(i % 2 ? "l0" : "l1");
+    t.set_to(i % 2 ? "l1" : "l0");
+    t.set_amount(5);
+    std::string key = absl::StrCat("legacy-pay-", i);
+    legacy_keys.insert(key);
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      auto context = Context();
+      context->AddMetadata("idempotency-key", key);
+      context->AddMetadata("eonce-tenant", "acme");
+      ledger::v1::TransferResponse response;
+      ++legacy_calls;
+      grpc::Status s = legacy->Transfer(context.get(), t, &response);
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;  // answered, or parked
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  // 5. Wait until every command is final.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
+  std::map<std::string, int64_t> counts;
+  bool settled = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    counts = Counts(agent);
+    int64_t waiting = counts["queued"] + counts["claimed"] + counts["sending"] +
+                      counts["retryable_failed"] + counts["unknown"];
+    int64_t fin = counts["acked"] + counts["rejected"] + counts["conflict"] +
+                  counts["dead_lettered"] + counts["expired"];
+    if (!quiet) {
+      std::printf("\r  %s   ", Bar(counts, fin, static_cast<int64_t>(enqueued.size())).c_str());
+      std::fflush(stdout);
+    }
+    if (waiting == 0 && fin >= static_cast<int64_t>(enqueued.size())) {
+      settled = true;
+      break;
+    }
+    if (died()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!quiet) std::printf("\n");
+
+  // 6. Then replay some finished commands straight at the sidecar, as a second device or
+  // a restored backup would: the sidecar answers from its records.
+  auto records = AllRecords(agent);
+  auto sidecar = v1::Sidecar::NewStub(
+      grpc::CreateChannel(stack.sidecar->address(), grpc::InsecureChannelCredentials()));
+  int64_t sidecar_replays = 0, direct_attempts = 0;
+  int replayed_so_far = 0;
+  for (const auto& [id, record] : records) {
+    if (record.state() != v1::ACKED || ++replayed_so_far > n / 10) continue;
+    auto context = Context();
+    context->AddMetadata("eonce-tenant", "acme");
+    context->AddMetadata("eonce-credential-epoch", absl::StrCat(record.command().credential_epoch()));
+    v1::SubmitRequest request;
+    *request.mutable_command() = record.command();
+    v1::SubmitResponse response;
+    ++direct_attempts;
+    if (sidecar->Submit(context.get(), request, &response).ok() &&
+        response.disposition() == v1::REPLAYED &&
+        response.result().response() == record.result().response()) {
+      ++sidecar_replays;
+    }
+  }
+
+  // 7. The verdict, from the ground truth: the services' effect ledgers.
+  int64_t effects = 0;
+  auto ledger_effects = EffectCounts(stack.ledger->address(), &effects);
+  auto legacy_effects = EffectCounts(stack.legacy->address(), &effects);
+  int64_t attempts = direct_attempts + legacy_calls, conflicts = 0, rejected = 0,
+          dead_letters = 0, lost = 0, duplicate_effects = 0, replayed_by_sidecar = sidecar_replays;
+  for (const auto& [id, record] : records) {
+    attempts += record.attempt();
+    if (record.replay().replayed()) ++replayed_by_sidecar;
+  }
+  for (const std::string& id : enqueued) {
+    auto it = records.find(id);
+    if (it == records.end()) {
+      ++lost;
+      continue;
+    }
+    const v1::OutboxRecord& r = it->second;
+    switch (r.state()) {
+      case v1::ACKED:
+        if (ledger_effects[id] != 1) ++lost;  // acked must mean applied exactly once
+        break;
+      case v1::REJECTED: ++rejected; break;
+      case v1::CONFLICT: ++conflicts; break;
+      case v1::DEAD_LETTERED: ++dead_letters; break;
+      default:
+        if (!IsFinal(r.state())) ++lost;
+        break;
+    }
+  }
+  for (const auto* m : {&ledger_effects, &legacy_effects}) {
+    for (const auto& [id, count] : *m) duplicate_effects += count > 1;
+  }
+  int64_t parked = 0;
+  for (Process* p : {stack.sidecar.get(), stack.legacy_sidecar.get()}) {
+    auto admin = v1::SidecarAdmin::NewStub(
+        grpc::CreateChannel(p->address(), grpc::InsecureChannelCredentials()));
+    auto context = Context();
+    context->AddMetadata("eonce-tenant", "acme");
+    v1::ListParkedRequest request;
+    request.set_limit(1000);
+    v1::ListParkedResponse response;
+    if (admin->ListParked(context.get(), request, &response).ok()) parked += response.records_size();
+  }
+  int64_t balance = 0, legacy_balance = 0;
+  bool conserved = Conserved(stack.ledger->address(), &balance) &&
+                   Conserved(stack.legacy->address(), &legacy_balance);
+  int64_t duplicates_stopped = agent_duplicates + replayed_by_sidecar;
+
+  if (!quiet) {
+    std::printf("\n  commands enqueued          %zu (+%ld duplicate submissions the agent "
+                "answered from its outbox)\n", enqueued.size(), static_cast<long>(agent_duplicates));
+    std::printf("  attempts sent              %ld\n", static_cast<long>(attempts));
+    std::printf("  duplicates stopped         %ld by the sidecar, %ld by the agent\n",
+                static_cast<long>(replayed_by_sidecar), static_cast<long>(agent_duplicates));
+    std::printf("  business effects applied   %ld\n", static_cast<long>(effects));
+    std::printf("  conflicts                  %ld (a key reused with another payload)\n",
+                static_cast<long>(conflicts));
+    std::printf("  business rejections        %ld (too little balance)\n", static_cast<long>(rejected));
+    std::printf("  dead letters               %ld\n", static_cast<long>(dead_letters));
+    std::printf("  parked unknown outcomes    %ld (legacy service; see SidecarAdmin.ListParked)\n",
+                static_cast<long>(parked));
+    std::printf("  lost commands              %ld\n", static_cast<long>(lost));
+    std::printf("  duplicate effects          %ld\n", static_cast<long>(duplicate_effects));
+    std::printf("  ledger total               %ld (minted %ld): %s\n", static_cast<long>(balance),
+                static_cast<long>(accounts * 1000), conserved ? "conserved" : "BROKEN");
+    if (!settled) std::printf("  NOT SETTLED within the timeout\n");
+  }
+  std::printf(
+      "summary: commands=%zu attempts=%ld duplicates_stopped=%ld effects=%ld conflicts=%ld "
+      "rejected=%ld dead_letters=%ld parked_unknown=%ld lost=%ld duplicate_effects=%ld "
+      "ledger_conserved=%s\n",
+      enqueued.size() + legacy_keys.size(), static_cast<long>(attempts),
+      static_cast<long>(duplicates_stopped), static_cast<long>(effects),
+      static_cast<long>(conflicts), static_cast<long>(rejected), static_cast<long>(dead_letters),
+      static_cast<long>(parked), static_cast<long>(lost), static_cast<long>(duplicate_effects),
+      conserved ? "true" : "false");
+  std::fflush(stdout);
+
+  stack.StopAll();
+  if (absl::GetFlag(FLAGS_keep)) {
+    Say(absl::StrCat("  data kept in ", stack.data));
+  } else {
+    std::error_code ignored;
+    fs::remove_all(stack.data, ignored);
+  }
+  bool ok = settled && lost == 0 && duplicate_effects == 0 && conserved && enqueue_failures == 0;
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace eonce
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("demo [--commands=N] [--nofaults] [--keep] [--quiet]");
+  absl::ParseCommandLine(argc, argv);
+  signal(SIGPIPE, SIG_IGN);
+  return eonce::Run();
+}
