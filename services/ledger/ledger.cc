@@ -37,9 +37,7 @@ std::string AccountEntity(const std::string& id) { return absl::StrCat("account/
 }  // namespace
 
 std::vector<ColumnFamilySpec> LedgerCore::ColumnFamilies() {
-  std::vector<ColumnFamilySpec> families = Inbox::ColumnFamilies();
-  families.push_back(ColumnFamilySpec{kAccountsCf, {}});
-  return families;
+  return {ColumnFamilySpec{kAccountsCf, {}}};
 }
 
 LedgerCore::LedgerCore(RocksStore& store, Inbox& inbox) : store_(store), inbox_(inbox) {}

@@ -22,7 +22,7 @@ class LedgerCore {
   // The largest amount one call may move or mint; keeps every sum far from overflow.
   static constexpr int64_t kMaxAmount = 1'000'000'000'000;
 
-  // Column families the ledger needs, the inbox's included.
+  // Column families the ledger needs besides the inbox's.
   static std::vector<ColumnFamilySpec> ColumnFamilies();
 
   LedgerCore(RocksStore& store, Inbox& inbox);

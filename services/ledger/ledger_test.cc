@@ -9,8 +9,9 @@ namespace {
 class LedgerTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    auto store = RocksStore::Open(testing::FreshDir("ledger"), LedgerCore::ColumnFamilies(),
-                                  StoreOptions());
+    auto families = LedgerCore::ColumnFamilies();
+    for (auto& f : Inbox::ColumnFamilies()) families.push_back(f);
+    auto store = RocksStore::Open(testing::FreshDir("ledger"), families, StoreOptions());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     inbox_ = std::make_unique<Inbox>(*store_, clock_, /*legacy_mode=*/GetParam());

@@ -1,0 +1,144 @@
+// sidecarctl: the operator's view of a dedupe sidecar, within one tenant.
+//
+//   sidecarctl --sidecar=ADDR --tenant=T info
+//   sidecarctl ... reconcile (--command_id=ID | --key=KEY)
+//   sidecarctl ... audit (--command_id=ID | --key=KEY)
+//   sidecarctl ... verify                       checks the audit hash chain; exit 1 if broken
+//   sidecarctl ... parked
+//   sidecarctl ... resolve --key=KEY (--applied | --not_applied) --note="why"
+#include <chrono>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/escaping.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+ABSL_FLAG(std::string, sidecar, "127.0.0.1:7100", "the sidecar's address");
+ABSL_FLAG(std::string, tenant, "", "the tenant to act within (required)");
+ABSL_FLAG(std::string, command_id, "", "a command id");
+ABSL_FLAG(std::string, key, "", "an idempotency key");
+ABSL_FLAG(bool, applied, false, "resolve: the business did apply the command");
+ABSL_FLAG(bool, not_applied, false, "resolve: the business did not apply it; free the key");
+ABSL_FLAG(std::string, note, "", "resolve: why, kept in the audit log");
+
+namespace {
+
+std::unique_ptr<grpc::ClientContext> Context() {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  context->AddMetadata("eonce-tenant", absl::GetFlag(FLAGS_tenant));
+  context->AddMetadata("eonce-actor", "sidecarctl");
+  return context;
+}
+
+int Fail(const grpc::Status& status) {
+  std::cerr << "sidecarctl: " << status.error_code() << " " << status.error_message() << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "sidecarctl --sidecar=ADDR --tenant=T info|reconcile|audit|verify|parked|resolve");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2 || absl::GetFlag(FLAGS_tenant).empty()) {
+    std::cerr << absl::ProgramUsageMessage() << "\n";
+    return 2;
+  }
+  auto channel =
+      grpc::CreateChannel(absl::GetFlag(FLAGS_sidecar), grpc::InsecureChannelCredentials());
+  auto sidecar = eonce::v1::Sidecar::NewStub(channel);
+  auto admin = eonce::v1::SidecarAdmin::NewStub(channel);
+  std::string verb = args[1];
+  const std::string id = absl::GetFlag(FLAGS_command_id);
+  const std::string key = absl::GetFlag(FLAGS_key);
+
+  if (verb == "info") {
+    eonce::v1::GetInfoResponse info;
+    auto context = Context();
+    grpc::Status status = sidecar->GetInfo(context.get(), eonce::v1::GetInfoRequest(), &info);
+    if (!status.ok()) return Fail(status);
+    std::cout << info.DebugString();
+    return 0;
+  }
+  if (verb == "reconcile") {
+    eonce::v1::ReconcileRequest request;
+    if (!id.empty()) request.set_command_id(id); else request.set_idempotency_key(key);
+    eonce::v1::ReconcileResponse response;
+    auto context = Context();
+    grpc::Status status = sidecar->Reconcile(context.get(), request, &response);
+    if (!status.ok()) return Fail(status);
+    std::cout << eonce::v1::RecordState_Name(response.state()) << " key=" << response.idempotency_key()
+              << " command_id=" << response.command_id()
+              << " result_code=" << response.result().code() << "\n";
+    return 0;
+  }
+  if (verb == "audit") {
+    eonce::v1::QueryAuditRequest request;
+    if (!id.empty()) request.set_command_id(id); else request.set_idempotency_key(key);
+    request.set_limit(1000);
+    eonce::v1::QueryAuditResponse response;
+    auto context = Context();
+    grpc::Status status = admin->QueryAudit(context.get(), request, &response);
+    if (!status.ok()) return Fail(status);
+    for (const auto& e : response.events()) {
+      std::cout << e.seq() << " " << e.at_ms() << " " << e.decision() << " " << e.result()
+                << " command_id=" << e.command_id() << " key=" << e.idempotency_key()
+                << " actor=" << e.actor() << " token=" << e.fencing_token()
+                << " hash=" << absl::BytesToHexString(e.hash()).substr(0, 16) << "\n";
+    }
+    return 0;
+  }
+  if (verb == "verify") {
+    eonce::v1::VerifyAuditResponse response;
+    auto context = Context();
+    grpc::Status status = admin->VerifyAudit(context.get(), eonce::v1::VerifyAuditRequest(), &response);
+    if (!status.ok()) return Fail(status);
+    if (response.ok()) {
+      std::cout << "audit chain intact: " << response.events_checked() << " events\n";
+      return 0;
+    }
+    std::cout << "audit chain BROKEN at event " << response.first_bad_seq() << ": "
+              << response.problem() << " (" << response.events_checked()
+              << " events checked before it)\n";
+    return 1;
+  }
+  if (verb == "parked") {
+    eonce::v1::ListParkedRequest request;
+    request.set_limit(1000);
+    eonce::v1::ListParkedResponse response;
+    auto context = Context();
+    grpc::Status status = admin->ListParked(context.get(), request, &response);
+    if (!status.ok()) return Fail(status);
+    for (const auto& p : response.records()) {
+      std::cout << p.idempotency_key() << " command_id=" << p.command_id() << " "
+                << p.target_method() << " actor=" << p.actor()
+                << " first_seen_ms=" << p.first_seen_ms() << "\n";
+    }
+    return 0;
+  }
+  if (verb == "resolve") {
+    if (key.empty() || absl::GetFlag(FLAGS_applied) == absl::GetFlag(FLAGS_not_applied) ||
+        absl::GetFlag(FLAGS_note).empty()) {
+      std::cerr << "sidecarctl: resolve needs --key, one of --applied or --not_applied, and --note\n";
+      return 2;
+    }
+    eonce::v1::ResolveParkedRequest request;
+    request.set_idempotency_key(key);
+    request.set_applied(absl::GetFlag(FLAGS_applied));
+    request.set_operator_note(absl::GetFlag(FLAGS_note));
+    eonce::v1::ResolveParkedResponse response;
+    auto context = Context();
+    grpc::Status status = admin->ResolveParked(context.get(), request, &response);
+    if (!status.ok()) return Fail(status);
+    std::cout << "resolved: " << eonce::v1::RecordState_Name(response.state()) << "\n";
+    return 0;
+  }
+  std::cerr << "sidecarctl: unknown command " << verb << "\n";
+  return 2;
+}

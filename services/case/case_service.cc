@@ -1,0 +1,57 @@
+#include "services/case/case_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/command.h"
+#include "services/inbox/inbox_services.h"
+
+namespace eonce {
+
+grpc::ServerUnaryReactor* CaseServiceImpl::Finish(grpc::CallbackServerContext* context,
+                                                  const absl::StatusOr<v1::CallResult>& result,
+                                                  case_mgmt::v1::Case* response) {
+  if (result.ok() && result->code() == 0) {
+    case_mgmt::v1::Case c;
+    if (c.ParseFromString(result->response())) {
+      context->AddTrailingMetadata(kEntityRevisionTrailer, absl::StrCat(c.revision()));
+    }
+  }
+  return FinishMutation(context, result, response);
+}
+
+grpc::ServerUnaryReactor* CaseServiceImpl::CreateCase(grpc::CallbackServerContext* context,
+                                                      const case_mgmt::v1::CreateCaseRequest* request,
+                                                      case_mgmt::v1::Case* response) {
+  return Finish(context, core_->CreateCase(IdentityFromMetadata(*context), *request), response);
+}
+
+grpc::ServerUnaryReactor* CaseServiceImpl::Transition(grpc::CallbackServerContext* context,
+                                                      const case_mgmt::v1::TransitionRequest* request,
+                                                      case_mgmt::v1::Case* response) {
+  return Finish(context, core_->Transition(IdentityFromMetadata(*context), *request), response);
+}
+
+grpc::ServerUnaryReactor* CaseServiceImpl::Assign(grpc::CallbackServerContext* context,
+                                                  const case_mgmt::v1::AssignRequest* request,
+                                                  case_mgmt::v1::Case* response) {
+  return Finish(context, core_->Assign(IdentityFromMetadata(*context), *request), response);
+}
+
+grpc::ServerUnaryReactor* CaseServiceImpl::AddNote(grpc::CallbackServerContext* context,
+                                                   const case_mgmt::v1::AddNoteRequest* request,
+                                                   case_mgmt::v1::Case* response) {
+  return Finish(context, core_->AddNote(IdentityFromMetadata(*context), *request), response);
+}
+
+grpc::ServerUnaryReactor* CaseServiceImpl::GetCase(grpc::CallbackServerContext* context,
+                                                   const case_mgmt::v1::GetCaseRequest* request,
+                                                   case_mgmt::v1::Case* response) {
+  return FinishRead(context, core_->GetCase(request->id()), response);
+}
+
+ServiceHost::Setup CaseSetup() {
+  return [](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
+    return std::make_shared<CaseServiceImpl>(std::make_unique<CaseCore>(store, inbox));
+  };
+}
+
+}  // namespace eonce

@@ -1,0 +1,111 @@
+#include "services/inbox/service_host.h"
+
+#include <chrono>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/chance_faults.h"
+#include "common/log.h"
+#include "common/random.h"
+#include "common/server.h"
+#include "common/status.h"
+#include "grpcpp/server_builder.h"
+
+ABSL_FLAG(std::string, listen, "",
+          "address to serve on: host:port or unix:/path (the pod's localhost only)");
+ABSL_FLAG(std::string, data_dir, "", "RocksDB data directory (required)");
+ABSL_FLAG(bool, legacy, false, "legacy mode: no inbox and no Outcome service; every call applies");
+ABSL_FLAG(int64_t, drain_ms, 5000, "how long in-flight calls may finish on SIGTERM");
+ABSL_FLAG(double, lose_answer_ratio, 0.0,
+          "chaos: the share of applied calls whose answer is lost (UNAVAILABLE after the "
+          "effect is durable); for demos and fault tests");
+ABSL_FLAG(uint64_t, fault_seed, 1, "chaos: the seed of lose_answer_ratio's draws");
+
+namespace eonce {
+
+absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
+    const ServiceHostOptions& options, Clock& clock, std::vector<ColumnFamilySpec> families,
+    const Setup& setup) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
+  std::unique_ptr<ServiceHost> host(new ServiceHost());
+  for (auto& family : Inbox::ColumnFamilies()) families.push_back(family);
+  EONCE_ASSIGN_OR_RETURN(host->store_,
+                         RocksStore::Open(options.data_dir, families, StoreOptions()));
+  host->inbox_ = std::make_unique<Inbox>(*host->store_, clock, options.legacy_mode, options.faults);
+  EONCE_ASSIGN_OR_RETURN(host->service_, setup(*host->store_, *host->inbox_));
+  host->effects_service_ = std::make_unique<EffectsServiceImpl>(*host->inbox_);
+
+  EnableStandardServices();
+  grpc::ServerBuilder builder;
+  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, &host->port_));
+  ApplyServerLimits(builder, 4 << 20, 1024);
+  builder.RegisterService(host->service_.get());
+  builder.RegisterService(host->effects_service_.get());
+  if (!options.legacy_mode) {
+    host->outcome_service_ = std::make_unique<OutcomeServiceImpl>(*host->inbox_);
+    builder.RegisterService(host->outcome_service_.get());
+  }
+  host->server_ = builder.BuildAndStart();
+  if (host->server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("listen: cannot bind ", options.listen_address));
+  }
+  SetServing(*host->server_, true);
+  return host;
+}
+
+absl::Status ServiceHost::Shutdown(int64_t drain_ms) {
+  if (server_ != nullptr) {
+    SetServing(*server_, false);
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
+    server_->Wait();
+    server_.reset();
+  }
+  return store_ != nullptr ? store_->Close() : absl::OkStatus();
+}
+
+ServiceHost::~ServiceHost() { Shutdown(0).IgnoreError(); }
+
+int RunServiceMain(int argc, char** argv, const char* name, const char* default_listen,
+                   std::vector<ColumnFamilySpec> families, const ServiceHost::Setup& setup) {
+  BlockShutdownSignals();
+  ParseFlagsWithEnv(argc, argv,
+                    absl::StrCat(name, " --data_dir=DIR [--listen=ADDR] [--legacy]").c_str());
+  ServiceHostOptions options;
+  options.listen_address = absl::GetFlag(FLAGS_listen);
+  if (options.listen_address.empty()) options.listen_address = default_listen;
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.legacy_mode = absl::GetFlag(FLAGS_legacy);
+  if (options.data_dir.empty()) {
+    std::cerr << name << ": setting data_dir is required\n";
+    return 2;
+  }
+  double lose = absl::GetFlag(FLAGS_lose_answer_ratio);
+  if (lose < 0 || lose > 1) {
+    std::cerr << name << ": setting lose_answer_ratio must be in [0, 1]\n";
+    return 2;
+  }
+  SeededRandom fault_random(absl::GetFlag(FLAGS_fault_seed));
+  ChanceFaults faults(fault_random, absl::UnavailableError("answer lost (chaos)"));
+  if (lose > 0) {
+    faults.Arm(FaultPoint::kAfterApplyBeforeResponse, lose);
+    options.faults = &faults;
+  }
+  auto host = ServiceHost::Start(options, RealClock::Get(), std::move(families), setup);
+  if (!host.ok()) {
+    std::cerr << name << ": " << host.status().message() << "\n";
+    return 1;
+  }
+  AnnounceListening(name, options.listen_address, (*host)->port());
+  LogInfo("started", {{"service", name}, {"legacy", options.legacy_mode ? "true" : "false"}});
+  WaitForShutdownSignal();
+  LogInfo("draining", {{"service", name}});
+  absl::Status closed = (*host)->Shutdown(absl::GetFlag(FLAGS_drain_ms));
+  if (!closed.ok()) {
+    LogError("close failed", {{"error", std::string(closed.message())}});
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace eonce

@@ -1,0 +1,67 @@
+// ServiceHost: what every business service built on the Inbox shares: the RocksDB store,
+// the Inbox, the gRPC server with the Effects service and (unless legacy) the Outcome
+// service, torn down in order. A service adds its own core and gRPC service in `setup`.
+#ifndef EONCE_SERVICES_INBOX_SERVICE_HOST_H_
+#define EONCE_SERVICES_INBOX_SERVICE_HOST_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/fault.h"
+#include "common/rocks.h"
+#include "grpcpp/impl/codegen/service_type.h"
+#include "grpcpp/server.h"
+#include "services/inbox/inbox.h"
+#include "services/inbox/inbox_services.h"
+
+namespace eonce {
+
+struct ServiceHostOptions {
+  std::string listen_address = "127.0.0.1:0";
+  std::string data_dir;
+  bool legacy_mode = false;
+  FaultInjector* faults = nullptr;
+};
+
+class ServiceHost {
+ public:
+  // Builds the service's own gRPC service from the opened store and inbox; the host keeps
+  // it alive until shutdown.
+  using Setup = std::function<absl::StatusOr<std::shared_ptr<grpc::Service>>(RocksStore& store,
+                                                                             Inbox& inbox)>;
+
+  // `families` are the service's column families besides the inbox's.
+  static absl::StatusOr<std::unique_ptr<ServiceHost>> Start(
+      const ServiceHostOptions& options, Clock& clock, std::vector<ColumnFamilySpec> families,
+      const Setup& setup);
+  ~ServiceHost();
+
+  int port() const { return port_; }
+  RocksStore& store() { return *store_; }
+  Inbox& inbox() { return *inbox_; }
+  // Stops the server (in-flight calls finish within `drain_ms`) and closes the store.
+  absl::Status Shutdown(int64_t drain_ms);
+
+ private:
+  ServiceHost() = default;
+  std::unique_ptr<RocksStore> store_;
+  std::unique_ptr<Inbox> inbox_;
+  std::shared_ptr<grpc::Service> service_;
+  std::unique_ptr<OutcomeServiceImpl> outcome_service_;
+  std::unique_ptr<EffectsServiceImpl> effects_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+// The main() of a business service: flags (--listen, --data_dir, --legacy, --drain_ms and
+// the chaos flags), signals, and a graceful shutdown.
+int RunServiceMain(int argc, char** argv, const char* name, const char* default_listen,
+                   std::vector<ColumnFamilySpec> families, const ServiceHost::Setup& setup);
+
+}  // namespace eonce
+
+#endif  // EONCE_SERVICES_INBOX_SERVICE_HOST_H_
