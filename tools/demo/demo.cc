@@ -31,6 +31,7 @@
 #include "common/command.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
+#include "eonce/case/v1/case.grpc.pb.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
@@ -74,7 +75,7 @@ std::unique_ptr<grpc::ClientContext> Context(int64_t timeout_ms = 5000) {
 struct Stack {
   std::string data;
   std::string bin;
-  std::unique_ptr<Process> ledger, legacy, sidecar, legacy_sidecar, agent;
+  std::unique_ptr<Process> ledger, cases, legacy, sidecar, case_sidecar, legacy_sidecar, agent;
   std::string sidecar_port;
 
   absl::StatusOr<std::unique_ptr<Process>> StartSidecar(const std::string& name,
@@ -95,6 +96,12 @@ struct Stack {
                             data + "/ledger.log");
     if (!l.ok()) return l.status();
     ledger = std::move(*l);
+    auto cs = Process::Start(bin + "/services/case/case_service",
+                             {"--listen=127.0.0.1:0", "--data_dir=" + data + "/cases",
+                              "--lose_answer_ratio=" + lose, "--fault_seed=9"},
+                             data + "/cases.log");
+    if (!cs.ok()) return cs.status();
+    cases = std::move(*cs);
     auto lg = Process::Start(bin + "/services/ledger/ledger_service",
                              {"--listen=127.0.0.1:0", "--data_dir=" + data + "/legacy",
                               "--legacy", "--lose_answer_ratio=" + std::string(faults ? "0.3" : "0"),
@@ -106,12 +113,16 @@ struct Stack {
     if (!s.ok()) return s.status();
     sidecar = std::move(*s);
     sidecar_port = sidecar->address().substr(sidecar->address().rfind(':') + 1);
+    auto css = StartSidecar("case_sidecar", cases->address(), "127.0.0.1:0");
+    if (!css.ok()) return css.status();
+    case_sidecar = std::move(*css);
     auto ls = StartSidecar("legacy_sidecar", legacy->address(), "127.0.0.1:0");
     if (!ls.ok()) return ls.status();
     legacy_sidecar = std::move(*ls);
     auto a = Process::Start(bin + "/outbox_agent/outbox_agent",
                             {"--listen=127.0.0.1:0", "--data_dir=" + data + "/agent",
                              "--tenant=acme", "--sidecar=" + sidecar->address(),
+                             "--routes=eonce.case_mgmt.v1.Cases=" + case_sidecar->address(),
                              "--max_backoff_ms=500", "--base_backoff_ms=20",
                              "--submit_timeout_ms=2000", "--claim_ttl_ms=4000",
                              "--max_age_ms=3600000"},
@@ -137,7 +148,7 @@ struct Stack {
   }
 
   void StopAll() {
-    for (auto* p : {&agent, &sidecar, &legacy_sidecar, &ledger, &legacy}) {
+    for (auto* p : {&agent, &sidecar, &case_sidecar, &legacy_sidecar, &ledger, &cases, &legacy}) {
       if (*p != nullptr) (*p)->Signal(SIGTERM, true);
     }
   }
@@ -241,9 +252,12 @@ int Run() {
   Say(absl::StrCat("  ledger           ", stack.ledger->address(), "  (inbox mode",
                    faults ? ", loses 3% of answers after applying)" : ")"));
   Say(absl::StrCat("  dedupe_sidecar   ", stack.sidecar->address(), "  -> ledger"));
+  Say(absl::StrCat("  case_service     ", stack.cases->address(), "  (inbox mode",
+                   faults ? ", loses 3% of answers after applying)" : ")"));
+  Say(absl::StrCat("  dedupe_sidecar   ", stack.case_sidecar->address(), "  -> case_service"));
   Say(absl::StrCat("  legacy ledger    ", stack.legacy->address(), "  (no inbox, no outcome service)"));
   Say(absl::StrCat("  legacy sidecar   ", stack.legacy_sidecar->address(), "  -> legacy ledger"));
-  Say(absl::StrCat("  outbox_agent     ", stack.agent->address(), "  -> sidecar"));
+  Say(absl::StrCat("  outbox_agent     ", stack.agent->address(), "  -> both sidecars"));
 
   auto agent_client = AgentClient::Connect(stack.agent->address());
   Agent::Stub& agent = agent_client->stub();
@@ -276,9 +290,31 @@ int Run() {
     return false;
   };
 
+  auto enqueue_case = [&](const std::string& method, const google::protobuf::Message& request,
+                          const std::string& case_id, const std::string& id) -> bool {
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      v1::Command command;
+      command.set_target_method(method);
+      command.set_request(request.SerializeAsString());
+      command.mutable_entity()->set_type("case");
+      command.mutable_entity()->set_id(case_id);
+      command.set_command_id(id);
+      auto r = agent_client->Enqueue(command, 5000);
+      if (r.ok()) {
+        if (r->created()) enqueued.insert(id); else ++agent_duplicates;
+        return true;
+      }
+      if (!stack.agent->Running()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ++enqueue_failures;
+    return false;
+  };
+
   auto died = [&]() -> bool {
-    for (Process* p : {stack.agent.get(), stack.ledger.get(), stack.legacy.get(),
-                       stack.sidecar.get(), stack.legacy_sidecar.get()}) {
+    for (Process* p : {stack.agent.get(), stack.ledger.get(), stack.cases.get(),
+                       stack.legacy.get(), stack.sidecar.get(), stack.case_sidecar.get(),
+                       stack.legacy_sidecar.get()}) {
       if (!p->Running()) {
         std::cerr << "\ndemo: a component died unexpectedly; its log is in " << stack.data << "\n";
         return true;
@@ -299,7 +335,7 @@ int Run() {
   }
 
   // 2. Transfers, with duplicate submissions and the faults along the way.
-  int64_t progress_total = accounts + n + 2;
+  int64_t progress_total = accounts + n + 2 + 4 * std::max(5, n / 40) + 1;
   auto last_bar = std::chrono::steady_clock::now();
   bool killed = false, revoked = false;
   std::string conflict_key;
@@ -355,6 +391,38 @@ int Run() {
       std::fflush(stdout);
     }
   }
+
+  // Case management: each case is created and moved through review by commands that name
+  // the revision they expect; the agent keeps one case's commands in order. One stale
+  // command (an old revision) is a terminal conflict.
+  const int case_count = std::max(5, n / 40);
+  for (int k = 0; k < case_count; ++k) {
+    std::string case_id = absl::StrCat("case", k);
+    case_mgmt::v1::CreateCaseRequest create;
+    create.set_id(case_id);
+    create.set_title("suspicious transfer review");
+    if (!enqueue_case("/eonce.case_mgmt.v1.Cases/CreateCase", create, case_id,
+                      absl::StrCat(case_id, "-create"))) {
+      died();
+      return 1;
+    }
+    const case_mgmt::v1::Status path[] = {case_mgmt::v1::IN_REVIEW, case_mgmt::v1::APPROVED,
+                                          case_mgmt::v1::CLOSED};
+    for (int step = 0; step < 3; ++step) {
+      case_mgmt::v1::TransitionRequest t;
+      t.set_id(case_id);
+      t.set_expected_revision(step + 1);
+      t.set_next_status(path[step]);
+      t.set_reason_code("REVIEWED");
+      enqueue_case("/eonce.case_mgmt.v1.Cases/Transition", t, case_id,
+                   absl::StrCat(case_id, "-step", step));
+    }
+  }
+  case_mgmt::v1::TransitionRequest stale;
+  stale.set_id("case0");
+  stale.set_expected_revision(1);
+  stale.set_next_status(case_mgmt::v1::CLOSED);
+  enqueue_case("/eonce.case_mgmt.v1.Cases/Transition", stale, "case0", "case0-stale");
 
   // 3. A business rejection on purpose, and a key reused with another payload.
   ledger::v1::TransferRequest huge;
@@ -440,7 +508,11 @@ int Run() {
   int64_t sidecar_replays = 0, direct_attempts = 0;
   int replayed_so_far = 0;
   for (const auto& [id, record] : records) {
-    if (record.state() != v1::ACKED || ++replayed_so_far > n / 10) continue;
+    if (record.state() != v1::ACKED ||
+        record.command().target_method().rfind("/eonce.ledger.v1.Ledger/", 0) != 0 ||
+        ++replayed_so_far > n / 10) {
+      continue;
+    }
     auto context = Context();
     context->AddMetadata("eonce-tenant", "acme");
     context->AddMetadata("eonce-credential-epoch", absl::StrCat(record.command().credential_epoch()));
@@ -459,6 +531,7 @@ int Run() {
   int64_t effects = 0;
   auto ledger_effects = EffectCounts(stack.ledger->address(), &effects);
   auto legacy_effects = EffectCounts(stack.legacy->address(), &effects);
+  auto case_effects = EffectCounts(stack.cases->address(), &effects);
   int64_t attempts = direct_attempts + legacy_calls, conflicts = 0, rejected = 0,
           dead_letters = 0, lost = 0, duplicate_effects = 0, replayed_by_sidecar = sidecar_replays;
   for (const auto& [id, record] : records) {
@@ -474,7 +547,8 @@ int Run() {
     const v1::OutboxRecord& r = it->second;
     switch (r.state()) {
       case v1::ACKED:
-        if (ledger_effects[id] != 1) ++lost;  // acked must mean applied exactly once
+        // Acked must mean applied exactly once, by the service the command went to.
+        if (ledger_effects[id] + case_effects[id] != 1) ++lost;
         break;
       case v1::REJECTED: ++rejected; break;
       case v1::CONFLICT: ++conflicts; break;
@@ -484,11 +558,11 @@ int Run() {
         break;
     }
   }
-  for (const auto* m : {&ledger_effects, &legacy_effects}) {
+  for (const auto* m : {&ledger_effects, &legacy_effects, &case_effects}) {
     for (const auto& [id, count] : *m) duplicate_effects += count > 1;
   }
   int64_t parked = 0;
-  for (Process* p : {stack.sidecar.get(), stack.legacy_sidecar.get()}) {
+  for (Process* p : {stack.sidecar.get(), stack.case_sidecar.get(), stack.legacy_sidecar.get()}) {
     auto admin = v1::SidecarAdmin::NewStub(
         grpc::CreateChannel(p->address(), grpc::InsecureChannelCredentials()));
     auto context = Context();
@@ -512,7 +586,8 @@ int Run() {
     std::printf("  business effects applied   %ld\n", static_cast<long>(effects));
     std::printf("  conflicts                  %ld (a key reused with another payload)\n",
                 static_cast<long>(conflicts));
-    std::printf("  business rejections        %ld (too little balance)\n", static_cast<long>(rejected));
+    std::printf("  business rejections        %ld (too little balance, a stale case revision)\n",
+                static_cast<long>(rejected));
     std::printf("  dead letters               %ld\n", static_cast<long>(dead_letters));
     std::printf("  parked unknown outcomes    %ld (legacy service; see SidecarAdmin.ListParked)\n",
                 static_cast<long>(parked));
