@@ -87,9 +87,8 @@ absl::Status CredentialState::MaybeReloadFile(const std::string& path) {
     absl::MutexLock lock(&mu_);
     if (mtime == file_mtime_ns_) return absl::OkStatus();
     file_mtime_ns_ = mtime;
-    epoch = epoch_;
-    revoked = revoked_;
-  }
+    epoch = epoch_;  // the file states the whole credential: a missing epoch keeps ours,
+  }                  // a missing revoked line means not revoked
   std::ifstream file(path);
   std::string line;
   int line_number = 0;

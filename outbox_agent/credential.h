@@ -36,7 +36,8 @@ class CredentialState {
   absl::Status Set(int64_t epoch, bool revoked);
   void PauseUntilRenewed();
 
-  // Reads "epoch=N" and "revoked=true|false" lines from `path` if it changed.
+  // Reads "epoch=N" and "revoked=true|false" lines from `path` if it changed. The file
+  // states the whole credential: without a revoked line it is not revoked.
   absl::Status MaybeReloadFile(const std::string& path);
 
  private:

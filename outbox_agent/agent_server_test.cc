@@ -1,0 +1,149 @@
+// The agent process's own rules, against a real sidecar: a unix socket, a second agent on
+// the same data directory, the retention contract at startup, the credential file, and
+// Watch.
+#include "outbox_agent/agent_server.h"
+
+#include <fstream>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/random.h"
+#include "dedupe_sidecar/sidecar_service.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "outbox_agent/client.h"
+#include "services/ledger/ledger_service.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+class AgentServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LedgerServerOptions ledger_options;
+    ledger_options.data_dir = testing::FreshDir("ledger");
+    ledger_ = std::move(*LedgerServer::Start(ledger_options, RealClock::Get()));
+    SidecarServerOptions sidecar_options;
+    sidecar_options.data_dir = testing::FreshDir("sidecar");
+    sidecar_options.upstream_address = "127.0.0.1:" + std::to_string(ledger_->port());
+    sidecar_options.retention = RetentionOptions{3'600'000, 7'200'000};  // one hour
+    sidecar_ = std::move(*SidecarServer::Start(sidecar_options, RealClock::Get()));
+  }
+
+  AgentServerOptions Options() {
+    AgentServerOptions options;
+    options.data_dir = dir_;
+    options.tenant = "acme";
+    options.default_sidecar = "127.0.0.1:" + std::to_string(sidecar_->port());
+    options.idle_pump_ms = 5;
+    options.replay.retry.max_age_ms = 1'000'000;
+    options.replay.retry.retention_margin_ms = 600'000;
+    return options;
+  }
+
+  v1::Command Open(const std::string& id) {
+    ledger::v1::OpenAccountRequest open;
+    open.set_id(id);
+    v1::Command c;
+    c.set_command_id("open-" + id);
+    c.set_target_method("/eonce.ledger.v1.Ledger/OpenAccount");
+    c.set_request(open.SerializeAsString());
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id(id);
+    return c;
+  }
+
+  std::string dir_ = testing::FreshDir("agent");
+  std::unique_ptr<LedgerServer> ledger_;
+  std::unique_ptr<SidecarServer> sidecar_;
+};
+
+TEST_F(AgentServerTest, ServesOnAUnixSocketAndRefusesASecondAgentOnTheSameData) {
+  AgentServerOptions options = Options();
+  // A unix socket path must stay under 108 bytes, shorter than the test's temp folder.
+  char folder[] = "/tmp/eonce-sock-XXXXXX";
+  ASSERT_NE(mkdtemp(folder), nullptr);
+  std::string socket = std::string(folder) + "/agent.sock";
+  options.listen_address = "unix:" + socket;
+  auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto client = AgentClient::Connect("unix:" + socket);
+  auto enqueued = client->Enqueue(Open("alice"), 5000);
+  ASSERT_TRUE(enqueued.ok()) << enqueued.status();
+  EXPECT_TRUE(enqueued->created());
+
+  AgentServerOptions second = Options();
+  auto refused = AgentServer::Start(second, RealClock::Get(), RealRandom::Get());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("in use by another process"), std::string::npos);
+}
+
+TEST_F(AgentServerTest, RefusesAMaxAgeThatIsNotShorterThanTheRetention) {
+  AgentServerOptions options = Options();
+  options.replay.retry.max_age_ms = 3'000'000;  // retention 3.6M - margin 0.6M = 3.0M
+  auto refused = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("max_age_ms"), std::string::npos);
+  options.replay.retry.max_age_ms = 2'999'999;
+  EXPECT_TRUE(AgentServer::Start(options, RealClock::Get(), RealRandom::Get()).ok());
+}
+
+TEST_F(AgentServerTest, CredentialFileRevokesAndRenews) {
+  AgentServerOptions options = Options();
+  options.credential_file = testing::FreshDir("cred") + "/credential";
+  std::ofstream(options.credential_file) << "epoch=3\nrevoked=false\n";
+  auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  CredentialState& credential = (*agent)->credential();
+  EXPECT_EQ(credential.session().epoch, 3);
+  EXPECT_TRUE(credential.active());
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a new modification time
+  std::ofstream(options.credential_file) << "epoch=3\nrevoked=true\n";
+  ASSERT_TRUE(credential.MaybeReloadFile(options.credential_file).ok());
+  EXPECT_FALSE(credential.active());
+  // Revoked: nothing is sent, the command waits durably.
+  ASSERT_TRUE((*agent)->outbox().Enqueue(Open("bob")).ok());
+  EXPECT_EQ((*agent)->replayer().Pump(), 0);
+  EXPECT_EQ((*(*agent)->store().Get("open-bob"))->state(), v1::QUEUED);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::ofstream(options.credential_file) << "epoch=4\n";
+  ASSERT_TRUE(credential.MaybeReloadFile(options.credential_file).ok());
+  EXPECT_TRUE(credential.active());
+  EXPECT_EQ(credential.session().epoch, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::ofstream(options.credential_file) << "epoch=2\n";  // backwards: refused
+  EXPECT_FALSE(credential.MaybeReloadFile(options.credential_file).ok());
+  EXPECT_EQ(credential.session().epoch, 4);
+}
+
+TEST_F(AgentServerTest, WatchStreamsStateChanges) {
+  auto agent = AgentServer::Start(Options(), RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto client = AgentClient::Connect("127.0.0.1:" + std::to_string((*agent)->port()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto stream = client->stub().Watch(&context, v1::WatchRequest());
+  // The subscription is registered when the call starts; give it a moment.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(client->Enqueue(Open("carol"), 5000).ok());
+  std::vector<v1::OutboxState> seen;
+  v1::WatchEvent event;
+  while (stream->Read(&event)) {
+    if (event.command_id() != "open-carol") continue;
+    seen.push_back(event.state());
+    if (event.state() == v1::ACKED) break;
+  }
+  context.TryCancel();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front(), v1::QUEUED);
+  EXPECT_EQ(seen.back(), v1::ACKED);
+}
+
+}  // namespace
+}  // namespace eonce

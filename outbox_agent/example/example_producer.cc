@@ -1,0 +1,80 @@
+// example_producer: a producing service in miniature. It enqueues transfers through the
+// agent, watches for changes, reads each changed record and folds acks into its
+// Projection, then prints the derived totals.
+//
+//   example_producer --agent=ADDR --transfers=N
+#include <chrono>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "eonce/ledger/v1/ledger.pb.h"
+#include "outbox_agent/client.h"
+#include "outbox_agent/example/projection.h"
+
+ABSL_FLAG(std::string, agent, "127.0.0.1:7000", "the agent's address");
+ABSL_FLAG(int32_t, transfers, 10, "transfers to send (from account a to account b)");
+ABSL_FLAG(int32_t, timeout_s, 60, "give up after this long");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  auto agent = eonce::AgentClient::Connect(absl::GetFlag(FLAGS_agent));
+  grpc::ClientContext watch_context;
+  auto watch = agent->stub().Watch(&watch_context, eonce::v1::WatchRequest());
+
+  std::set<std::string> pending;
+  for (const char* id : {"a", "b"}) {
+    eonce::ledger::v1::OpenAccountRequest open;
+    open.set_id(id);
+    open.set_initial_balance(1000);
+    eonce::v1::Entity entity;
+    entity.set_type("account");
+    entity.set_id(id);
+    eonce::EnqueueOptions options;
+    options.command_id = absl::StrCat("example-open-", id);  // harmless when run again
+    if (!agent->Enqueue("/eonce.ledger.v1.Ledger/OpenAccount", open, entity, options).ok()) {
+      std::cerr << "example_producer: cannot reach the agent\n";
+      return 1;
+    }
+  }
+  for (int i = 0; i < absl::GetFlag(FLAGS_transfers); ++i) {
+    eonce::ledger::v1::TransferRequest t;
+    t.set_from("a");
+    t.set_to("b");
+    t.set_amount(1);
+    eonce::v1::Entity entity;
+    entity.set_type("account");
+    entity.set_id("a");
+    auto record = agent->Enqueue("/eonce.ledger.v1.Ledger/Transfer", t, entity);
+    if (!record.ok()) {
+      std::cerr << "example_producer: " << record.status() << "\n";
+      return 1;
+    }
+    pending.insert(record->command().command_id());
+  }
+
+  eonce::Projection projection;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
+  auto fold = [&](const std::string& id) {
+    auto record = agent->Get(id);  // the store says what is true
+    if (!record.ok()) return;
+    projection.Apply(*record);
+    if (eonce::v1::OutboxState_IsValid(record->state()) &&
+        (record->state() == eonce::v1::ACKED || record->state() == eonce::v1::REJECTED)) {
+      pending.erase(id);
+    }
+  };
+  // Commands may have finished before the watch saw them: read each once first.
+  for (const std::string& id : std::set<std::string>(pending)) fold(id);
+  eonce::v1::WatchEvent event;
+  while (!pending.empty() && std::chrono::steady_clock::now() < deadline && watch->Read(&event)) {
+    if (pending.count(event.command_id()) > 0) fold(event.command_id());
+  }
+  watch_context.TryCancel();
+  std::cout << "transfers acked " << projection.transfers() << ", amount moved "
+            << projection.amount_moved() << ", still pending " << pending.size() << "\n";
+  return pending.empty() ? 0 : 1;
+}
