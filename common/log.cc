@@ -1,5 +1,6 @@
 #include "common/log.h"
 
+#include <atomic>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,8 @@
 
 namespace eonce {
 namespace {
+
+std::atomic<bool> logs_enabled{true};
 
 void AppendJsonString(std::string* out, absl::string_view value) {
   out->push_back('"');
@@ -48,7 +51,10 @@ std::string FormatLogLine(absl::string_view level, absl::string_view message,
   return line;
 }
 
+void SetLogsEnabled(bool enabled) { logs_enabled = enabled; }
+
 void Log(absl::string_view level, absl::string_view message, const LogFields& fields) {
+  if (!logs_enabled.load(std::memory_order_relaxed)) return;
   // The log's own timestamp is the one place outside RealClock that reads the wall clock:
   // it is for humans and never feeds a decision.
   std::string line = absl::StrCat(

@@ -28,6 +28,9 @@ inline void LogError(absl::string_view message, const LogFields& fields = {}) {
   Log("error", message, fields);
 }
 
+// Turns every log line off (the simulation runs thousands of crashes a second).
+void SetLogsEnabled(bool enabled);
+
 // The JSON line Log would write, without the time; for tests.
 std::string FormatLogLine(absl::string_view level, absl::string_view message,
                           const LogFields& fields);

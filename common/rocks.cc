@@ -81,6 +81,14 @@ absl::Status RocksStore::Close() {
   return result;
 }
 
+void RocksStore::CloseWithoutFlush() {
+  if (db_ == nullptr) return;
+  for (auto& [name, handle] : handles_) db_->DestroyColumnFamilyHandle(handle);
+  handles_.clear();
+  db_->Close().PermitUncheckedError();
+  db_.reset();
+}
+
 uint64_t RocksStore::ApproximateBytes() {
   if (db_ == nullptr) return 0;
   uint64_t total = 0;

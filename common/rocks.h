@@ -48,6 +48,9 @@ class RocksStore {
   rocksdb::ColumnFamilyHandle* cf(const std::string& name) const;
   // Flushes memtables and closes. Safe to call twice.
   absl::Status Close();
+  // Closes without flushing anything, as a crashed process would leave it (the
+  // simulation, with a CrashFileSystem that already dropped what was not synced).
+  void CloseWithoutFlush();
   // Total live SST bytes plus memtable bytes, for metrics and benchmarks.
   uint64_t ApproximateBytes();
 
