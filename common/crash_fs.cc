@@ -106,7 +106,36 @@ class TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
   uint64_t size_;
 };
 
+// A directory whose syncs are modelled rather than done: renames and creations are
+// durable at once in this model.
+class ModelledDirectory : public rocksdb::FSDirectory {
+ public:
+  explicit ModelledDirectory(std::unique_ptr<rocksdb::FSDirectory> base) : base_(std::move(base)) {}
+  IOStatus Fsync(const IOOptions&, IODebugContext*) override { return IOStatus::OK(); }
+  IOStatus FsyncWithDirOptions(const IOOptions&, IODebugContext*,
+                               const rocksdb::DirFsyncOptions&) override {
+    return IOStatus::OK();
+  }
+  IOStatus Close(const IOOptions& options, IODebugContext* dbg) override {
+    return base_->Close(options, dbg);
+  }
+  size_t GetUniqueId(char* id, size_t max_size) const override {
+    return base_->GetUniqueId(id, max_size);
+  }
+
+ private:
+  std::unique_ptr<rocksdb::FSDirectory> base_;
+};
+
 }  // namespace
+
+IOStatus CrashFileSystem::NewDirectory(const std::string& name, const IOOptions& options,
+                                       std::unique_ptr<rocksdb::FSDirectory>* result,
+                                       IODebugContext* dbg) {
+  IOStatus s = target()->NewDirectory(name, options, result, dbg);
+  if (s.ok() && !real_sync_) *result = std::make_unique<ModelledDirectory>(std::move(*result));
+  return s;
+}
 
 CrashFileSystem::CrashFileSystem(bool real_sync)
     : FileSystemWrapper(rocksdb::FileSystem::Default()), real_sync_(real_sync) {}

@@ -45,6 +45,9 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   rocksdb::IOStatus RenameFile(const std::string& src, const std::string& target,
                                const rocksdb::IOOptions& options,
                                rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus NewDirectory(const std::string& name, const rocksdb::IOOptions& options,
+                                 std::unique_ptr<rocksdb::FSDirectory>* result,
+                                 rocksdb::IODebugContext* dbg) override;
   rocksdb::IOStatus LinkFile(const std::string& src, const std::string& target,
                              const rocksdb::IOOptions& options,
                              rocksdb::IODebugContext* dbg) override;

@@ -9,6 +9,16 @@
 #include "rocksdb/table.h"
 
 namespace eonce {
+namespace {
+
+class DiscardingLogger : public rocksdb::Logger {
+ public:
+  DiscardingLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::FATAL_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* /*format*/, va_list /*ap*/) override {}
+};
+
+}  // namespace
 
 RocksStore::~RocksStore() { Close().IgnoreError(); }
 
@@ -20,6 +30,13 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
   db_options.create_missing_column_families = true;
   db_options.max_open_files = 256;
   db_options.keep_log_file_num = 4;
+  db_options.max_file_opening_threads = options.max_file_opening_threads;
+  if (options.discard_info_log) {
+    db_options.info_log = std::make_shared<DiscardingLogger>();
+    // Nothing to dump the statistics to; no timer thread for it either.
+    db_options.stats_dump_period_sec = 0;
+    db_options.stats_persist_period_sec = 0;
+  }
   if (options.env != nullptr) db_options.env = options.env;
 
   auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);

@@ -30,6 +30,10 @@ struct StoreOptions {
   // run even when no new writes arrive. 0 = off.
   uint64_t periodic_compaction_seconds = 6 * 3600;
   rocksdb::Env* env = nullptr;  // for the simulation's crash-simulating file system
+  // No RocksDB info LOG file (the simulation opens thousands of stores).
+  bool discard_info_log = false;
+  // Threads that open table files at startup; our stores have few files.
+  int max_file_opening_threads = 2;
 };
 
 class RocksStore {

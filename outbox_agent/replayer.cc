@@ -179,8 +179,10 @@ int Replayer::Pump() {
     stats_.attempts++;
     Publish(*claimed);
     if (!HitFault(faults_, FaultPoint::kAfterClaim).ok()) {
-      Done(attempt);  // the worker died holding the claim; it runs out and is taken over
-      continue;
+      // The worker died holding the claim, which runs out and is taken over. A failed
+      // fault point means this process is going down: start nothing more.
+      Done(attempt);
+      break;
     }
     if (reconcile_first) {
       Reconcile(attempt);
