@@ -1,0 +1,578 @@
+// eonce bench: what effectively-once costs, next to the physical limits of the same
+// machine, measured in the same run.
+//
+// Every path is measured with a closed loop of N calls in flight (1, 8 and 64 by
+// default): the loopback gRPC echo and synced RocksDB puts (the limits), the ledger called
+// directly, first-seen commands and duplicates through the sidecar, the agent's Enqueue,
+// and the whole pipeline's drain rate. Then the sidecar's memory with a million records
+// and its disk use after compaction. It prints a table with each figure's ratio to its
+// physical limit, and writes bench/results/latest.json, a table and a PNG plot.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/command.h"
+#include "common/log.h"
+#include "common/random.h"
+#include "common/rocks.h"
+#include "common/server.h"
+#include "dedupe_sidecar/audit_log.h"
+#include "dedupe_sidecar/record_store.h"
+#include "dedupe_sidecar/sidecar_service.h"
+#include "eonce/ledger/v1/ledger.grpc.pb.h"
+#include "eonce/v1/agent.grpc.pb.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/server_builder.h"
+#include "outbox_agent/agent_server.h"
+#include "services/ledger/ledger_service.h"
+#include "tools/demo/process.h"
+
+ABSL_FLAG(std::string, in_flight, "1,8,64", "calls in flight to measure at");
+ABSL_FLAG(double, seconds, 2.0, "how long each measurement runs");
+ABSL_FLAG(int64_t, records, 1'000'000, "records for the sidecar memory and disk measurement");
+ABSL_FLAG(std::string, out_dir, "bench/results", "where the table, JSON and plot go");
+ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are (for the memory run)");
+
+namespace eonce::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Figures {
+  double ops_per_s = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  int64_t ops = 0;
+  int64_t errors = 0;
+};
+
+// Keeps `in_flight` operations going for `seconds`; `issue(i, done)` starts operation i
+// and calls done(ok) when it ends (on any thread).
+Figures ClosedLoop(int in_flight, double seconds,
+                   const std::function<void(int64_t, std::function<void(bool)>)>& issue) {
+  absl::Mutex mu;
+  std::vector<double> latencies;
+  latencies.reserve(1 << 20);
+  int64_t next = 0, outstanding = 0, errors = 0;
+  bool stopping = false;
+  auto start = Clock::now();
+  auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::function<void()> launch;
+  launch = [&] {
+    int64_t i;
+    {
+      absl::MutexLock lock(&mu);
+      if (stopping || Clock::now() >= end) {
+        stopping = true;
+        return;
+      }
+      i = next++;
+      ++outstanding;
+    }
+    auto began = Clock::now();
+    issue(i, [&, began](bool ok) {
+      double us = std::chrono::duration<double, std::micro>(Clock::now() - began).count();
+      {
+        absl::MutexLock lock(&mu);
+        latencies.push_back(us);
+        if (!ok) ++errors;
+        --outstanding;
+      }
+      launch();
+    });
+  };
+  for (int k = 0; k < in_flight; ++k) launch();
+  {
+    absl::MutexLock lock(&mu);
+    auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping && outstanding == 0; };
+    mu.Await(absl::Condition(&idle));
+  }
+  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  Figures f;
+  f.ops = static_cast<int64_t>(latencies.size());
+  f.errors = errors;
+  f.ops_per_s = f.ops / elapsed;
+  std::sort(latencies.begin(), latencies.end());
+  if (!latencies.empty()) {
+    f.p50_us = latencies[latencies.size() / 2];
+    f.p99_us = latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
+  }
+  return f;
+}
+
+// Closed loop over threads, for blocking calls.
+Figures Threads(int threads, double seconds, const std::function<bool(int64_t)>& op) {
+  std::atomic<int64_t> next{0};
+  std::vector<std::vector<double>> per(threads);
+  std::atomic<int64_t> errors{0};
+  auto start = Clock::now();
+  auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      while (Clock::now() < end) {
+        auto began = Clock::now();
+        if (!op(next.fetch_add(1))) errors++;
+        per[t].push_back(std::chrono::duration<double, std::micro>(Clock::now() - began).count());
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> all;
+  for (auto& v : per) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  Figures f;
+  f.ops = static_cast<int64_t>(all.size());
+  f.errors = errors;
+  f.ops_per_s = f.ops / elapsed;
+  if (!all.empty()) {
+    f.p50_us = all[all.size() / 2];
+    f.p99_us = all[std::min(all.size() - 1, all.size() * 99 / 100)];
+  }
+  return f;
+}
+
+// A generic echo server: the loopback gRPC round trip, the physical limit of a hop.
+class EchoService : public grpc::CallbackGenericService {
+ public:
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    class Reactor : public grpc::ServerGenericBidiReactor {
+     public:
+      Reactor() { StartRead(&buffer_); }
+      void OnReadDone(bool ok) override {
+        if (!ok) {
+          Finish(grpc::Status::OK);
+          return;
+        }
+        StartWriteAndFinish(&buffer_, grpc::WriteOptions(), grpc::Status::OK);
+      }
+      void OnDone() override { delete this; }
+
+     private:
+      grpc::ByteBuffer buffer_;
+    };
+    return new Reactor();
+  }
+};
+
+std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+int64_t RssKb(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      int64_t kb = 0;
+      std::sscanf(line.c_str(), "VmRSS: %ld", &kb);
+      return kb;
+    }
+  }
+  return -1;
+}
+
+int64_t DirBytes(const std::string& dir, const std::string& suffix) {
+  int64_t total = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file() && entry.path().string().size() >= suffix.size() &&
+        entry.path().string().compare(entry.path().string().size() - suffix.size(), suffix.size(),
+                                      suffix) == 0) {
+      total += static_cast<int64_t>(entry.file_size());
+    }
+  }
+  return total;
+}
+
+v1::Command TransferCommand(const std::string& id, int accounts, int64_t i) {
+  ledger::v1::TransferRequest t;
+  t.set_from(absl::StrCat("a", i % accounts));
+  t.set_to(absl::StrCat("a", (i + 1) % accounts));
+  t.set_amount(1);
+  v1::Command c;
+  c.set_command_id(id);
+  c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+  c.set_request(t.SerializeAsString());
+  c.mutable_entity()->set_type("account");
+  c.mutable_entity()->set_id(t.from());
+  c.set_idempotency_key(DeriveIdempotencyKey(c));
+  FillPayloadHash(&c);
+  return c;
+}
+
+struct Row {
+  std::string path;
+  int in_flight;
+  Figures figures;
+  std::string limit;  // the physical limit this row is compared with
+};
+
+int Run() {
+  SetLogsEnabled(false);
+  std::vector<int> points;
+  for (absl::string_view p : absl::StrSplit(absl::GetFlag(FLAGS_in_flight), ',')) {
+    points.push_back(std::stoi(std::string(p)));
+  }
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+  char tmpl[] = "/tmp/eonce-bench-XXXXXX";
+  std::string base = mkdtemp(tmpl);
+  std::vector<Row> rows;
+  auto add = [&](const std::string& path, int n, Figures f, const std::string& limit) {
+    rows.push_back(Row{path, n, f, limit});
+    std::printf("  %-28s %3d in flight  %9.0f ops/s  p50 %8.0f us  p99 %8.0f us%s\n",
+                path.c_str(), n, f.ops_per_s, f.p50_us, f.p99_us,
+                f.errors ? absl::StrCat("  (", f.errors, " errors)").c_str() : "");
+    std::fflush(stdout);
+  };
+
+  std::printf("eonce bench on %ld cores; each figure is a %.1f s closed loop\n",
+              sysconf(_SC_NPROCESSORS_ONLN), seconds);
+
+  // --- physical limits -------------------------------------------------------------------
+  EchoService echo;
+  grpc::ServerBuilder builder;
+  int echo_port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &echo_port);
+  builder.RegisterCallbackGenericService(&echo);
+  auto echo_server = builder.BuildAndStart();
+  auto echo_channel = grpc::CreateChannel(Address(echo_port), grpc::InsecureChannelCredentials());
+  grpc::GenericStub echo_stub(echo_channel);
+  std::string payload(120, 'x');  // about the size of a command
+  for (int n : points) {
+    add("grpc echo (limit)", n, ClosedLoop(n, seconds, [&](int64_t, std::function<void(bool)> done) {
+          struct Call {
+            grpc::ClientContext context;
+            grpc::ByteBuffer request, response;
+          };
+          auto call = std::make_shared<Call>();
+          grpc::Slice slice(payload);
+          call->request = grpc::ByteBuffer(&slice, 1);
+          echo_stub.UnaryCall(&call->context, "/bench.Echo/Echo", grpc::StubOptions(), &call->request,
+                              &call->response, [call, done](grpc::Status s) { done(s.ok()); });
+        }), "grpc echo (limit)");
+  }
+  {
+    auto store = RocksStore::Open(base + "/puts", {}, StoreOptions());
+    if (!store.ok()) return 1;
+    for (int n : points) {
+      add("synced put (limit)", n, Threads(n, seconds, [&](int64_t i) {
+            return (*store)->db()->Put(SyncedWrite(), absl::StrCat("key", i), payload).ok();
+          }), "synced put (limit)");
+    }
+  }
+
+  // --- the stack, in process, on loopback ports ------------------------------------------
+  LedgerServerOptions ledger_options;
+  ledger_options.data_dir = base + "/ledger";
+  auto ledger = LedgerServer::Start(ledger_options, RealClock::Get());
+  SidecarServerOptions sidecar_options;
+  sidecar_options.data_dir = base + "/sidecar";
+  sidecar_options.upstream_address = Address((*ledger)->port());
+  auto sidecar = SidecarServer::Start(sidecar_options, RealClock::Get());
+  AgentServerOptions agent_options;
+  agent_options.data_dir = base + "/agent";
+  agent_options.tenant = "bench";
+  agent_options.default_sidecar = Address((*sidecar)->port());
+  agent_options.idle_pump_ms = 2;
+  auto agent = AgentServer::Start(agent_options, RealClock::Get(), RealRandom::Get());
+  if (!ledger.ok() || !sidecar.ok() || !agent.ok()) {
+    std::fprintf(stderr, "bench: the stack did not start\n");
+    return 1;
+  }
+  constexpr int kAccounts = 1000;
+  auto ledger_stub = ledger::v1::Ledger::NewStub(
+      grpc::CreateChannel(Address((*ledger)->port()), grpc::InsecureChannelCredentials()));
+  for (int a = 0; a < kAccounts; ++a) {
+    grpc::ClientContext context;
+    context.AddMetadata(kCommandIdHeader, absl::StrCat("open-", a));
+    ledger::v1::OpenAccountRequest open;
+    open.set_id(absl::StrCat("a", a));
+    open.set_initial_balance(LedgerCore::kMaxAmount);
+    ledger::v1::Account account;
+    ledger_stub->OpenAccount(&context, open, &account);
+  }
+
+  for (int n : points) {
+    add("ledger direct", n, ClosedLoop(n, seconds, [&, n](int64_t i, std::function<void(bool)> done) {
+          struct Call {
+            grpc::ClientContext context;
+            ledger::v1::TransferRequest request;
+            ledger::v1::TransferResponse response;
+          };
+          auto call = std::make_shared<Call>();
+          call->context.AddMetadata(kCommandIdHeader, absl::StrCat("direct-", n, "-", i));
+          call->context.AddMetadata(kTenantHeader, "bench");
+          call->request.set_from(absl::StrCat("a", i % kAccounts));
+          call->request.set_to(absl::StrCat("a", (i + 1) % kAccounts));
+          call->request.set_amount(1);
+          ledger_stub->async()->Transfer(&call->context, &call->request, &call->response,
+                                         [call, done](grpc::Status s) { done(s.ok()); });
+        }), "grpc echo (limit)");
+  }
+
+  auto sidecar_stub = v1::Sidecar::NewStub(
+      grpc::CreateChannel(Address((*sidecar)->port()), grpc::InsecureChannelCredentials()));
+  std::map<int, int64_t> first_seen_count;
+  auto submit = [&](const v1::Command& command, std::function<void(bool)> done, bool expect_replay) {
+    struct Call {
+      grpc::ClientContext context;
+      v1::SubmitRequest request;
+      v1::SubmitResponse response;
+    };
+    auto call = std::make_shared<Call>();
+    call->context.AddMetadata(kTenantHeader, "bench");
+    *call->request.mutable_command() = command;
+    sidecar_stub->async()->Submit(&call->context, &call->request, &call->response,
+                                  [call, done, expect_replay](grpc::Status s) {
+                                    done(s.ok() && (call->response.disposition() == v1::REPLAYED) ==
+                                                       expect_replay);
+                                  });
+  };
+  for (int n : points) {
+    Figures f = ClosedLoop(n, seconds, [&, n](int64_t i, std::function<void(bool)> done) {
+      submit(TransferCommand(absl::StrCat("fs-", n, "-", i), kAccounts, i), done, false);
+    });
+    first_seen_count[n] = f.ops;
+    add("sidecar first-seen", n, f, "grpc echo (limit)");
+  }
+  for (int n : points) {
+    int64_t known = std::max<int64_t>(1, first_seen_count[n]);
+    add("sidecar duplicate", n, ClosedLoop(n, seconds, [&, n, known](int64_t i, std::function<void(bool)> done) {
+          int64_t j = i % known;
+          submit(TransferCommand(absl::StrCat("fs-", n, "-", j), kAccounts, j), done, true);
+        }), "grpc echo (limit)");
+  }
+
+  // Enqueue alone: the credential is revoked, so nothing is replayed meanwhile.
+  auto agent_stub = v1::Agent::NewStub(
+      grpc::CreateChannel(Address((*agent)->port()), grpc::InsecureChannelCredentials()));
+  (*agent)->credential().Set(1, true).IgnoreError();
+  int64_t enqueued = 0;
+  for (int n : points) {
+    Figures f = ClosedLoop(n, seconds, [&, n](int64_t i, std::function<void(bool)> done) {
+      struct Call {
+        grpc::ClientContext context;
+        v1::EnqueueRequest request;
+        v1::EnqueueResponse response;
+      };
+      auto call = std::make_shared<Call>();
+      v1::Command c = TransferCommand(absl::StrCat("enq-", n, "-", i), kAccounts, i);
+      c.clear_idempotency_key();
+      c.clear_payload_hash();
+      *call->request.mutable_command() = c;
+      agent_stub->async()->Enqueue(&call->context, &call->request, &call->response,
+                                   [call, done](grpc::Status s) { done(s.ok()); });
+    });
+    enqueued += f.ops;
+    add("agent enqueue", n, f, "synced put (limit)");
+  }
+
+  // The whole pipeline: renew the credential and time the drain of what was enqueued.
+  auto drain_start = Clock::now();
+  (*agent)->credential().Set(2, false).IgnoreError();
+  (*agent)->Kick();
+  int64_t acked = 0;
+  for (int i = 0; i < 6000; ++i) {  // at most 10 minutes
+    acked = (*agent)->store().CountsByState()[v1::ACKED];
+    if (acked >= enqueued) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  double drain_s = std::chrono::duration<double>(Clock::now() - drain_start).count();
+  Figures drain;
+  drain.ops = acked;
+  drain.ops_per_s = acked / drain_s;
+  add("pipeline drain", agent_options.replay.max_in_flight, drain, "grpc echo (limit)");
+  agent->reset();
+  sidecar->reset();
+  ledger->reset();
+
+  // --- the sidecar with a million records ------------------------------------------------
+  int64_t records = absl::GetFlag(FLAGS_records);
+  std::string mem_dir = base + "/memory";
+  int64_t raw_bytes = 0;
+  {
+    ManualClock clock(RealClock::Get().NowMs());
+    RecordStoreFilters filters(clock);
+    auto families = RecordStore::ColumnFamilies(filters);
+    for (auto& f : AuditLog::ColumnFamilies(filters)) families.push_back(f);
+    auto rocks = RocksStore::Open(mem_dir, families, StoreOptions());
+    if (!rocks.ok()) return 1;
+    RecordStore store(**rocks, clock, RetentionOptions());
+    for (int64_t i = 0; i < records; ++i) {
+      v1::Command c = TransferCommand(absl::StrCat("m", i), kAccounts, i);
+      Record r;
+      r.set_state(Record::COMMITTED);
+      r.set_tenant("bench");
+      r.set_idempotency_key(c.idempotency_key());
+      r.set_command_id(c.command_id());
+      r.set_actor("bench-agent");
+      r.set_operation(c.target_method());
+      r.set_payload_hash(c.payload_hash().sha256());
+      r.set_fencing_token(1);
+      ledger::v1::TransferResponse response;
+      response.set_from_balance(1'000'000 + i);
+      response.set_to_balance(2'000'000 + i);
+      response.set_effect_seq(static_cast<uint64_t>(i));
+      r.mutable_result()->set_response(response.SerializeAsString());
+      r.set_first_seen_ms(clock.NowMs());
+      r.set_updated_ms(clock.NowMs());
+      r.set_attempts(1);
+      raw_bytes += static_cast<int64_t>(c.idempotency_key().size() + 32 + r.result().response().size());
+      store.Write(r, Record::STATE_UNSPECIFIED, false).IgnoreError();
+    }
+    store.CompactAll().IgnoreError();
+  }
+  int64_t sst_bytes = DirBytes(mem_dir, ".sst");
+  int64_t rss_kb = -1;
+  {
+    auto ledger_proc = Process::Start(absl::GetFlag(FLAGS_bin_dir) + "/services/ledger/ledger_service",
+                                      {"--listen=127.0.0.1:0", "--data_dir=" + base + "/mem-ledger"},
+                                      base + "/mem-ledger.log");
+    auto sidecar_proc = Process::Start(
+        absl::GetFlag(FLAGS_bin_dir) + "/dedupe_sidecar/dedupe_sidecar",
+        {"--listen=127.0.0.1:0", "--data_dir=" + mem_dir,
+         "--upstream=" + (ledger_proc.ok() ? (*ledger_proc)->address() : "127.0.0.1:1")},
+        base + "/mem-sidecar.log");
+    if (sidecar_proc.ok()) {
+      auto stub = v1::Sidecar::NewStub(
+          grpc::CreateChannel((*sidecar_proc)->address(), grpc::InsecureChannelCredentials()));
+      // Read records from all over the key space, as duplicates would.
+      Figures reads = ClosedLoop(64, seconds, [&](int64_t i, std::function<void(bool)> done) {
+        int64_t j = (i * 7919) % records;
+        struct Call {
+          grpc::ClientContext context;
+          v1::SubmitRequest request;
+          v1::SubmitResponse response;
+        };
+        auto call = std::make_shared<Call>();
+        call->context.AddMetadata(kTenantHeader, "bench");
+        *call->request.mutable_command() = TransferCommand(absl::StrCat("m", j), kAccounts, j);
+        stub->async()->Submit(&call->context, &call->request, &call->response,
+                              [call, done](grpc::Status s) { done(s.ok()); });
+      });
+      add("sidecar dup, 1M records", 64, reads, "grpc echo (limit)");
+      rss_kb = RssKb((*sidecar_proc)->pid());
+    }
+  }
+
+  // --- report ------------------------------------------------------------------------------
+  std::map<std::pair<std::string, int>, double> limit;
+  for (const Row& r : rows) limit[{r.path, r.in_flight}] = r.figures.ops_per_s;
+  std::string out_dir = absl::GetFlag(FLAGS_out_dir);
+  fs::create_directories(out_dir);
+  std::string table = absl::StrFormat("%-28s %9s %12s %10s %10s %14s\n", "path", "in flight",
+                                      "ops/s", "p50 us", "p99 us", "x its limit");
+  std::string json = "{\n  \"machine\": {\"cores\": " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) +
+                     "},\n  \"rows\": [\n";
+  std::string dat;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const Row& r = rows[k];
+    double lim = limit.count({r.limit, r.in_flight}) ? limit[{r.limit, r.in_flight}]
+                                                      : limit[{r.limit, 64}];
+    double ratio = lim > 0 ? r.figures.ops_per_s / lim : 0;
+    absl::StrAppend(&table, absl::StrFormat("%-28s %9d %12.0f %10.0f %10.0f %14.2f\n", r.path,
+                                            r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
+                                            r.figures.p99_us, ratio));
+    absl::StrAppend(&json, absl::StrFormat(
+                               "    {\"path\": \"%s\", \"in_flight\": %d, \"ops_per_s\": %.1f, "
+                               "\"p50_us\": %.1f, \"p99_us\": %.1f, \"ratio_to_limit\": %.3f, "
+                               "\"limit\": \"%s\"}%s\n",
+                               r.path, r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
+                               r.figures.p99_us, ratio, r.limit, k + 1 < rows.size() ? "," : ""));
+  }
+  // Added latency at 1 in flight: sidecar first-seen p50 minus the ledger's p50.
+  double added_p50 = 0, budget_p50 = 0;
+  for (const Row& r : rows) {
+    if (r.in_flight != 1) continue;
+    if (r.path == "sidecar first-seen") added_p50 += r.figures.p50_us;
+    if (r.path == "ledger direct") added_p50 -= r.figures.p50_us;
+    if (r.path == "grpc echo (limit)" || r.path == "synced put (limit)") budget_p50 += r.figures.p50_us;
+  }
+  absl::StrAppend(&table, absl::StrFormat(
+      "\nadded p50 at 1 in flight: %.0f us through the sidecar (budget: echo + synced put = %.0f us)\n",
+      added_p50, budget_p50));
+  absl::StrAppend(&table, absl::StrFormat(
+      "sidecar with %d records: RSS %.1f MiB; SST %.1f MiB for %.1f MiB of key + hash + response "
+      "(%.2fx)\n", records, rss_kb / 1024.0, sst_bytes / 1048576.0, raw_bytes / 1048576.0,
+      raw_bytes > 0 ? static_cast<double>(sst_bytes) / raw_bytes : 0));
+  absl::StrAppend(&json, absl::StrFormat(
+      "  ],\n  \"added_p50_us_at_1\": %.1f,\n  \"added_p50_budget_us\": %.1f,\n"
+      "  \"sidecar_records\": %d,\n  \"sidecar_rss_mib\": %.1f,\n  \"sidecar_sst_bytes\": %d,\n"
+      "  \"raw_key_hash_response_bytes\": %d,\n  \"disk_ratio\": %.3f\n}\n",
+      added_p50, budget_p50, records, rss_kb / 1024.0, sst_bytes, raw_bytes,
+      raw_bytes > 0 ? static_cast<double>(sst_bytes) / raw_bytes : 0));
+  std::printf("\n%s", table.c_str());
+  std::ofstream(out_dir + "/latest.json") << json;
+  std::ofstream(out_dir + "/latest.txt") << table;
+
+  // The plot: throughput and p99 against calls in flight, one line per path.
+  std::string data_file = out_dir + "/latest.dat";
+  {
+    std::ofstream data(data_file);
+    std::vector<std::string> paths;
+    for (const Row& r : rows) {
+      if (std::find(paths.begin(), paths.end(), r.path) == paths.end() && r.path != "pipeline drain" &&
+          r.path != "sidecar dup, 1M records") {
+        paths.push_back(r.path);
+      }
+    }
+    for (const std::string& p : paths) {
+      data << "# " << p << "\n";
+      for (const Row& r : rows) {
+        if (r.path == p) data << r.in_flight << " " << r.figures.ops_per_s << " " << r.figures.p99_us << "\n";
+      }
+      data << "\n\n";
+    }
+    std::ofstream script(out_dir + "/latest.gnuplot");
+    script << "set terminal png size 1200,500\nset output '" << out_dir << "/latest.png'\n"
+           << "set multiplot layout 1,2\nset logscale x 2\nset xlabel 'calls in flight'\n"
+           << "set key left top\nset title 'throughput (ops/s)'\nplot ";
+    for (size_t k = 0; k < paths.size(); ++k) {
+      script << (k ? ", " : "") << "'" << data_file << "' index " << k
+             << " using 1:2 with linespoints title '" << paths[k] << "'";
+    }
+    script << "\nset title 'p99 latency (us)'\nset logscale y\nplot ";
+    for (size_t k = 0; k < paths.size(); ++k) {
+      script << (k ? ", " : "") << "'" << data_file << "' index " << k
+             << " using 1:3 with linespoints title '" << paths[k] << "'";
+    }
+    script << "\nunset multiplot\n";
+  }
+  if (std::system(absl::StrCat("gnuplot ", out_dir, "/latest.gnuplot 2>/dev/null").c_str()) == 0) {
+    std::printf("plot: %s/latest.png\n", out_dir.c_str());
+  }
+  std::printf("figures: %s/latest.json\n", out_dir.c_str());
+  std::error_code ignored;
+  fs::remove_all(base, ignored);
+  return 0;
+}
+
+}  // namespace
+}  // namespace eonce::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return eonce::bench::Run();
+}
