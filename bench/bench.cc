@@ -231,6 +231,7 @@ struct Row {
 
 int Run() {
   SetLogsEnabled(false);
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::vector<int> points;
   for (absl::string_view p : absl::StrSplit(absl::GetFlag(FLAGS_in_flight), ',')) {
     points.push_back(std::stoi(std::string(p)));

@@ -52,14 +52,19 @@ struct Deduper::Begun {
 };
 
 Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
-                 Clock& clock, DeduperOptions options, FaultInjector* faults)
+                 Clock& clock, DeduperOptions options, FaultInjector* faults, WorkPool* executor)
     : store_(store),
       audit_(audit),
       upstream_(upstream),
       policy_(policy),
       clock_(clock),
       options_(std::move(options)),
-      faults_(faults) {}
+      faults_(faults),
+      executor_(executor) {}
+
+void Deduper::Continue(std::function<void()> work) {
+  if (executor_ == nullptr || !executor_->Post(work)) work();
+}
 
 void Deduper::Audit(const Context& ctx, const char* decision, const std::string& result,
                     uint64_t token) {
@@ -290,7 +295,9 @@ void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token) {
   call.parent = ctx->caller.context;
   stats_.forwards++;
   upstream_.Forward(std::move(call), [this, ctx, token](ForwardReply reply) {
-    OnForwardReply(ctx, token, std::move(reply));
+    Continue([this, ctx, token, reply = std::move(reply)]() mutable {
+      OnForwardReply(ctx, token, std::move(reply));
+    });
   });
 }
 
@@ -402,7 +409,9 @@ void Deduper::Recover(const std::shared_ptr<Context>& ctx, uint64_t token) {
   int64_t deadline = clock_.NowMs() + options_.outcome_query_timeout_ms;
   upstream_.QueryOutcome(ctx->caller.tenant, ctx->command.command_id(), deadline,
                          [this, ctx, token](absl::StatusOr<v1::QueryOutcomeResponse> outcome) {
-                           OnOutcome(ctx, token, std::move(outcome));
+                           Continue([this, ctx, token, outcome = std::move(outcome)]() mutable {
+                             OnOutcome(ctx, token, std::move(outcome));
+                           });
                          });
 }
 

@@ -29,6 +29,7 @@
 #include "common/command.h"
 #include "common/fault.h"
 #include "common/striped_lock.h"
+#include "common/work_pool.h"
 #include "dedupe_sidecar/audit_log.h"
 #include "dedupe_sidecar/policy.h"
 #include "dedupe_sidecar/record_store.h"
@@ -87,8 +88,11 @@ class Deduper {
  public:
   using SubmitDone = std::function<void(absl::StatusOr<v1::SubmitResponse>)>;
 
+  // `executor`, when set, runs the work that follows an upstream answer (synced writes)
+  // off the upstream's threads; null runs it inline (the simulation).
   Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
-          Clock& clock, DeduperOptions options, FaultInjector* faults = nullptr);
+          Clock& clock, DeduperOptions options, FaultInjector* faults = nullptr,
+          WorkPool* executor = nullptr);
 
   // `done` runs exactly once.
   void Submit(const Caller& caller, const v1::Command& command, SubmitDone done);
@@ -121,6 +125,9 @@ class Deduper {
                               v1::Disposition disposition) const;
   void Audit(const Context& ctx, const char* decision, const std::string& result,
              uint64_t token = 0);
+  // Runs `work` on the executor if there is one (inline if it is full: an answer that
+  // arrived must be handled).
+  void Continue(std::function<void()> work);
 
   RecordStore& store_;
   AuditLog& audit_;
@@ -129,6 +136,7 @@ class Deduper {
   Clock& clock_;
   const DeduperOptions options_;
   FaultInjector* const faults_;
+  WorkPool* const executor_;
   StripedLocks locks_;
   DeduperStats stats_;
 };

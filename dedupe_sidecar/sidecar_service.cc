@@ -56,8 +56,8 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, absl::Stat
 
 class SidecarServiceImpl : public v1::Sidecar::CallbackService {
  public:
-  SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining)
-      : deduper_(deduper), clock_(clock), draining_(draining) {}
+  SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining, WorkPool& pool)
+      : deduper_(deduper), clock_(clock), draining_(draining), pool_(pool) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
                                    const v1::SubmitRequest* request,
@@ -67,11 +67,21 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
       reactor->Finish(ToGrpcStatus(Draining(), context));
       return reactor;
     }
-    deduper_.Submit(CallerOf(context, clock_), request->command(),
-                    [context, reactor, response](absl::StatusOr<v1::SubmitResponse> result) {
-                      if (result.ok()) *response = std::move(*result);
-                      reactor->Finish(ToGrpcStatus(result.status(), context));
-                    });
+    Caller caller = CallerOf(context, clock_);
+    bool posted = pool_.Post([this, caller, context, request, response, reactor] {
+      deduper_.Submit(caller, request->command(),
+                      [context, reactor, response](absl::StatusOr<v1::SubmitResponse> result) {
+                        if (result.ok()) *response = std::move(*result);
+                        reactor->Finish(ToGrpcStatus(result.status(), context));
+                      });
+    });
+    if (!posted) {
+      reactor->Finish(ToGrpcStatus(
+          WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
+                               "too many Submits in flight; nothing was recorded"),
+                         100),
+          context));
+    }
     return reactor;
   }
 
@@ -94,6 +104,7 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
   Deduper& deduper_;
   Clock& clock_;
   std::atomic<bool>& draining_;
+  WorkPool& pool_;
 };
 
 class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
@@ -328,9 +339,11 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
                                                         options.max_message_bytes);
     upstream = s->owned_upstream_.get();
   }
+  s->pool_ = std::make_unique<WorkPool>(64, 4096);
   s->deduper_ = std::make_unique<Deduper>(*s->records_, *s->audit_, *upstream, *s->policy_,
-                                          clock, options.deduper, options.faults);
-  s->sidecar_service_ = std::make_unique<SidecarServiceImpl>(*s->deduper_, clock, s->draining_);
+                                          clock, options.deduper, options.faults, s->pool_.get());
+  s->sidecar_service_ =
+      std::make_unique<SidecarServiceImpl>(*s->deduper_, clock, s->draining_, *s->pool_);
   s->admin_service_ = std::make_unique<SidecarAdminImpl>(*s->deduper_, *s->audit_, clock);
   s->transparent_service_ = std::make_unique<TransparentService>(
       *s->deduper_, *upstream, *s->policy_, clock, options.refuse_unkeyed_mutations,
@@ -381,6 +394,7 @@ absl::Status SidecarServer::Shutdown(int64_t drain_ms) {
     server_->Wait();
     server_.reset();
   }
+  pool_.reset();  // runs what is queued
   if (maintenance_.joinable()) {
     stop_maintenance_.Notify();
     maintenance_.join();

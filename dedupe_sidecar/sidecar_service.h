@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/fault.h"
 #include "common/rocks.h"
+#include "common/work_pool.h"
 #include "dedupe_sidecar/audit_log.h"
 #include "dedupe_sidecar/deduper.h"
 #include "dedupe_sidecar/policy.h"
@@ -81,6 +82,8 @@ class SidecarServer {
   std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<PolicyStore> policy_;
   std::unique_ptr<Upstream> owned_upstream_;
+  // Submits and the work after each forward run here: synced writes off gRPC's threads.
+  std::unique_ptr<WorkPool> pool_;
   std::unique_ptr<Deduper> deduper_;
   std::atomic<bool> draining_{false};
   std::unique_ptr<v1::Sidecar::CallbackService> sidecar_service_;

@@ -136,8 +136,10 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::WatchEvent> {
 class AgentServiceImpl : public v1::Agent::CallbackService {
  public:
   AgentServiceImpl(Outbox& outbox, OutboxStore& store, CredentialState& credential,
-                   StateFeed& feed, std::atomic<bool>& draining, std::function<void()> kick)
-      : outbox_(outbox),
+                   StateFeed& feed, std::atomic<bool>& draining, std::function<void()> kick,
+                   WorkPool& pool)
+      : pool_(pool),
+        outbox_(outbox),
         store_(store),
         credential_(credential),
         feed_(feed),
@@ -152,9 +154,20 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
           context, Error(absl::StatusCode::kUnavailable, "DRAINING", "the agent is shutting down"),
           response);
     }
-    auto result = outbox_.Enqueue(request->command());
-    if (result.ok() && result->created()) kick_();
-    return Reply(context, std::move(result), response);
+    // The synced write runs on the pool, so that concurrent Enqueues share an fsync.
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    bool posted = pool_.Post([this, context, request, response, reactor] {
+      auto result = outbox_.Enqueue(request->command());
+      if (result.ok() && result->created()) kick_();
+      if (result.ok()) *response = std::move(*result);
+      reactor->Finish(ToGrpcStatus(result.status(), context));
+    });
+    if (!posted) {
+      reactor->Finish(ToGrpcStatus(
+          Error(absl::StatusCode::kResourceExhausted, "OVERLOADED", "too many Enqueues in flight"),
+          context));
+    }
+    return reactor;
   }
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
@@ -238,6 +251,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
   }
 
  private:
+  WorkPool& pool_;
   Outbox& outbox_;
   OutboxStore& store_;
   CredentialState& credential_;
@@ -301,8 +315,10 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   s->replayer_ = std::make_unique<Replayer>(*s->store_, *client, *s->credential_, clock, random,
                                             options.replay, &s->feed_);
   AgentServer* raw = s.get();
+  s->pool_ = std::make_unique<WorkPool>(64, 4096);
   s->service_ = std::make_unique<AgentServiceImpl>(*s->outbox_, *s->store_, *s->credential_,
-                                                   s->feed_, s->draining_, [raw] { raw->Kick(); });
+                                                   s->feed_, s->draining_, [raw] { raw->Kick(); },
+                                                   *s->pool_);
   EnableStandardServices();
   grpc::ServerBuilder builder;
   EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, &s->port_));
@@ -354,6 +370,7 @@ absl::Status AgentServer::Shutdown(int64_t drain_ms) {
     server_->Wait();
     server_.reset();
   }
+  pool_.reset();
   if (loop_.joinable()) {
     {
       absl::MutexLock lock(&loop_mu_);

@@ -14,6 +14,7 @@
 #include "common/command.h"
 #include "common/random.h"
 #include "common/rocks.h"
+#include "common/work_pool.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "grpcpp/server.h"
 #include "outbox_agent/credential.h"
@@ -76,6 +77,7 @@ class AgentServer {
   StateFeed feed_;
   std::unique_ptr<Outbox> outbox_;
   std::unique_ptr<Replayer> replayer_;
+  std::unique_ptr<WorkPool> pool_;  // Enqueue's synced writes run here
   std::unique_ptr<v1::Agent::CallbackService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::atomic<bool> draining_{false};

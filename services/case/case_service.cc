@@ -6,40 +6,45 @@
 
 namespace eonce {
 
-grpc::ServerUnaryReactor* CaseServiceImpl::Finish(grpc::CallbackServerContext* context,
-                                                  const absl::StatusOr<v1::CallResult>& result,
-                                                  case_mgmt::v1::Case* response) {
-  if (result.ok() && result->code() == 0) {
-    case_mgmt::v1::Case c;
-    if (c.ParseFromString(result->response())) {
-      context->AddTrailingMetadata(kEntityRevisionTrailer, absl::StrCat(c.revision()));
-    }
-  }
-  return FinishMutation(context, result, response);
+grpc::ServerUnaryReactor* CaseServiceImpl::Run(
+    grpc::CallbackServerContext* context, std::function<absl::StatusOr<v1::CallResult>()> mutation,
+    case_mgmt::v1::Case* response) {
+  return RunMutation(context, pool_, std::move(mutation), response,
+                     [context](const v1::CallResult& result) {
+                       case_mgmt::v1::Case c;
+                       if (c.ParseFromString(result.response())) {
+                         context->AddTrailingMetadata(kEntityRevisionTrailer,
+                                                      absl::StrCat(c.revision()));
+                       }
+                     });
 }
 
 grpc::ServerUnaryReactor* CaseServiceImpl::CreateCase(grpc::CallbackServerContext* context,
                                                       const case_mgmt::v1::CreateCaseRequest* request,
                                                       case_mgmt::v1::Case* response) {
-  return Finish(context, core_->CreateCase(IdentityFromMetadata(*context), *request), response);
+  CallIdentity id = IdentityFromMetadata(*context);
+  return Run(context, [this, id, request] { return core_->CreateCase(id, *request); }, response);
 }
 
 grpc::ServerUnaryReactor* CaseServiceImpl::Transition(grpc::CallbackServerContext* context,
                                                       const case_mgmt::v1::TransitionRequest* request,
                                                       case_mgmt::v1::Case* response) {
-  return Finish(context, core_->Transition(IdentityFromMetadata(*context), *request), response);
+  CallIdentity id = IdentityFromMetadata(*context);
+  return Run(context, [this, id, request] { return core_->Transition(id, *request); }, response);
 }
 
 grpc::ServerUnaryReactor* CaseServiceImpl::Assign(grpc::CallbackServerContext* context,
                                                   const case_mgmt::v1::AssignRequest* request,
                                                   case_mgmt::v1::Case* response) {
-  return Finish(context, core_->Assign(IdentityFromMetadata(*context), *request), response);
+  CallIdentity id = IdentityFromMetadata(*context);
+  return Run(context, [this, id, request] { return core_->Assign(id, *request); }, response);
 }
 
 grpc::ServerUnaryReactor* CaseServiceImpl::AddNote(grpc::CallbackServerContext* context,
                                                    const case_mgmt::v1::AddNoteRequest* request,
                                                    case_mgmt::v1::Case* response) {
-  return Finish(context, core_->AddNote(IdentityFromMetadata(*context), *request), response);
+  CallIdentity id = IdentityFromMetadata(*context);
+  return Run(context, [this, id, request] { return core_->AddNote(id, *request); }, response);
 }
 
 grpc::ServerUnaryReactor* CaseServiceImpl::GetCase(grpc::CallbackServerContext* context,
@@ -49,8 +54,9 @@ grpc::ServerUnaryReactor* CaseServiceImpl::GetCase(grpc::CallbackServerContext* 
 }
 
 ServiceHost::Setup CaseSetup() {
-  return [](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
-    return std::make_shared<CaseServiceImpl>(std::make_unique<CaseCore>(store, inbox));
+  return [](RocksStore& store, Inbox& inbox,
+            WorkPool* pool) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
+    return std::make_shared<CaseServiceImpl>(std::make_unique<CaseCore>(store, inbox), pool);
   };
 }
 

@@ -13,7 +13,8 @@ namespace eonce {
 
 class CaseServiceImpl : public case_mgmt::v1::Cases::CallbackService {
  public:
-  explicit CaseServiceImpl(std::unique_ptr<CaseCore> core) : core_(std::move(core)) {}
+  CaseServiceImpl(std::unique_ptr<CaseCore> core, WorkPool* pool)
+      : core_(std::move(core)), pool_(pool) {}
 
   grpc::ServerUnaryReactor* CreateCase(grpc::CallbackServerContext* context,
                                        const case_mgmt::v1::CreateCaseRequest* request,
@@ -34,10 +35,11 @@ class CaseServiceImpl : public case_mgmt::v1::Cases::CallbackService {
   CaseCore& core() { return *core_; }
 
  private:
-  grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
-                                   const absl::StatusOr<v1::CallResult>& result,
-                                   case_mgmt::v1::Case* response);
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
+                                std::function<absl::StatusOr<v1::CallResult>()> mutation,
+                                case_mgmt::v1::Case* response);
   std::unique_ptr<CaseCore> core_;
+  WorkPool* const pool_;
 };
 
 ServiceHost::Setup CaseSetup();

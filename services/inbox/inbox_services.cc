@@ -1,5 +1,6 @@
 #include "services/inbox/inbox_services.h"
 
+#include "common/command.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
 
@@ -20,10 +21,39 @@ grpc::ServerUnaryReactor* EffectsServiceImpl::ListEffects(
                     response);
 }
 
+grpc::ServerUnaryReactor* RunMutation(
+    grpc::CallbackServerContext* context, WorkPool* pool,
+    std::function<absl::StatusOr<v1::CallResult>()> mutation, google::protobuf::Message* response,
+    std::function<void(const v1::CallResult&)> before_finish) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto run = [context, reactor, mutation = std::move(mutation), response,
+              before_finish = std::move(before_finish)] {
+    absl::StatusOr<v1::CallResult> result = mutation();
+    if (result.ok() && result->code() == 0 && before_finish) before_finish(*result);
+    FinishMutationOn(reactor, context, result, response);
+  };
+  if (pool == nullptr) {
+    run();
+  } else if (!pool->Post(run)) {
+    context->AddTrailingMetadata(kNotAppliedTrailer, "true");
+    reactor->Finish(ToGrpcStatus(
+        Error(absl::StatusCode::kResourceExhausted, "OVERLOADED", "too many calls in flight"),
+        context));
+  }
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* FinishMutation(grpc::CallbackServerContext* context,
                                          const absl::StatusOr<v1::CallResult>& result,
                                          google::protobuf::Message* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  FinishMutationOn(reactor, context, result, response);
+  return reactor;
+}
+
+void FinishMutationOn(grpc::ServerUnaryReactor* reactor, grpc::CallbackServerContext* context,
+                      const absl::StatusOr<v1::CallResult>& result,
+                      google::protobuf::Message* response) {
   if (!result.ok()) {
     reactor->Finish(ToGrpcStatus(result.status(), context));
   } else if (result->code() != 0) {
@@ -35,7 +65,6 @@ grpc::ServerUnaryReactor* FinishMutation(grpc::CallbackServerContext* context,
   } else {
     reactor->Finish(grpc::Status::OK);
   }
-  return reactor;
 }
 
 }  // namespace eonce

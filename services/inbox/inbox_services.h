@@ -5,6 +5,7 @@
 #define EONCE_SERVICES_INBOX_INBOX_SERVICES_H_
 
 #include "eonce/v1/outcome.grpc.pb.h"
+#include "common/work_pool.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/server_context.h"
 #include "services/inbox/inbox.h"
@@ -38,6 +39,19 @@ class EffectsServiceImpl : public v1::Effects::CallbackService {
 grpc::ServerUnaryReactor* FinishMutation(grpc::CallbackServerContext* context,
                                          const absl::StatusOr<v1::CallResult>& result,
                                          google::protobuf::Message* response);
+
+// The same, on a reactor already taken from the context.
+void FinishMutationOn(grpc::ServerUnaryReactor* reactor, grpc::CallbackServerContext* context,
+                      const absl::StatusOr<v1::CallResult>& result,
+                      google::protobuf::Message* response);
+
+// Runs a mutation on `pool` (inline when null) and finishes the call with its result.
+// `before_finish`, if set, sees a successful result first (to add trailers). A full pool
+// answers RESOURCE_EXHAUSTED with `eonce-not-applied: true`: nothing was applied.
+grpc::ServerUnaryReactor* RunMutation(
+    grpc::CallbackServerContext* context, WorkPool* pool,
+    std::function<absl::StatusOr<v1::CallResult>()> mutation, google::protobuf::Message* response,
+    std::function<void(const v1::CallResult&)> before_finish = nullptr);
 
 // Finishes a typed unary read.
 template <typename T>

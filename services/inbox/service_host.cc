@@ -33,7 +33,8 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   EONCE_ASSIGN_OR_RETURN(host->store_,
                          RocksStore::Open(options.data_dir, families, StoreOptions()));
   host->inbox_ = std::make_unique<Inbox>(*host->store_, clock, options.legacy_mode, options.faults);
-  EONCE_ASSIGN_OR_RETURN(host->service_, setup(*host->store_, *host->inbox_));
+  host->pool_ = std::make_unique<WorkPool>(64, 4096);
+  EONCE_ASSIGN_OR_RETURN(host->service_, setup(*host->store_, *host->inbox_, host->pool_.get()));
   host->effects_service_ = std::make_unique<EffectsServiceImpl>(*host->inbox_);
 
   EnableStandardServices();
@@ -61,6 +62,7 @@ absl::Status ServiceHost::Shutdown(int64_t drain_ms) {
     server_->Wait();
     server_.reset();
   }
+  pool_.reset();
   return store_ != nullptr ? store_->Close() : absl::OkStatus();
 }
 

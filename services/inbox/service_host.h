@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/fault.h"
 #include "common/rocks.h"
+#include "common/work_pool.h"
 #include "grpcpp/impl/codegen/service_type.h"
 #include "grpcpp/server.h"
 #include "services/inbox/inbox.h"
@@ -31,8 +32,8 @@ class ServiceHost {
  public:
   // Builds the service's own gRPC service from the opened store and inbox; the host keeps
   // it alive until shutdown.
-  using Setup = std::function<absl::StatusOr<std::shared_ptr<grpc::Service>>(RocksStore& store,
-                                                                             Inbox& inbox)>;
+  using Setup = std::function<absl::StatusOr<std::shared_ptr<grpc::Service>>(
+      RocksStore& store, Inbox& inbox, WorkPool* pool)>;
 
   // `families` are the service's column families besides the inbox's.
   static absl::StatusOr<std::unique_ptr<ServiceHost>> Start(
@@ -50,6 +51,8 @@ class ServiceHost {
   ServiceHost() = default;
   std::unique_ptr<RocksStore> store_;
   std::unique_ptr<Inbox> inbox_;
+  // Mutations run here, off gRPC's threads, so concurrent ones share fsyncs.
+  std::unique_ptr<WorkPool> pool_;
   std::shared_ptr<grpc::Service> service_;
   std::unique_ptr<OutcomeServiceImpl> outcome_service_;
   std::unique_ptr<EffectsServiceImpl> effects_service_;

@@ -7,15 +7,17 @@ namespace eonce {
 grpc::ServerUnaryReactor* LedgerServiceImpl::OpenAccount(
     grpc::CallbackServerContext* context, const ledger::v1::OpenAccountRequest* request,
     ledger::v1::Account* response) {
-  return FinishMutation(context, core_->OpenAccount(IdentityFromMetadata(*context), *request),
-                        response);
+  CallIdentity id = IdentityFromMetadata(*context);
+  return RunMutation(context, pool_, [this, id, request] { return core_->OpenAccount(id, *request); },
+                     response);
 }
 
 grpc::ServerUnaryReactor* LedgerServiceImpl::Transfer(
     grpc::CallbackServerContext* context, const ledger::v1::TransferRequest* request,
     ledger::v1::TransferResponse* response) {
-  return FinishMutation(context, core_->Transfer(IdentityFromMetadata(*context), *request),
-                        response);
+  CallIdentity id = IdentityFromMetadata(*context);
+  return RunMutation(context, pool_, [this, id, request] { return core_->Transfer(id, *request); },
+                     response);
 }
 
 grpc::ServerUnaryReactor* LedgerServiceImpl::GetAccount(
@@ -31,8 +33,9 @@ grpc::ServerUnaryReactor* LedgerServiceImpl::GetTotal(
 }
 
 ServiceHost::Setup LedgerSetup() {
-  return [](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
-    return std::make_shared<LedgerServiceImpl>(std::make_unique<LedgerCore>(store, inbox));
+  return [](RocksStore& store, Inbox& inbox,
+            WorkPool* pool) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
+    return std::make_shared<LedgerServiceImpl>(std::make_unique<LedgerCore>(store, inbox), pool);
   };
 }
 
@@ -42,8 +45,10 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(
   LedgerCore** core = &server->core_;
   auto host = ServiceHost::Start(
       options, clock, LedgerCore::ColumnFamilies(),
-      [core](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
-        auto service = std::make_shared<LedgerServiceImpl>(std::make_unique<LedgerCore>(store, inbox));
+      [core](RocksStore& store, Inbox& inbox,
+             WorkPool* pool) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
+        auto service =
+            std::make_shared<LedgerServiceImpl>(std::make_unique<LedgerCore>(store, inbox), pool);
         *core = &service->core();
         return service;
       });

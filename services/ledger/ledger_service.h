@@ -16,7 +16,8 @@ namespace eonce {
 
 class LedgerServiceImpl : public ledger::v1::Ledger::CallbackService {
  public:
-  explicit LedgerServiceImpl(std::unique_ptr<LedgerCore> core) : core_(std::move(core)) {}
+  LedgerServiceImpl(std::unique_ptr<LedgerCore> core, WorkPool* pool)
+      : core_(std::move(core)), pool_(pool) {}
 
   grpc::ServerUnaryReactor* OpenAccount(grpc::CallbackServerContext* context,
                                         const ledger::v1::OpenAccountRequest* request,
@@ -35,6 +36,7 @@ class LedgerServiceImpl : public ledger::v1::Ledger::CallbackService {
 
  private:
   std::unique_ptr<LedgerCore> core_;
+  WorkPool* const pool_;
 };
 
 // The ServiceHost setup that makes a host a ledger.
