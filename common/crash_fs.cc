@@ -94,6 +94,7 @@ class TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
   IOStatus DoSync(const IOOptions& options, IODebugContext* dbg) {
     if (fs_->Dead(generation_)) return IOStatus::OK();
     if (fs_->fail_syncs()) return IOStatus::IOError("injected sync error");
+    if (fs_->no_space()) return IOStatus::NoSpace("injected: no space left on device");
     IOStatus s = target()->Flush(options, dbg);
     if (s.ok() && fs_->real_sync()) s = target()->Sync(options, dbg);
     if (s.ok()) fs_->Synced(fname_);

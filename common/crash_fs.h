@@ -61,6 +61,10 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   // Failure injection: every write (or sync) fails with an I/O error while set.
   void set_fail_writes(bool fail) { fail_writes_ = fail; }
   void set_fail_syncs(bool fail) { fail_syncs_ = fail; }
+  // A full disk: syncs fail with "no space" while set. (Failing the appends as well
+  // trips an assertion in Debian's RocksDB build once writing resumes.)
+  void set_no_space(bool full) { no_space_ = full; }
+  bool no_space() const { return no_space_.load(); }
 
   // An Env over this file system, for rocksdb::Options::env.
   rocksdb::Env* env() { return env_.get(); }
@@ -89,6 +93,7 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   std::atomic<uint64_t> generation_{1};
   std::atomic<bool> fail_writes_{false};
   std::atomic<bool> fail_syncs_{false};
+  std::atomic<bool> no_space_{false};
   absl::Mutex mu_;
   std::map<std::string, FileState> files_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<rocksdb::Env> env_;

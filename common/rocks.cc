@@ -85,6 +85,11 @@ rocksdb::ColumnFamilyHandle* RocksStore::cf(const std::string& name) const {
 
 absl::Status RocksStore::Close() {
   if (db_ == nullptr) return absl::OkStatus();
+  if (failed()) {
+    // A failed store takes no writes, a flush included; the WAL holds what was acked.
+    CloseWithoutFlush();
+    return absl::UnavailableError("closed without flushing: the store had stopped taking writes");
+  }
   absl::Status result;
   for (auto& [name, handle] : handles_) {
     rocksdb::Status flushed = db_->Flush(rocksdb::FlushOptions(), handle);

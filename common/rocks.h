@@ -6,6 +6,7 @@
 #ifndef EONCE_COMMON_ROCKS_H_
 #define EONCE_COMMON_ROCKS_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,6 +56,13 @@ class RocksStore {
   // Closes without flushing anything, as a crashed process would leave it (the
   // simulation, with a CrashFileSystem that already dropped what was not synced).
   void CloseWithoutFlush();
+  // A circuit breaker for write failures. Once a write to the disk failed (a full disk,
+  // an fsync error), writers stop writing and the component reports itself unready until
+  // it restarts: RocksDB's own recovery from such errors is not safe in every build, and
+  // a restart replays the WAL with nothing lost.
+  void MarkFailed() { failed_.store(true); }
+  bool failed() const { return failed_.load(); }
+
   // Total live SST bytes plus memtable bytes, for metrics and benchmarks.
   uint64_t ApproximateBytes();
 
@@ -62,6 +70,7 @@ class RocksStore {
   RocksStore() = default;
   std::unique_ptr<rocksdb::DB> db_;
   std::map<std::string, rocksdb::ColumnFamilyHandle*> handles_;
+  std::atomic<bool> failed_{false};
 };
 
 // Write options with sync set deliberately; the reason goes with each call site.

@@ -294,7 +294,9 @@ void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token) {
   call.deadline_ms = ctx->caller.deadline_ms > 0 ? std::min(ctx->caller.deadline_ms, limit) : limit;
   call.parent = ctx->caller.context;
   stats_.forwards++;
-  upstream_.Forward(std::move(call), [this, ctx, token](ForwardReply reply) {
+  int64_t started_ms = clock_.NowMs();
+  upstream_.Forward(std::move(call), [this, ctx, token, started_ms](ForwardReply reply) {
+    stats_.forward_latency.Observe((clock_.NowMs() - started_ms) / 1000.0);
     Continue([this, ctx, token, reply = std::move(reply)]() mutable {
       OnForwardReply(ctx, token, std::move(reply));
     });

@@ -28,6 +28,7 @@
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/fault.h"
+#include "common/metrics.h"
 #include "common/striped_lock.h"
 #include "common/work_pool.h"
 #include "dedupe_sidecar/audit_log.h"
@@ -82,6 +83,7 @@ struct DeduperStats {
   std::atomic<int64_t> fenced{0};           // late answers refused by their token
   std::atomic<int64_t> store_errors{0};
   std::atomic<int64_t> forwards{0};
+  LatencyHistogram forward_latency;
 };
 
 class Deduper {

@@ -26,6 +26,8 @@ ABSL_FLAG(bool, refuse_unkeyed_mutations, true,
           "transparent mode: refuse calls without idempotency-key to methods listed as mutating");
 ABSL_FLAG(std::string, instance_id, "sidecar", "this sidecar's name as a lease owner");
 ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight calls may finish on SIGTERM");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Prometheus endpoint, host:port (e.g. 0.0.0.0:9100); empty: no endpoint");
 ABSL_FLAG(int64_t, compaction_interval_ms, 3'600'000, "how often expired records are compacted away");
 
 int main(int argc, char** argv) {
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
   o.max_message_bytes = static_cast<int>(o.deduper.limits.max_request_bytes) + (1 << 20);
   o.refuse_unkeyed_mutations = absl::GetFlag(FLAGS_refuse_unkeyed_mutations);
   o.compaction_interval_ms = absl::GetFlag(FLAGS_compaction_interval_ms);
+  o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
 
   auto server = eonce::SidecarServer::Start(o, eonce::RealClock::Get());
   if (!server.ok()) {

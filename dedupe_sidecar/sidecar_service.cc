@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
+#include "common/clock.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/server.h"
@@ -330,7 +331,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   s->filters_ = std::make_unique<RecordStoreFilters>(clock);
   auto families = RecordStore::ColumnFamilies(*s->filters_);
   for (auto& family : AuditLog::ColumnFamilies(*s->filters_)) families.push_back(family);
-  EONCE_ASSIGN_OR_RETURN(s->rocks_, RocksStore::Open(options.data_dir, families, StoreOptions()));
+  StoreOptions store_options;
+  store_options.env = options.store_env;
+  EONCE_ASSIGN_OR_RETURN(s->rocks_, RocksStore::Open(options.data_dir, families, store_options));
   s->records_ = std::make_unique<RecordStore>(*s->rocks_, clock, options.retention);
   s->audit_ = std::make_unique<AuditLog>(*s->rocks_, clock, options.audit_retention_ms);
   Upstream* upstream = options.upstream;
@@ -361,16 +364,101 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
     return absl::UnavailableError(absl::StrCat("listen: cannot bind ", options.listen_address));
   }
   SetServing(*s->server_, true);
+  s->serving_ = true;
+  if (!options.metrics_address.empty()) {
+    SidecarServer* raw = s.get();
+    EONCE_ASSIGN_OR_RETURN(s->metrics_, MetricsEndpoint::Start(options.metrics_address,
+                                                               [raw] { return raw->Collect(); }));
+  }
   s->maintenance_ = std::thread([raw = s.get(), options] {
-    raw->Maintenance(options.policy_reload_ms, options.compaction_interval_ms);
+    raw->Maintenance(options.policy_reload_ms, options.compaction_interval_ms,
+                     options.health_probe_ms);
   });
   return s;
 }
 
-void SidecarServer::Maintenance(int64_t policy_reload_ms, int64_t compaction_interval_ms) {
+void SidecarServer::ProbeStore() {
+  // After a failed write the store takes no more writes until a restart (see
+  // RocksStore::MarkFailed), so the probe stops writing too.
+  rocksdb::Status written = rocksdb::Status::IOError("the store stopped taking writes");
+  if (!rocks_->failed()) {
+    written = rocks_->db()->Put(SyncedWrite(), "health-probe", absl::StrCat(RealClock::Get().NowMs()));
+    if (!written.ok()) rocks_->MarkFailed();
+  }
+  bool ok = written.ok() && !draining_.load();
+  if (ok != serving_.exchange(ok)) {
+    if (server_ != nullptr) SetServing(*server_, ok);
+    if (ok) {
+      LogInfo("store writable again; ready");
+    } else {
+      LogError("store not writable; not ready", {{"error", written.ToString()}});
+    }
+  }
+}
+
+std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
+  const DeduperStats& st = deduper_->stats();
+  auto n = [](const std::atomic<int64_t>& v) { return static_cast<double>(v.load()); };
+  std::vector<prometheus::MetricFamily> out;
+  out.push_back(CounterFamily(
+      "eonce_sidecar_submits_total", "Submits by outcome.",
+      {{{{"outcome", "applied"}}, n(st.applied)},
+       {{{"outcome", "rejected"}}, n(st.rejected)},
+       {{{"outcome", "replayed"}}, n(st.replayed)},
+       {{{"outcome", "conflict"}}, n(st.conflicts)},
+       {{{"outcome", "in_progress"}}, n(st.in_progress)},
+       {{{"outcome", "expired"}}, n(st.expired)},
+       {{{"outcome", "denied"}}, n(st.denied)},
+       {{{"outcome", "invalid"}}, n(st.invalid)},
+       {{{"outcome", "parked"}}, n(st.parked)},
+       {{{"outcome", "outcome_pending"}}, n(st.pending)},
+       {{{"outcome", "upstream_unavailable"}}, n(st.upstream_unavailable)},
+       {{{"outcome", "store_error"}}, n(st.store_errors)}}));
+  out.push_back(CounterFamily("eonce_sidecar_dedupe_hits_total",
+                              "Duplicates answered from a stored record.", {{{}, n(st.replayed)}}));
+  out.push_back(CounterFamily("eonce_sidecar_conflicts_total",
+                              "Keys reused with another payload.", {{{}, n(st.conflicts)}}));
+  out.push_back(CounterFamily("eonce_sidecar_in_progress_total",
+                              "Duplicates answered IN_PROGRESS.", {{{}, n(st.in_progress)}}));
+  out.push_back(CounterFamily("eonce_sidecar_authorization_denials_total",
+                              "Submits refused by the policy or the caller's identity.",
+                              {{{}, n(st.denied)}}));
+  out.push_back(CounterFamily("eonce_sidecar_forwards_total", "Calls forwarded to the business.",
+                              {{{}, n(st.forwards)}}));
+  out.push_back(CounterFamily("eonce_sidecar_recovered_total",
+                              "Unknown outcomes resolved through QueryOutcome.", {{{}, n(st.recovered)}}));
+  out.push_back(CounterFamily("eonce_sidecar_fenced_answers_total",
+                              "Late answers refused by their fencing token.", {{{}, n(st.fenced)}}));
+  out.push_back(st.forward_latency.Family("eonce_sidecar_forward_duration_seconds",
+                                          "Time from forwarding a call to its answer."));
+  out.push_back(GaugeFamily("eonce_sidecar_parked_records",
+                            "Records whose outcome is unknown, waiting for an operator.",
+                            {{{}, static_cast<double>(records_->parked_count())}}));
+  out.push_back(CounterFamily("eonce_sidecar_compaction_expired_total",
+                              "Records whose response body compaction dropped (tombstoned).",
+                              {{{}, static_cast<double>(filters_->stats.trimmed.load())}}));
+  out.push_back(CounterFamily("eonce_sidecar_compaction_dropped_total",
+                              "Entries compaction dropped at the end of their retention.",
+                              {{{}, static_cast<double>(filters_->stats.dropped.load())}}));
+  out.push_back(GaugeFamily("eonce_sidecar_store_size_bytes", "RocksDB live SST and memtable bytes.",
+                            {{{}, static_cast<double>(rocks_->ApproximateBytes())}}));
+  out.push_back(CounterFamily("eonce_sidecar_audit_events_total", "Audit events appended.",
+                              {{{}, static_cast<double>(audit_->appended())}}));
+  out.push_back(GaugeFamily("eonce_sidecar_ready", "1 when serving, 0 when not ready.",
+                            {{{}, serving_.load() ? 1.0 : 0.0}}));
+  return out;
+}
+
+void SidecarServer::Maintenance(int64_t policy_reload_ms, int64_t compaction_interval_ms,
+                                int64_t health_probe_ms) {
   auto last_compaction = std::chrono::steady_clock::now();
-  while (!stop_maintenance_.WaitForNotificationWithTimeout(
-      absl::Milliseconds(std::max<int64_t>(50, policy_reload_ms)))) {
+  auto last_probe = std::chrono::steady_clock::now();
+  int64_t tick_ms = std::max<int64_t>(20, std::min(policy_reload_ms, health_probe_ms));
+  while (!stop_maintenance_.WaitForNotificationWithTimeout(absl::Milliseconds(tick_ms))) {
+    if (std::chrono::steady_clock::now() - last_probe >= std::chrono::milliseconds(health_probe_ms)) {
+      last_probe = std::chrono::steady_clock::now();
+      ProbeStore();
+    }
     if (absl::Status reloaded = policy_->MaybeReload(); !reloaded.ok()) {
       LogError("policy reload failed; keeping the previous policy",
                {{"error", std::string(reloaded.message())}});
@@ -387,18 +475,21 @@ void SidecarServer::Maintenance(int64_t policy_reload_ms, int64_t compaction_int
 }
 
 absl::Status SidecarServer::Shutdown(int64_t drain_ms) {
+  draining_ = true;
+  serving_ = false;
+  // The maintenance thread touches the server's health status: stop it first.
+  if (maintenance_.joinable()) {
+    stop_maintenance_.Notify();
+    maintenance_.join();
+  }
   if (server_ != nullptr) {
-    draining_ = true;
     SetServing(*server_, false);
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
     server_->Wait();
     server_.reset();
   }
   pool_.reset();  // runs what is queued
-  if (maintenance_.joinable()) {
-    stop_maintenance_.Notify();
-    maintenance_.join();
-  }
+  metrics_.reset();
   absl::Status result;
   if (audit_ != nullptr) {
     result = audit_->Flush();

@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/fault.h"
+#include "common/metrics.h"
 #include "common/rocks.h"
 #include "common/work_pool.h"
 #include "dedupe_sidecar/audit_log.h"
@@ -47,6 +48,12 @@ struct SidecarServerOptions {
   // How often every column family is compacted, so that expired records go even when no
   // writes arrive. 0 = leave it to RocksDB's periodic compaction.
   int64_t compaction_interval_ms = 3'600'000;
+  // Prometheus endpoint, "host:port"; empty: none.
+  std::string metrics_address;
+  // How often the store is probed with a synced write; a failure turns readiness false.
+  int64_t health_probe_ms = 1'000;
+  // A RocksDB Env for the store (tests inject failing writes); null: the default.
+  rocksdb::Env* store_env = nullptr;
   // The simulation hands in its own upstream; null = gRPC to upstream_address.
   Upstream* upstream = nullptr;
   FaultInjector* faults = nullptr;
@@ -62,6 +69,8 @@ class SidecarServer {
   ~SidecarServer();
 
   int port() const { return port_; }
+  int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
+  bool serving() const { return serving_.load(); }
   Deduper& deduper() { return *deduper_; }
   AuditLog& audit() { return *audit_; }
   RecordStore& records() { return *records_; }
@@ -74,7 +83,11 @@ class SidecarServer {
 
  private:
   SidecarServer() = default;
-  void Maintenance(int64_t policy_reload_ms, int64_t compaction_interval_ms);
+  void Maintenance(int64_t policy_reload_ms, int64_t compaction_interval_ms,
+                   int64_t health_probe_ms);
+  std::vector<prometheus::MetricFamily> Collect() const;
+  // A synced write to a probe key: can the store take writes now?
+  void ProbeStore();
 
   std::unique_ptr<RecordStoreFilters> filters_;
   std::unique_ptr<RocksStore> rocks_;
@@ -90,6 +103,8 @@ class SidecarServer {
   std::unique_ptr<v1::SidecarAdmin::CallbackService> admin_service_;
   std::unique_ptr<grpc::CallbackGenericService> transparent_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsEndpoint> metrics_;
+  std::atomic<bool> serving_{false};
   absl::Notification stop_maintenance_;
   std::thread maintenance_;
   int port_ = 0;

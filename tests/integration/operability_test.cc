@@ -1,0 +1,211 @@
+// What an operator sees: the Prometheus endpoint (checked with promtool), readiness that
+// follows the store, and a sidecar that fails closed when its disk stops taking writes.
+#include <chrono>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/command.h"
+#include "common/crash_fs.h"
+#include "common/grpc_status.h"
+#include "common/status.h"
+#include "dedupe_sidecar/sidecar_service.h"
+#include "eonce/v1/outcome.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "services/ledger/ledger_service.h"
+#include "tests/util/http_get.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+// grpc.health.v1 Check through a generic stub: 1 SERVING, 2 NOT_SERVING, -1 on error.
+int HealthStatus(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::ByteBuffer request, response;  // an empty HealthCheckRequest: the whole server
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                 &response, [&](grpc::Status s) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   status = s;
+                   done = true;
+                   cv.notify_all();
+                 });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  if (!status.ok()) return -1;
+  std::vector<grpc::Slice> slices;
+  response.Dump(&slices);
+  std::string bytes;
+  for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  // HealthCheckResponse{status = 1}: field 1, varint.
+  return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : 0;
+}
+
+class OperabilityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LedgerServerOptions ledger_options;
+    ledger_options.data_dir = testing::FreshDir("ledger");
+    ledger_ = std::move(*LedgerServer::Start(ledger_options, RealClock::Get()));
+  }
+
+  void StartSidecar(rocksdb::Env* env = nullptr) {
+    SidecarServerOptions options;
+    options.data_dir = sidecar_dir_;
+    options.upstream_address = "127.0.0.1:" + std::to_string(ledger_->port());
+    options.metrics_address = "127.0.0.1:0";
+    options.health_probe_ms = 50;
+    options.deduper.lease_ms = 1'500;
+    options.deduper.forward_timeout_ms = 1'000;
+    options.store_env = env;
+    auto sidecar = SidecarServer::Start(options, RealClock::Get());
+    ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+    sidecar_ = std::move(*sidecar);
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(sidecar_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Sidecar::NewStub(channel_);
+  }
+
+  v1::Command Open(const std::string& id, int64_t balance = 5) {
+    ledger::v1::OpenAccountRequest open;
+    open.set_id(id);
+    open.set_initial_balance(balance);
+    v1::Command c;
+    c.set_command_id("open-" + id);
+    c.set_target_method("/eonce.ledger.v1.Ledger/OpenAccount");
+    c.set_request(open.SerializeAsString());
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id(id);
+    c.set_idempotency_key(DeriveIdempotencyKey(c));
+    FillPayloadHash(&c);
+    return c;
+  }
+
+  absl::StatusOr<v1::SubmitResponse> Submit(const v1::Command& c) {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "acme");
+    v1::SubmitRequest request;
+    *request.mutable_command() = c;
+    v1::SubmitResponse response;
+    grpc::Status status = stub_->Submit(&context, request, &response);
+    if (!status.ok()) return FromGrpcStatus(status, &context);
+    return response;
+  }
+
+  int WaitForHealth(int want) {
+    int got = -1;
+    for (int i = 0; i < 100; ++i) {  // at most 5 s
+      got = HealthStatus(channel_);
+      if (got == want) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return got;
+  }
+
+  int64_t Effects() {
+    auto effects = v1::Effects::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(ledger_->port()), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    v1::ListEffectsRequest request;
+    v1::ListEffectsResponse response;
+    effects->ListEffects(&context, request, &response);
+    return response.effects_size();
+  }
+
+  std::string sidecar_dir_ = testing::FreshDir("sidecar");
+  std::unique_ptr<LedgerServer> ledger_;
+  std::unique_ptr<SidecarServer> sidecar_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Sidecar::Stub> stub_;
+};
+
+TEST_F(OperabilityTest, MetricsEndpointPassesPromtoolAndCounts) {
+  StartSidecar();
+  ASSERT_TRUE(Submit(Open("a")).ok());
+  ASSERT_TRUE(Submit(Open("a")).ok());  // a duplicate
+  v1::Command reused = Open("a", 99);    // same key, other payload
+  EXPECT_EQ(ReasonOf(Submit(reused).status()), "IDEMPOTENCY_CONFLICT");
+
+  std::string text = testing::HttpGet(sidecar_->metrics_port(), "/metrics");
+  ASSERT_FALSE(text.empty());
+  EXPECT_NE(text.find("eonce_sidecar_submits_total{outcome=\"applied\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("eonce_sidecar_dedupe_hits_total 1"), std::string::npos);
+  EXPECT_NE(text.find("eonce_sidecar_conflicts_total 1"), std::string::npos);
+  EXPECT_NE(text.find("eonce_sidecar_forward_duration_seconds_count 1"), std::string::npos);
+  EXPECT_NE(text.find("eonce_sidecar_parked_records 0"), std::string::npos);
+  EXPECT_NE(text.find("eonce_sidecar_ready 1"), std::string::npos);
+  std::string output;
+  int promtool = testing::PromtoolCheck(text, &output);
+  if (promtool == -1) GTEST_SKIP() << "promtool is not installed (tools/setup.sh installs it)";
+  EXPECT_EQ(promtool, 0) << output;
+}
+
+TEST_F(OperabilityTest, AFullDiskTurnsReadinessOffAndARestartRecovers) {
+  auto fs = NewCrashFileSystem(/*real_sync=*/false);
+  StartSidecar(fs->env());
+  EXPECT_EQ(WaitForHealth(1), 1);
+
+  fs->set_no_space(true);
+  EXPECT_EQ(WaitForHealth(2), 2);
+  auto refused = Submit(Open("b"));
+  EXPECT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().code() == absl::StatusCode::kUnavailable ||
+              refused.status().code() == absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  EXPECT_EQ(Effects(), 0) << "a command was forwarded although nothing was recorded";
+
+  // Space returns; the orchestrator restarts the unready sidecar (its liveness probe).
+  fs->set_no_space(false);
+  // A store that failed cannot flush on the way down; its WAL holds what was acked.
+  sidecar_->Shutdown(1000).IgnoreError();
+  sidecar_.reset();
+  StartSidecar(fs->env());
+  EXPECT_EQ(WaitForHealth(1), 1);
+  auto accepted = Submit(Open("b"));
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  EXPECT_EQ(Effects(), 1);
+}
+
+TEST_F(OperabilityTest, AnFsyncErrorFailsClosedAndARestartRecovers) {
+  auto fs = NewCrashFileSystem(/*real_sync=*/false);
+  StartSidecar(fs->env());
+  ASSERT_TRUE(Submit(Open("a")).ok());
+  fs->set_fail_syncs(true);
+  auto refused = Submit(Open("b"));
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(WaitForHealth(2), 2);
+  EXPECT_EQ(Effects(), 1) << "a command was forwarded although nothing was recorded";
+  fs->set_fail_syncs(false);
+
+  // A restart recovers with nothing lost.
+  sidecar_->Shutdown(1000).IgnoreError();
+  sidecar_.reset();
+  StartSidecar(fs->env());
+  auto replayed = Submit(Open("a"));
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  EXPECT_EQ(replayed->disposition(), v1::REPLAYED);
+  // The refused command's started record may have reached the disk although its fsync
+  // failed. Nothing was forwarded, so once its lease runs out the sidecar asks the ledger,
+  // learns that it was not applied, and forwards it now.
+  absl::StatusOr<v1::SubmitResponse> fresh = Submit(Open("b"));
+  for (int i = 0; i < 50 && !fresh.ok() && ReasonOf(fresh.status()) == "IN_PROGRESS"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    fresh = Submit(Open("b"));
+  }
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->disposition(), v1::APPLIED);
+  EXPECT_EQ(Effects(), 2);
+}
+
+}  // namespace
+}  // namespace eonce
