@@ -329,8 +329,58 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
     return absl::UnavailableError(absl::StrCat("listen: cannot bind ", options.listen_address));
   }
   SetServing(*s->server_, true);
+  if (!options.metrics_address.empty()) {
+    EONCE_ASSIGN_OR_RETURN(s->metrics_, MetricsEndpoint::Start(options.metrics_address,
+                                                               [raw] { return raw->Collect(); }));
+  }
   s->loop_ = std::thread([raw] { raw->Loop(); });
   return s;
+}
+
+std::vector<prometheus::MetricFamily> AgentServer::Collect() {
+  std::vector<prometheus::MetricFamily> out;
+  auto counts = store_->CountsByState();
+  std::vector<std::pair<Labels, double>> by_state;
+  for (int s = 1; s < v1::OutboxState_ARRAYSIZE; ++s) {
+    std::string name = v1::OutboxState_Name(static_cast<v1::OutboxState>(s));
+    for (auto& c : name) c = static_cast<char>(std::tolower(c));
+    by_state.push_back({{{"state", name}}, static_cast<double>(counts[s])});
+  }
+  out.push_back(GaugeFamily("eonce_agent_outbox_records", "Outbox records by state.", by_state));
+  auto oldest = store_->OldestWaitingAgeMs();
+  out.push_back(GaugeFamily("eonce_agent_oldest_waiting_age_seconds",
+                            "Age of the oldest record not yet final.",
+                            {{{}, oldest.ok() ? *oldest / 1000.0 : 0.0}}));
+  const ReplayStats& st = replayer_->stats();
+  auto n = [](const std::atomic<int64_t>& v) { return static_cast<double>(v.load()); };
+  out.push_back(CounterFamily("eonce_agent_attempts_total", "Attempts started.", {{{}, n(st.attempts)}}));
+  out.push_back(CounterFamily("eonce_agent_reconciles_total", "Reconcile calls before resending.",
+                              {{{}, n(st.reconciles)}}));
+  out.push_back(CounterFamily("eonce_agent_retries_total", "Failed attempts by class.",
+                              {{{{"class", "retryable"}}, n(st.retries_retryable)},
+                               {{{"class", "unknown"}}, n(st.retries_unknown)},
+                               {{{"class", "unclassified"}}, n(st.retries_unclassified)}}));
+  out.push_back(CounterFamily("eonce_agent_acked_total", "Commands acked.", {{{}, n(st.acked)}}));
+  out.push_back(CounterFamily("eonce_agent_dead_letters_total", "Records dead-lettered.",
+                              {{{}, n(st.dead_lettered)}}));
+  out.push_back(CounterFamily("eonce_agent_parked_answers_total",
+                              "Answers saying the outcome is parked at the sidecar.", {{{}, n(st.parked)}}));
+  out.push_back(CounterFamily("eonce_agent_stale_answers_refused_total",
+                              "Answers refused by their credential fence.",
+                              {{{}, n(st.stale_responses_refused)}}));
+  out.push_back(CounterFamily("eonce_agent_stale_claims_refused_total",
+                              "Writes refused because the claim was taken over.",
+                              {{{}, n(st.stale_claims_refused)}}));
+  out.push_back(CounterFamily("eonce_agent_compaction_dropped_total",
+                              "Final records dropped after the forensic retention.",
+                              {{{}, static_cast<double>(filters_->stats.dropped.load())}}));
+  out.push_back(GaugeFamily("eonce_agent_store_size_bytes", "RocksDB live SST and memtable bytes.",
+                            {{{}, static_cast<double>(rocks_->ApproximateBytes())}}));
+  out.push_back(GaugeFamily("eonce_agent_credential_epoch", "The credential epoch replay runs under.",
+                            {{{}, static_cast<double>(credential_->session().epoch)}}));
+  out.push_back(GaugeFamily("eonce_agent_replay_active", "1 while replay runs; 0 when revoked or paused.",
+                            {{{}, credential_->active() ? 1.0 : 0.0}}));
+  return out;
 }
 
 void AgentServer::Kick() {
@@ -371,6 +421,7 @@ absl::Status AgentServer::Shutdown(int64_t drain_ms) {
     server_.reset();
   }
   pool_.reset();
+  metrics_.reset();
   if (loop_.joinable()) {
     {
       absl::MutexLock lock(&loop_mu_);

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/command.h"
+#include "common/metrics.h"
 #include "common/random.h"
 #include "common/rocks.h"
 #include "common/work_pool.h"
@@ -42,6 +43,8 @@ struct AgentServerOptions {
   // How long to wait at startup for the sidecars' retention (to refuse a bad max age).
   int64_t startup_info_wait_ms = 3'000;
   int64_t idle_pump_ms = 20;
+  // Prometheus endpoint, "host:port"; empty: none.
+  std::string metrics_address;
   // Null: gRPC to the routes above.
   SidecarClient* client = nullptr;
 };
@@ -53,6 +56,7 @@ class AgentServer {
   ~AgentServer();
 
   int port() const { return port_; }
+  int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
   Outbox& outbox() { return *outbox_; }
   OutboxStore& store() { return *store_; }
   Replayer& replayer() { return *replayer_; }
@@ -66,6 +70,7 @@ class AgentServer {
  private:
   AgentServer() = default;
   void Loop();
+  std::vector<prometheus::MetricFamily> Collect();
 
   AgentServerOptions options_;
   Clock* clock_ = nullptr;
@@ -78,6 +83,7 @@ class AgentServer {
   std::unique_ptr<Outbox> outbox_;
   std::unique_ptr<Replayer> replayer_;
   std::unique_ptr<WorkPool> pool_;  // Enqueue's synced writes run here
+  std::unique_ptr<MetricsEndpoint> metrics_;
   std::unique_ptr<v1::Agent::CallbackService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::atomic<bool> draining_{false};

@@ -13,6 +13,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "outbox_agent/client.h"
+#include "tests/util/http_get.h"
 #include "services/ledger/ledger_service.h"
 #include "tests/util/temp_dir.h"
 
@@ -120,6 +121,28 @@ TEST_F(AgentServerTest, CredentialFileRevokesAndRenews) {
   std::ofstream(options.credential_file) << "epoch=2\n";  // backwards: refused
   EXPECT_FALSE(credential.MaybeReloadFile(options.credential_file).ok());
   EXPECT_EQ(credential.session().epoch, 4);
+}
+
+TEST_F(AgentServerTest, MetricsEndpointPassesPromtool) {
+  AgentServerOptions options = Options();
+  options.metrics_address = "127.0.0.1:0";
+  auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  ASSERT_TRUE((*agent)->outbox().Enqueue(Open("dave")).ok());
+  (*agent)->Kick();
+  for (int i = 0; i < 300; ++i) {
+    auto r = (*agent)->store().Get("open-dave");
+    if (r.ok() && r->has_value() && (*r)->state() == v1::ACKED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string text = testing::HttpGet((*agent)->metrics_port(), "/metrics");
+  EXPECT_NE(text.find("eonce_agent_outbox_records{state=\"acked\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("eonce_agent_acked_total 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("eonce_agent_replay_active 1"), std::string::npos) << text;
+  std::string output;
+  int promtool = testing::PromtoolCheck(text, &output);
+  if (promtool == -1) GTEST_SKIP() << "promtool is not installed (tools/setup.sh installs it)";
+  EXPECT_EQ(promtool, 0) << output;
 }
 
 TEST_F(AgentServerTest, WatchStreamsStateChanges) {

@@ -32,6 +32,8 @@ ABSL_FLAG(int64_t, max_pending_records, 1'000'000, "waiting records before Enque
 ABSL_FLAG(int64_t, forensic_retention_ms, 30LL * 24 * 3600 * 1000,
           "how long final records are kept");
 ABSL_FLAG(int64_t, max_request_bytes, 1 << 20, "largest request message");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Prometheus endpoint, host:port (e.g. 0.0.0.0:9102); empty: no endpoint");
 ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight work may finish on SIGTERM");
 
 int main(int argc, char** argv) {
@@ -57,6 +59,7 @@ int main(int argc, char** argv) {
   o.replay.retry.retention_margin_ms = absl::GetFlag(FLAGS_retention_margin_ms);
   o.replay.retry.base_backoff_ms = absl::GetFlag(FLAGS_base_backoff_ms);
   o.replay.retry.max_backoff_ms = absl::GetFlag(FLAGS_max_backoff_ms);
+  o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   if (o.data_dir.empty() || o.tenant.empty()) {
     std::cerr << "outbox_agent: settings data_dir and tenant are required\n";
     return 2;
