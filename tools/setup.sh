@@ -20,6 +20,7 @@ PACKAGES=(
   libssl-dev
   openssl
   python3
+  python3-yaml
   gnuplot-nox
   prometheus
   iproute2

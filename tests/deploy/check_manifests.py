@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""Checks the rendered Kubernetes objects for the invariants that matter.
+
+Usage: check_manifests.py RENDERED.yaml
+Each violation is printed; the exit code is the number of violations (0 = all good).
+"""
+import re
+import sys
+
+import yaml
+
+KNOWN = {
+    ("apps/v1", "StatefulSet"), ("v1", "Service"), ("v1", "ConfigMap"), ("v1", "Secret"),
+    ("networking.k8s.io/v1", "NetworkPolicy"), ("policy/v1", "PodDisruptionBudget"),
+}
+
+
+def flag(args, name):
+    for a in args:
+        if a.startswith("--%s=" % name):
+            return a.split("=", 1)[1]
+    return None
+
+
+def check(objects):
+    problems = []
+    kinds = {o["kind"] for o in objects}
+    for o in objects:
+        if (o.get("apiVersion"), o.get("kind")) not in KNOWN:
+            problems.append("unexpected object %s %s" % (o.get("apiVersion"), o.get("kind")))
+        if not o.get("metadata", {}).get("name"):
+            problems.append("%s without a name" % o.get("kind"))
+    for required in ["StatefulSet", "Service", "NetworkPolicy", "PodDisruptionBudget", "ConfigMap", "Secret"]:
+        if required not in kinds:
+            problems.append("no %s rendered" % required)
+
+    for o in objects:
+        if o["kind"] != "StatefulSet":
+            continue
+        name = o["metadata"]["name"]
+        pod = o["spec"]["template"]["spec"]
+        containers = pod["containers"]
+        claims = {c["metadata"]["name"] for c in o["spec"].get("volumeClaimTemplates", [])}
+        grace = pod.get("terminationGracePeriodSeconds", 30)
+        pod_security = pod.get("securityContext", {})
+        if not pod_security.get("runAsNonRoot"):
+            problems.append("%s: pod does not set runAsNonRoot" % name)
+        for c in containers:
+            sc = c.get("securityContext", {})
+            where = "%s/%s" % (name, c["name"])
+            if sc.get("privileged"):
+                problems.append("%s runs privileged" % where)
+            if sc.get("allowPrivilegeEscalation", True):
+                problems.append("%s allows privilege escalation" % where)
+            if not sc.get("readOnlyRootFilesystem"):
+                problems.append("%s has a writable root filesystem" % where)
+            if "resources" not in c or "limits" not in c["resources"] or "requests" not in c["resources"]:
+                problems.append("%s has no resource requests and limits" % where)
+            args = c.get("args", [])
+            data_dir = flag(args, "data_dir")
+            if data_dir is not None:
+                mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+                if mounts.get(data_dir) not in claims:
+                    problems.append("%s: --data_dir=%s is not a mounted PVC" % (where, data_dir))
+            drain = flag(args, "drain_ms")
+            if drain is not None and int(drain) / 1000.0 >= grace:
+                problems.append("%s: drain %s ms does not fit the %s s grace period" % (where, drain, grace))
+        names = [c["name"] for c in containers]
+        if "dedupe-sidecar" in names:
+            sidecar = containers[names.index("dedupe-sidecar")]
+            if "readinessProbe" not in sidecar or "livenessProbe" not in sidecar:
+                problems.append("%s: the sidecar has no readiness or liveness probe" % name)
+            upstream = flag(sidecar.get("args", []), "upstream") or ""
+            business = [c for c in containers if c["name"] != "dedupe-sidecar"]
+            if not business:
+                problems.append("%s: the sidecar has no business service in its pod" % name)
+            for b in business:
+                listen = flag(b.get("args", []), "listen") or ""
+                if not re.match(r"^(127\.0\.0\.1|localhost):\d+$", listen):
+                    problems.append("%s/%s listens on %r, not the pod's localhost" % (name, b["name"], listen))
+                if listen.split(":")[-1] != upstream.split(":")[-1]:
+                    problems.append("%s: the sidecar's upstream %r is not %s" % (name, upstream, b["name"]))
+        if "outbox-agent" in names:
+            agent = containers[names.index("outbox-agent")]
+            if "readinessProbe" not in agent or "livenessProbe" not in agent:
+                problems.append("%s: the agent has no probes" % name)
+    return problems
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        objects = [o for o in yaml.safe_load_all(f) if o]
+    problems = check(objects)
+    for p in problems:
+        print("manifest problem:", p)
+    print("%d objects checked, %d problems" % (len(objects), len(problems)))
+    return min(len(problems), 100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
