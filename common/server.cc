@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <iostream>
 
@@ -55,6 +56,14 @@ int WaitForShutdownSignal() {
   int signal = 0;
   sigwait(&set, &signal);
   return signal;
+}
+
+void ExitOnSecondSignal() {
+  std::thread([] {
+    WaitForShutdownSignal();
+    std::fprintf(stderr, "second signal: exiting without finishing the drain\n");
+    std::_Exit(1);
+  }).detach();
 }
 
 void EnableStandardServices() {

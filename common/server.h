@@ -27,6 +27,10 @@ void BlockShutdownSignals();
 // Waits for SIGTERM or SIGINT; returns the signal number.
 int WaitForShutdownSignal();
 
+// Starts a watcher that ends the process at once (exit code 1) on a second SIGTERM or
+// SIGINT: the operator's way past a drain that takes too long. Durable state covers it.
+void ExitOnSecondSignal();
+
 // Adds health checking and server reflection to every server built after this call.
 void EnableStandardServices();
 

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   eonce::AnnounceListening("dedupe_sidecar", o.listen_address, (*server)->port());
   eonce::LogInfo("started", {{"service", "sidecar"}, {"upstream", o.upstream_address}});
   eonce::WaitForShutdownSignal();
+  eonce::ExitOnSecondSignal();
   eonce::LogInfo("draining", {{"service", "sidecar"}});
   absl::Status closed = (*server)->Shutdown(absl::GetFlag(FLAGS_drain_ms));
   if (!closed.ok()) {

@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   eonce::AnnounceListening("outbox_agent", o.listen_address, (*server)->port());
   eonce::LogInfo("started", {{"service", "agent"}, {"tenant", o.tenant}});
   eonce::WaitForShutdownSignal();
+  eonce::ExitOnSecondSignal();
   eonce::LogInfo("draining", {{"service", "agent"}});
   absl::Status closed = (*server)->Shutdown(absl::GetFlag(FLAGS_drain_ms));
   if (!closed.ok()) {

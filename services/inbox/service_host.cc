@@ -101,6 +101,7 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   AnnounceListening(name, options.listen_address, (*host)->port());
   LogInfo("started", {{"service", name}, {"legacy", options.legacy_mode ? "true" : "false"}});
   WaitForShutdownSignal();
+  ExitOnSecondSignal();
   LogInfo("draining", {{"service", name}});
   absl::Status closed = (*host)->Shutdown(absl::GetFlag(FLAGS_drain_ms));
   if (!closed.ok()) {
