@@ -478,11 +478,14 @@ void Deduper::OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
   ctx->Answer(answer);
 }
 
+absl::Status Deduper::RequireTenant(const Caller& caller) {
+  if (!caller.tenant.empty()) return absl::OkStatus();
+  return Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
+}
+
 absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
                                                          const v1::ReconcileRequest& request) {
-  if (caller.tenant.empty()) {
-    return Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
-  }
+  EONCE_RETURN_IF_ERROR(RequireTenant(caller));
   std::string key = request.idempotency_key();
   v1::ReconcileResponse response;
   if (request.lookup_case() == v1::ReconcileRequest::kCommandId) {
@@ -535,9 +538,7 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
 
 absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
     const Caller& caller, const v1::ResolveParkedRequest& request) {
-  if (caller.tenant.empty()) {
-    return Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
-  }
+  EONCE_RETURN_IF_ERROR(RequireTenant(caller));
   if (request.idempotency_key().empty() ||
       request.idempotency_key().size() > options_.limits.max_key_bytes) {
     return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
@@ -575,9 +576,7 @@ absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
 }
 
 absl::StatusOr<v1::ListParkedResponse> Deduper::ListParked(const Caller& caller, int limit) {
-  if (caller.tenant.empty()) {
-    return Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
-  }
+  EONCE_RETURN_IF_ERROR(RequireTenant(caller));
   EONCE_ASSIGN_OR_RETURN(auto records, store_.ListParked(caller.tenant, limit));
   v1::ListParkedResponse response;
   for (const Record& record : records) {

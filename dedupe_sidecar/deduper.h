@@ -127,6 +127,8 @@ class Deduper {
                               v1::Disposition disposition) const;
   void Audit(const Context& ctx, const char* decision, const std::string& result,
              uint64_t token = 0);
+  // UNAUTHENTICATED for a caller without a tenant.
+  static absl::Status RequireTenant(const Caller& caller);
   // Runs `work` on the executor if there is one (inline if it is full: an answer that
   // arrived must be handled).
   void Continue(std::function<void()> work);

@@ -265,19 +265,18 @@ int Run() {
   int64_t agent_duplicates = 0;
   int64_t enqueue_failures = 0;
 
-  auto enqueue = [&](const std::string& method, const google::protobuf::Message& request,
-                     const std::string& entity, const std::string& id,
-                     const std::string& key = "") -> bool {
-    EnqueueOptions options;
-    options.command_id = id;
-    options.idempotency_key = key;
+  // Enqueues through the agent like a producer would, retrying while the agent is
+  // briefly unreachable; the command id makes every retry harmless.
+  auto enqueue_entity = [&](const std::string& method, const google::protobuf::Message& request,
+                            const v1::Entity& entity, const std::string& id,
+                            const std::string& key) -> bool {
+    v1::Command command;
+    command.set_target_method(method);
+    command.set_request(request.SerializeAsString());
+    *command.mutable_entity() = entity;
+    command.set_command_id(id);
+    command.set_idempotency_key(key);
     for (int attempt = 0; attempt < 50; ++attempt) {
-      v1::Command command;
-      command.set_target_method(method);
-      command.set_request(request.SerializeAsString());
-      *command.mutable_entity() = Account(entity);
-      command.set_command_id(id);
-      command.set_idempotency_key(key);
       auto r = agent_client->Enqueue(command, 5000);
       if (r.ok()) {
         if (r->created()) enqueued.insert(id); else ++agent_duplicates;
@@ -289,26 +288,17 @@ int Run() {
     ++enqueue_failures;
     return false;
   };
-
+  auto enqueue = [&](const std::string& method, const google::protobuf::Message& request,
+                     const std::string& account, const std::string& id,
+                     const std::string& key = "") {
+    return enqueue_entity(method, request, Account(account), id, key);
+  };
   auto enqueue_case = [&](const std::string& method, const google::protobuf::Message& request,
-                          const std::string& case_id, const std::string& id) -> bool {
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      v1::Command command;
-      command.set_target_method(method);
-      command.set_request(request.SerializeAsString());
-      command.mutable_entity()->set_type("case");
-      command.mutable_entity()->set_id(case_id);
-      command.set_command_id(id);
-      auto r = agent_client->Enqueue(command, 5000);
-      if (r.ok()) {
-        if (r->created()) enqueued.insert(id); else ++agent_duplicates;
-        return true;
-      }
-      if (!stack.agent->Running()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ++enqueue_failures;
-    return false;
+                          const std::string& case_id, const std::string& id) {
+    v1::Entity entity;
+    entity.set_type("case");
+    entity.set_id(case_id);
+    return enqueue_entity(method, request, entity, id, "");
   };
 
   auto died = [&]() -> bool {
