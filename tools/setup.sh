@@ -43,6 +43,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# The offline Kubernetes schema validator for deploy/ comes from the npm registry, pinned
+# by tools/k8s-validate/package-lock.json.
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ ! -d "$root/tools/k8s-validate/node_modules/kubernetes-models" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    echo "setup: installing the Kubernetes schema validator (npm)"
+    npm ci --prefix "$root/tools/k8s-validate" --no-audit --no-fund --loglevel=error
+  else
+    echo "setup: note: npm not found; deploy/ schema validation will report a skip" >&2
+  fi
+fi
+
 # kubectl ships on the machine image rather than as a Debian package; the deploy
 # tests need it and skip with a message when it is absent.
 if ! command -v kubectl >/dev/null 2>&1; then

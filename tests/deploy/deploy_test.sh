@@ -4,6 +4,9 @@
 set -euo pipefail
 root="$(pwd)"
 check="$root/tests/deploy/check_manifests.py"
+# The schema validator's node_modules live in the source tree, not in the runfiles.
+source_root="$(cd "$(dirname "$(readlink -f "$check")")/../.." && pwd)"
+validator="$source_root/tools/k8s-validate"
 if ! command -v kubectl >/dev/null 2>&1; then
   echo "SKIP: kubectl is not installed on this machine; deploy/ was not rendered" >&2
   exit 0
@@ -11,10 +14,28 @@ fi
 out="${TEST_TMPDIR:-/tmp}"
 # kustomize does not follow the runfiles' symlinks: render a real copy.
 rm -rf "$out/deploy" && cp -rL "$root/deploy" "$out/deploy"
+have_schemas=0
+if [ -d "$validator/node_modules/kubernetes-models" ] && command -v node >/dev/null 2>&1; then
+  have_schemas=1
+else
+  echo "SKIP (schemas only): tools/k8s-validate is not installed (tools/setup.sh installs it)" >&2
+fi
 for overlay in dev production; do
   kubectl kustomize "$out/deploy/overlays/$overlay" > "$out/$overlay.yaml"
   /usr/bin/python3 "$check" "$out/$overlay.yaml"
+  if [ "$have_schemas" = 1 ]; then
+    node "$validator/validate.mjs" "$out/$overlay.yaml"
+  fi
 done
+if [ "$have_schemas" = 1 ]; then
+  # The schema check must be able to fail too.
+  sed 's/containerPort: 7100/containerPort: "seven"/' "$out/dev.yaml" > "$out/badschema.yaml"
+  if node "$validator/validate.mjs" "$out/badschema.yaml" > "$out/badschema.txt"; then
+    echo "the schema validator accepted a port that is not a number" >&2
+    exit 1
+  fi
+  grep -q "containerPort must be integer" "$out/badschema.txt"
+fi
 # Negative control: a privileged container and a business service listening on every
 # interface must both be reported.
 sed -e 's/privileged: false/privileged: true/' -e 's/--listen=127.0.0.1:7101/--listen=0.0.0.0:7101/' \
