@@ -103,6 +103,23 @@ absl::Status RocksStore::Close() {
   return result;
 }
 
+absl::Status RocksStore::Write(rocksdb::WriteBatch* batch, bool sync, const char* what) {
+  if (failed()) {
+    return Error(absl::StatusCode::kUnavailable, "STORE_FAILED",
+                 "the store stopped taking writes after a failed write; restart to recover");
+  }
+  absl::Status status =
+      FromRocks(db_->Write(sync ? SyncedWrite() : UnsyncedWrite(), batch), what);
+  if (!status.ok()) MarkFailed();
+  return status;
+}
+
+absl::Status RocksStore::ProbeWrite() {
+  rocksdb::WriteBatch batch;
+  batch.Put("eonce-health-probe", "ok");
+  return Write(&batch, /*sync=*/true, "health probe");
+}
+
 void RocksStore::CloseWithoutFlush() {
   if (db_ == nullptr) return;
   for (auto& [name, handle] : handles_) db_->DestroyColumnFamilyHandle(handle);

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
+#include "rocksdb/write_batch.h"
 
 namespace eonce {
 
@@ -62,6 +63,14 @@ class RocksStore {
   // a restart replays the WAL with nothing lost.
   void MarkFailed() { failed_.store(true); }
   bool failed() const { return failed_.load(); }
+
+  // Writes `batch` through the circuit breaker: refused (UNAVAILABLE, STORE_FAILED) once the
+  // store failed; a failed write trips the breaker. `sync` as each call site decides.
+  absl::Status Write(rocksdb::WriteBatch* batch, bool sync, const char* what);
+
+  // Readiness: a synced write of a probe key in the default column family. Through the
+  // breaker, so after a failure it stays failed without touching the disk.
+  absl::Status ProbeWrite();
 
   // Total live SST bytes plus memtable bytes, for metrics and benchmarks.
   uint64_t ApproximateBytes();

@@ -155,10 +155,7 @@ absl::Status AuditLog::WriteEvents(const std::vector<v1::AuditEvent>& events) {
     }
   }
   // Not synced: see the header. The next synced record write carries these to disk.
-  if (store_.failed()) return absl::UnavailableError("the store stopped taking writes");
-  absl::Status status = FromRocks(store_.db()->Write(UnsyncedWrite(), &batch), "write audit");
-  if (!status.ok()) store_.MarkFailed();
-  return status;
+  return store_.Write(&batch, /*sync=*/false, "write audit");
 }
 
 absl::StatusOr<std::vector<v1::AuditEvent>> AuditLog::Query(

@@ -106,17 +106,6 @@ absl::StatusOr<std::optional<std::string>> RecordStore::KeyOfCommand(
   return std::optional<std::string>(std::string(framed.payload));
 }
 
-absl::Status RecordStore::Commit(rocksdb::WriteBatch* batch, bool sync, const char* what) {
-  if (store_.failed()) {
-    return Error(absl::StatusCode::kUnavailable, "STORE_FAILED",
-                 "the store stopped taking writes; the sidecar must restart");
-  }
-  absl::Status status =
-      FromRocks(store_.db()->Write(sync ? SyncedWrite() : UnsyncedWrite(), batch), what);
-  if (!status.ok()) store_.MarkFailed();
-  return status;
-}
-
 absl::Status RecordStore::Write(const Record& record, Record::State previous, bool sync) {
   rocksdb::WriteBatch batch;
   std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
@@ -132,7 +121,7 @@ absl::Status RecordStore::Write(const Record& record, Record::State previous, bo
   bool parked_before = previous == Record::PARKED;
   if (parked_now && !parked_before) batch.Put(store_.cf(kParkedCf), scoped, "");
   if (!parked_now && parked_before) batch.Delete(store_.cf(kParkedCf), scoped);
-  EONCE_RETURN_IF_ERROR(Commit(&batch, sync, "write record"));
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, sync, "write record"));
   if (parked_now != parked_before) parked_count_.fetch_add(parked_now ? 1 : -1);
   return absl::OkStatus();
 }
@@ -145,7 +134,7 @@ absl::Status RecordStore::Delete(const Record& record, bool sync) {
     batch.Delete(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()));
   }
   if (record.state() == Record::PARKED) batch.Delete(store_.cf(kParkedCf), scoped);
-  EONCE_RETURN_IF_ERROR(Commit(&batch, sync, "delete record"));
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, sync, "delete record"));
   if (record.state() == Record::PARKED) parked_count_.fetch_sub(1);
   return absl::OkStatus();
 }

@@ -83,8 +83,6 @@ class RecordStore {
 
  private:
   std::string Encode(const Record& record) const;
-  // Writes a batch, through the store's circuit breaker.
-  absl::Status Commit(rocksdb::WriteBatch* batch, bool sync, const char* what);
 
   RocksStore& store_;
   Clock& clock_;

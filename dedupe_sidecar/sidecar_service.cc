@@ -378,20 +378,14 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
 }
 
 void SidecarServer::ProbeStore() {
-  // After a failed write the store takes no more writes until a restart (see
-  // RocksStore::MarkFailed), so the probe stops writing too.
-  rocksdb::Status written = rocksdb::Status::IOError("the store stopped taking writes");
-  if (!rocks_->failed()) {
-    written = rocks_->db()->Put(SyncedWrite(), "health-probe", absl::StrCat(RealClock::Get().NowMs()));
-    if (!written.ok()) rocks_->MarkFailed();
-  }
+  absl::Status written = rocks_->ProbeWrite();
   bool ok = written.ok() && !draining_.load();
   if (ok != serving_.exchange(ok)) {
     if (server_ != nullptr) SetServing(*server_, ok);
     if (ok) {
       LogInfo("store writable again; ready");
     } else {
-      LogError("store not writable; not ready", {{"error", written.ToString()}});
+      LogError("store not writable; not ready", {{"error", std::string(written.message())}});
     }
   }
 }

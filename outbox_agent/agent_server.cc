@@ -329,6 +329,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
     return absl::UnavailableError(absl::StrCat("listen: cannot bind ", options.listen_address));
   }
   SetServing(*s->server_, true);
+  s->ready_ = true;
   if (!options.metrics_address.empty()) {
     EONCE_ASSIGN_OR_RETURN(s->metrics_, MetricsEndpoint::Start(options.metrics_address,
                                                                [raw] { return raw->Collect(); }));
@@ -378,6 +379,8 @@ std::vector<prometheus::MetricFamily> AgentServer::Collect() {
                             {{{}, static_cast<double>(rocks_->ApproximateBytes())}}));
   out.push_back(GaugeFamily("eonce_agent_credential_epoch", "The credential epoch replay runs under.",
                             {{{}, static_cast<double>(credential_->session().epoch)}}));
+  out.push_back(GaugeFamily("eonce_agent_ready", "1 when serving, 0 when not ready.",
+                            {{{}, ready_.load() ? 1.0 : 0.0}}));
   out.push_back(GaugeFamily("eonce_agent_replay_active", "1 while replay runs; 0 when revoked or paused.",
                             {{{}, credential_->active() ? 1.0 : 0.0}}));
   return out;
@@ -401,6 +404,13 @@ void AgentServer::Loop() {
     int64_t now = clock_->NowMs();
     if (now - last_credential_check >= 1000) {
       last_credential_check = now;
+      // Readiness follows the store: a full disk or an I/O error turns it off until a
+      // restart (the store's breaker).
+      bool ok = rocks_->ProbeWrite().ok() && !draining_.load();
+      if (ok != ready_.exchange(ok)) {
+        if (server_ != nullptr) SetServing(*server_, ok);
+        if (!ok) LogError("outbox store not writable; not ready");
+      }
       if (absl::Status reloaded = credential_->MaybeReloadFile(options_.credential_file);
           !reloaded.ok()) {
         LogError("credential file unreadable", {{"error", std::string(reloaded.message())}});
@@ -413,6 +423,14 @@ void AgentServer::Loop() {
 }
 
 absl::Status AgentServer::Shutdown(int64_t drain_ms) {
+  // The loop touches the server's health status: stop it before the server goes.
+  if (loop_.joinable()) {
+    {
+      absl::MutexLock lock(&loop_mu_);
+      stop_ = true;
+    }
+    loop_.join();
+  }
   if (server_ != nullptr) {
     draining_ = true;
     SetServing(*server_, false);
@@ -422,13 +440,6 @@ absl::Status AgentServer::Shutdown(int64_t drain_ms) {
   }
   pool_.reset();
   metrics_.reset();
-  if (loop_.joinable()) {
-    {
-      absl::MutexLock lock(&loop_mu_);
-      stop_ = true;
-    }
-    loop_.join();
-  }
   // Attempts in flight finish (their calls have deadlines); a record whose answer does
   // not arrive in time stays SENDING and is reconciled after the restart.
   // Every attempt has a deadline, so waiting that long always suffices.

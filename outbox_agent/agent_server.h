@@ -87,6 +87,7 @@ class AgentServer {
   std::unique_ptr<v1::Agent::CallbackService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> ready_{false};
   absl::Mutex loop_mu_;
   bool kicked_ ABSL_GUARDED_BY(loop_mu_) = false;
   bool stop_ ABSL_GUARDED_BY(loop_mu_) = false;

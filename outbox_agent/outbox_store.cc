@@ -220,8 +220,7 @@ absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::Insert(const v1::Comm
   // Only the head of a lane is due; a later command waits for its turn.
   EONCE_ASSIGN_OR_RETURN(auto ahead, NextInLane(record));
   if (!ahead.has_value()) batch.Put(store_.cf(kDueCf), DueKey(now, command.command_id()), "");
-  rocksdb::WriteOptions write = options_.sync_enqueue ? SyncedWrite() : UnsyncedWrite();
-  EONCE_RETURN_IF_ERROR(FromRocks(store_.db()->Write(write, &batch), "enqueue"));
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, options_.sync_enqueue, "enqueue"));
   counts_[v1::QUEUED]++;
   return std::make_pair(std::move(record), true);
 }
@@ -277,8 +276,7 @@ absl::StatusOr<OutboxRecord> OutboxStore::Mutate(const std::string& command_id,
     EONCE_ASSIGN_OR_RETURN(bool head, IsLaneHead(after));
     if (head) batch.Put(store_.cf(kDueCf), DueKey(*due, command_id), "");
   }
-  EONCE_RETURN_IF_ERROR(FromRocks(
-      store_.db()->Write(sync ? SyncedWrite() : UnsyncedWrite(), &batch), "outbox transition"));
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, sync, "outbox transition"));
   if (after.state() != before->state()) {
     counts_[before->state()]--;
     counts_[after.state()]++;
@@ -389,11 +387,11 @@ absl::StatusOr<int> OutboxStore::RecoverAfterRestart() {
 }
 
 absl::Status OutboxStore::SaveCredential(int64_t epoch, bool revoked) {
-  std::string value = Fixed64(static_cast<uint64_t>(epoch)) + (revoked ? "1" : "0");
+  rocksdb::WriteBatch batch;
+  batch.Put(store_.cf(kMetaCf), kCredentialKey,
+            Fixed64(static_cast<uint64_t>(epoch)) + (revoked ? "1" : "0"));
   // Synced: a revocation must survive a crash.
-  return FromRocks(
-      store_.db()->Put(SyncedWrite(), store_.cf(kMetaCf), kCredentialKey, value),
-      "save credential");
+  return store_.Write(&batch, /*sync=*/true, "save credential");
 }
 
 absl::StatusOr<std::pair<int64_t, bool>> OutboxStore::LoadCredential() {

@@ -119,7 +119,7 @@ absl::StatusOr<v1::CallResult> Inbox::Run(const CallIdentity& identity,
   }
   if (batch.Count() > 0) {
     // Synced: the effect and its inbox entry must be durable before the answer leaves.
-    EONCE_RETURN_IF_ERROR(FromRocks(store_.db()->Write(SyncedWrite(), &batch), "apply"));
+    EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "apply"));
   }
   EONCE_RETURN_IF_ERROR(HitFault(faults_, FaultPoint::kAfterApplyBeforeResponse));
   return applied.result;
