@@ -94,7 +94,10 @@ absl::StatusOr<v1::CallResult> Inbox::Run(const CallIdentity& identity,
 
   if (dedupe) {
     EONCE_ASSIGN_OR_RETURN(auto stored, Lookup(identity.tenant, identity.command_id));
-    if (stored.has_value()) return stored->result();
+    if (stored.has_value()) {
+      repeats_++;
+      return stored->result();
+    }
   }
 
   rocksdb::WriteBatch batch;
@@ -121,6 +124,7 @@ absl::StatusOr<v1::CallResult> Inbox::Run(const CallIdentity& identity,
     // Synced: the effect and its inbox entry must be durable before the answer leaves.
     EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "apply"));
   }
+  (applied.effect.has_value() ? applied_ : rejected_)++;
   EONCE_RETURN_IF_ERROR(HitFault(faults_, FaultPoint::kAfterApplyBeforeResponse));
   return applied.result;
 }

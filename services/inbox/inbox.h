@@ -88,6 +88,11 @@ class Inbox {
 
   bool legacy_mode() const { return legacy_mode_; }
 
+  // Counters for the metrics endpoint.
+  int64_t applied() const { return applied_.load(); }
+  int64_t repeats_answered() const { return repeats_.load(); }
+  int64_t rejected() const { return rejected_.load(); }
+
  private:
   RocksStore& store_;
   Clock& clock_;
@@ -95,6 +100,9 @@ class Inbox {
   FaultInjector* const faults_;
   StripedLocks locks_;
   std::atomic<uint64_t> next_effect_seq_{1};
+  std::atomic<int64_t> applied_{0};
+  std::atomic<int64_t> repeats_{0};
+  std::atomic<int64_t> rejected_{0};
 };
 
 // Builds a CallResult for a terminal business rejection with an eonce.v1.Rejection.

@@ -5,6 +5,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/chance_faults.h"
 #include "common/log.h"
 #include "common/random.h"
@@ -21,6 +22,8 @@ ABSL_FLAG(double, lose_answer_ratio, 0.0,
           "chaos: the share of applied calls whose answer is lost (UNAVAILABLE after the "
           "effect is durable); for demos and fault tests");
 ABSL_FLAG(uint64_t, fault_seed, 1, "chaos: the seed of lose_answer_ratio's draws");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Prometheus endpoint, host:port (e.g. 0.0.0.0:9101); empty: no endpoint");
 
 namespace eonce {
 
@@ -52,10 +55,52 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
     return absl::UnavailableError(absl::StrCat("listen: cannot bind ", options.listen_address));
   }
   SetServing(*host->server_, true);
+  host->ready_ = true;
+  host->metrics_name_ = options.metrics_name;
+  if (!options.metrics_address.empty()) {
+    ServiceHost* raw = host.get();
+    EONCE_ASSIGN_OR_RETURN(host->metrics_, MetricsEndpoint::Start(options.metrics_address,
+                                                                 [raw] { return raw->Collect(); }));
+  }
+  host->probe_ = std::thread([raw = host.get(), every = options.health_probe_ms] {
+    raw->ProbeLoop(every);
+  });
   return host;
 }
 
+void ServiceHost::ProbeLoop(int64_t every_ms) {
+  while (!stop_probe_.WaitForNotificationWithTimeout(absl::Milliseconds(std::max<int64_t>(20, every_ms)))) {
+    // Readiness follows the store: after a failed write it stays off until a restart.
+    bool ok = store_->ProbeWrite().ok();
+    if (ok != ready_.exchange(ok)) {
+      SetServing(*server_, ok);
+      if (!ok) LogError("store not writable; not ready", {{"service", metrics_name_}});
+    }
+  }
+}
+
+std::vector<prometheus::MetricFamily> ServiceHost::Collect() const {
+  std::string p = "eonce_" + metrics_name_ + "_";
+  std::vector<prometheus::MetricFamily> out;
+  out.push_back(CounterFamily(p + "effects_applied_total", "Calls that applied an effect.",
+                              {{{}, static_cast<double>(inbox_->applied())}}));
+  out.push_back(CounterFamily(p + "rejections_total", "Calls answered with a business rejection.",
+                              {{{}, static_cast<double>(inbox_->rejected())}}));
+  out.push_back(CounterFamily(p + "inbox_repeats_total",
+                              "Repeated command ids answered from the inbox, with no effect.",
+                              {{{}, static_cast<double>(inbox_->repeats_answered())}}));
+  out.push_back(GaugeFamily(p + "store_size_bytes", "RocksDB live SST and memtable bytes.",
+                            {{{}, static_cast<double>(store_->ApproximateBytes())}}));
+  out.push_back(GaugeFamily(p + "ready", "1 when serving, 0 when not ready.",
+                            {{{}, ready_.load() ? 1.0 : 0.0}}));
+  return out;
+}
+
 absl::Status ServiceHost::Shutdown(int64_t drain_ms) {
+  if (probe_.joinable()) {
+    stop_probe_.Notify();
+    probe_.join();
+  }
   if (server_ != nullptr) {
     SetServing(*server_, false);
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
@@ -63,6 +108,7 @@ absl::Status ServiceHost::Shutdown(int64_t drain_ms) {
     server_.reset();
   }
   pool_.reset();
+  metrics_.reset();
   return store_ != nullptr ? store_->Close() : absl::OkStatus();
 }
 
@@ -78,6 +124,8 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   if (options.listen_address.empty()) options.listen_address = default_listen;
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.legacy_mode = absl::GetFlag(FLAGS_legacy);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
+  options.metrics_name = absl::StrReplaceAll(name, {{"_service", ""}});
   if (options.data_dir.empty()) {
     std::cerr << name << ": setting data_dir is required\n";
     return 2;

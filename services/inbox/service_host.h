@@ -6,12 +6,16 @@
 
 #include <functional>
 #include <memory>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "absl/synchronization/notification.h"
 #include "common/fault.h"
+#include "common/metrics.h"
 #include "common/rocks.h"
 #include "common/work_pool.h"
 #include "grpcpp/impl/codegen/service_type.h"
@@ -26,6 +30,12 @@ struct ServiceHostOptions {
   std::string data_dir;
   bool legacy_mode = false;
   FaultInjector* faults = nullptr;
+  // Prometheus endpoint, "host:port"; empty: none.
+  std::string metrics_address;
+  // How often the store is probed with a synced write (readiness).
+  int64_t health_probe_ms = 1'000;
+  // The name in the metrics: eonce_<name>_... ("ledger", "case").
+  std::string metrics_name = "service";
 };
 
 class ServiceHost {
@@ -42,6 +52,7 @@ class ServiceHost {
   ~ServiceHost();
 
   int port() const { return port_; }
+  int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
   RocksStore& store() { return *store_; }
   Inbox& inbox() { return *inbox_; }
   // Stops the server (in-flight calls finish within `drain_ms`) and closes the store.
@@ -49,6 +60,8 @@ class ServiceHost {
 
  private:
   ServiceHost() = default;
+  std::vector<prometheus::MetricFamily> Collect() const;
+  void ProbeLoop(int64_t every_ms);
   std::unique_ptr<RocksStore> store_;
   std::unique_ptr<Inbox> inbox_;
   // Mutations run here, off gRPC's threads, so concurrent ones share fsyncs.
@@ -57,6 +70,11 @@ class ServiceHost {
   std::unique_ptr<OutcomeServiceImpl> outcome_service_;
   std::unique_ptr<EffectsServiceImpl> effects_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsEndpoint> metrics_;
+  std::string metrics_name_;
+  std::atomic<bool> ready_{false};
+  absl::Notification stop_probe_;
+  std::thread probe_;
   int port_ = 0;
 };
 

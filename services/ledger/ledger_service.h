@@ -50,6 +50,7 @@ class LedgerServer {
   static absl::StatusOr<std::unique_ptr<LedgerServer>> Start(const LedgerServerOptions& options,
                                                             Clock& clock);
   int port() const { return host_->port(); }
+  int metrics_port() const { return host_->metrics_port(); }
   LedgerCore& core() { return *core_; }
   absl::Status Shutdown(int64_t drain_ms) { return host_->Shutdown(drain_ms); }
 

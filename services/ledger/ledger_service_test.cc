@@ -6,6 +6,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "tests/util/http_get.h"
 #include "tests/util/temp_dir.h"
 
 namespace eonce {
@@ -17,6 +18,8 @@ class LedgerServiceTest : public ::testing::Test {
     LedgerServerOptions options;
     options.data_dir = testing::FreshDir("ledger_service");
     options.legacy_mode = legacy;
+    options.metrics_address = "127.0.0.1:0";
+    options.metrics_name = "ledger";
     auto server = LedgerServer::Start(options, clock_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -84,6 +87,25 @@ TEST_F(LedgerServiceTest, DuplicateCallReturnsStoredAnswerAndOutcomeIsExact) {
   ASSERT_TRUE(ledger_->GetTotal(&total_context, ledger::v1::GetTotalRequest(), &total).ok());
   EXPECT_EQ(total.total_balance(), 100);
   EXPECT_EQ(total.total_minted(), 100);
+}
+
+TEST_F(LedgerServiceTest, MetricsCountEffectsRepeatsAndRejectionsAndPassPromtool) {
+  Start(/*legacy=*/false);
+  ASSERT_TRUE(Open("a", 10).ok());
+  ASSERT_TRUE(Open("b", 0).ok());
+  ledger::v1::TransferResponse response;
+  ASSERT_TRUE(Transfer("t1", 5, &response).ok());
+  ASSERT_TRUE(Transfer("t1", 5, &response).ok());  // a repeat: no effect
+  EXPECT_FALSE(Transfer("t2", 500, &response).ok());  // too little balance
+  std::string text = testing::HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_NE(text.find("eonce_ledger_effects_applied_total 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("eonce_ledger_inbox_repeats_total 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("eonce_ledger_rejections_total 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("eonce_ledger_ready 1"), std::string::npos) << text;
+  std::string output;
+  int promtool = testing::PromtoolCheck(text, &output);
+  if (promtool == -1) GTEST_SKIP() << "promtool is not installed (tools/setup.sh installs it)";
+  EXPECT_EQ(promtool, 0) << output;
 }
 
 TEST_F(LedgerServiceTest, RejectionCarriesItsReasonInErrorDetails) {
