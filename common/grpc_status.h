@@ -6,8 +6,10 @@
 #define EONCE_COMMON_GRPC_STATUS_H_
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/server_context.h"
+#include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
 
 namespace eonce {
@@ -22,6 +24,17 @@ grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* c
 // Converts a finished call's status back, reading the trailers from `context`, which
 // may be null.
 absl::Status FromGrpcStatus(const grpc::Status& status, const grpc::ClientContext* context);
+
+// Finishes a unary callback call with `result`: the value into `response`, or the error
+// (with its reason and retry delay as trailers).
+template <typename T>
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      absl::StatusOr<T> result, T* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (result.ok()) *response = std::move(*result);
+  reactor->Finish(ToGrpcStatus(result.status(), context));
+  return reactor;
+}
 
 }  // namespace eonce
 

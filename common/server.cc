@@ -84,6 +84,16 @@ absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& addres
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<grpc::Server>> BuildAndServe(grpc::ServerBuilder& builder,
+                                                            const std::string& address) {
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    return absl::UnavailableError(absl::StrCat("listen: cannot bind ", address));
+  }
+  SetServing(*server, true);
+  return server;
+}
+
 void SetServing(grpc::Server& server, bool serving) {
   if (auto* health = server.GetHealthCheckService(); health != nullptr) {
     health->SetServingStatus(serving);

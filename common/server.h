@@ -38,6 +38,11 @@ void EnableStandardServices();
 absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& address,
                          int* bound_port);
 
+// Builds and starts the server and marks it serving; UNAVAILABLE naming the address when
+// it cannot bind.
+absl::StatusOr<std::unique_ptr<grpc::Server>> BuildAndServe(grpc::ServerBuilder& builder,
+                                                            const std::string& address);
+
 // Sets the serving status of every service in `server`'s health service.
 void SetServing(grpc::Server& server, bool serving);
 

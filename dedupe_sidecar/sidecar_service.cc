@@ -46,15 +46,6 @@ absl::Status Draining() {
   return Error(absl::StatusCode::kUnavailable, "DRAINING", "the sidecar is shutting down");
 }
 
-template <typename T>
-grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, absl::StatusOr<T> result,
-                                T* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (result.ok()) *response = std::move(*result);
-  reactor->Finish(ToGrpcStatus(result.status(), context));
-  return reactor;
-}
-
 class SidecarServiceImpl : public v1::Sidecar::CallbackService {
  public:
   SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining, WorkPool& pool)
@@ -90,15 +81,15 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
                                       const v1::ReconcileRequest* request,
                                       v1::ReconcileResponse* response) override {
     if (draining_.load()) {
-      return Reply<v1::ReconcileResponse>(context, Draining(), response);
+      return FinishUnary<v1::ReconcileResponse>(context, Draining(), response);
     }
-    return Reply(context, deduper_.Reconcile(CallerOf(context, clock_), *request), response);
+    return FinishUnary(context, deduper_.Reconcile(CallerOf(context, clock_), *request), response);
   }
 
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context,
                                     const v1::GetInfoRequest* /*request*/,
                                     v1::GetInfoResponse* response) override {
-    return Reply(context, absl::StatusOr<v1::GetInfoResponse>(deduper_.Info()), response);
+    return FinishUnary(context, absl::StatusOr<v1::GetInfoResponse>(deduper_.Info()), response);
   }
 
  private:
@@ -116,7 +107,7 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   grpc::ServerUnaryReactor* ListParked(grpc::CallbackServerContext* context,
                                        const v1::ListParkedRequest* request,
                                        v1::ListParkedResponse* response) override {
-    return Reply(context, deduper_.ListParked(CallerOf(context, clock_), request->limit()),
+    return FinishUnary(context, deduper_.ListParked(CallerOf(context, clock_), request->limit()),
                  response);
   }
 
@@ -134,19 +125,19 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
       for (auto& event : *events) *out.add_events() = std::move(event);
       result = std::move(out);
     }
-    return Reply(context, std::move(result), response);
+    return FinishUnary(context, std::move(result), response);
   }
 
   grpc::ServerUnaryReactor* VerifyAudit(grpc::CallbackServerContext* context,
                                         const v1::VerifyAuditRequest* /*request*/,
                                         v1::VerifyAuditResponse* response) override {
-    return Reply(context, audit_.Verify(), response);
+    return FinishUnary(context, audit_.Verify(), response);
   }
 
   grpc::ServerUnaryReactor* ResolveParked(grpc::CallbackServerContext* context,
                                           const v1::ResolveParkedRequest* request,
                                           v1::ResolveParkedResponse* response) override {
-    return Reply(context, deduper_.ResolveParked(CallerOf(context, clock_), *request), response);
+    return FinishUnary(context, deduper_.ResolveParked(CallerOf(context, clock_), *request), response);
   }
 
  private:
@@ -359,11 +350,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   builder.RegisterService(s->sidecar_service_.get());
   builder.RegisterService(s->admin_service_.get());
   builder.RegisterCallbackGenericService(s->transparent_service_.get());
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("listen: cannot bind ", options.listen_address));
-  }
-  SetServing(*s->server_, true);
+  EONCE_ASSIGN_OR_RETURN(s->server_, BuildAndServe(builder, options.listen_address));
   s->serving_ = true;
   if (!options.metrics_address.empty()) {
     SidecarServer* raw = s.get();

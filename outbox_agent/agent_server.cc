@@ -13,15 +13,6 @@
 namespace eonce {
 namespace {
 
-template <typename T>
-grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, absl::StatusOr<T> result,
-                                T* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (result.ok()) *response = std::move(*result);
-  reactor->Finish(ToGrpcStatus(result.status(), context));
-  return reactor;
-}
-
 absl::StatusOr<OutboxRecord> Found(absl::StatusOr<std::optional<OutboxRecord>> record,
                                    const std::string& id) {
   if (!record.ok()) return record.status();
@@ -150,7 +141,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
                                     const v1::EnqueueRequest* request,
                                     v1::EnqueueResponse* response) override {
     if (draining_.load()) {
-      return Reply<v1::EnqueueResponse>(
+      return FinishUnary<v1::EnqueueResponse>(
           context, Error(absl::StatusCode::kUnavailable, "DRAINING", "the agent is shutting down"),
           response);
     }
@@ -172,7 +163,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
                                 const v1::GetRequest* request, OutboxRecord* response) override {
-    return Reply(context, Found(store_.Get(request->command_id()), request->command_id()),
+    return FinishUnary(context, Found(store_.Get(request->command_id()), request->command_id()),
                  response);
   }
 
@@ -188,7 +179,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
       for (auto& r : *records) *list.add_records() = std::move(r);
       out = std::move(list);
     }
-    return Reply(context, std::move(out), response);
+    return FinishUnary(context, std::move(out), response);
   }
 
   grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext* /*context*/,
@@ -216,7 +207,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
       stats.set_revoked(credential_.revoked());
       out = std::move(stats);
     }
-    return Reply(context, std::move(out), response);
+    return FinishUnary(context, std::move(out), response);
   }
 
   grpc::ServerUnaryReactor* Requeue(grpc::CallbackServerContext* context,
@@ -224,13 +215,13 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
                                     OutboxRecord* response) override {
     auto result = outbox_.Requeue(request->command_id());
     if (result.ok()) kick_();
-    return Reply(context, std::move(result), response);
+    return FinishUnary(context, std::move(result), response);
   }
 
   grpc::ServerUnaryReactor* Drop(grpc::CallbackServerContext* context,
                                  const v1::DropRequest* request,
                                  OutboxRecord* response) override {
-    return Reply(context, outbox_.Drop(request->command_id(), request->why()), response);
+    return FinishUnary(context, outbox_.Drop(request->command_id(), request->why()), response);
   }
 
   grpc::ServerUnaryReactor* SetCredential(grpc::CallbackServerContext* context,
@@ -247,7 +238,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
     } else {
       out = set;
     }
-    return Reply(context, std::move(out), response);
+    return FinishUnary(context, std::move(out), response);
   }
 
  private:
@@ -324,11 +315,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, &s->port_));
   ApplyServerLimits(builder, static_cast<int>(options.limits.max_request_bytes) + (1 << 20), 1024);
   builder.RegisterService(s->service_.get());
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("listen: cannot bind ", options.listen_address));
-  }
-  SetServing(*s->server_, true);
+  EONCE_ASSIGN_OR_RETURN(s->server_, BuildAndServe(builder, options.listen_address));
   s->ready_ = true;
   if (!options.metrics_address.empty()) {
     EONCE_ASSIGN_OR_RETURN(s->metrics_, MetricsEndpoint::Start(options.metrics_address,

@@ -50,7 +50,7 @@ grpc::ServerUnaryReactor* CaseServiceImpl::AddNote(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* CaseServiceImpl::GetCase(grpc::CallbackServerContext* context,
                                                    const case_mgmt::v1::GetCaseRequest* request,
                                                    case_mgmt::v1::Case* response) {
-  return FinishRead(context, core_->GetCase(request->id()), response);
+  return FinishUnary(context, core_->GetCase(request->id()), response);
 }
 
 ServiceHost::Setup CaseSetup() {

@@ -10,14 +10,14 @@ grpc::ServerUnaryReactor* OutcomeServiceImpl::QueryOutcome(
     grpc::CallbackServerContext* context, const v1::QueryOutcomeRequest* request,
     v1::QueryOutcomeResponse* response) {
   CallIdentity identity = IdentityFromMetadata(*context);
-  return FinishRead(context, inbox_.QueryOutcome(identity.tenant, request->command_id()),
+  return FinishUnary(context, inbox_.QueryOutcome(identity.tenant, request->command_id()),
                     response);
 }
 
 grpc::ServerUnaryReactor* EffectsServiceImpl::ListEffects(
     grpc::CallbackServerContext* context, const v1::ListEffectsRequest* request,
     v1::ListEffectsResponse* response) {
-  return FinishRead(context, inbox_.ListEffects(request->after_seq(), request->limit()),
+  return FinishUnary(context, inbox_.ListEffects(request->after_seq(), request->limit()),
                     response);
 }
 

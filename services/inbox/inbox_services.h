@@ -4,6 +4,7 @@
 #ifndef EONCE_SERVICES_INBOX_INBOX_SERVICES_H_
 #define EONCE_SERVICES_INBOX_INBOX_SERVICES_H_
 
+#include "common/grpc_status.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "common/work_pool.h"
 #include "google/protobuf/message.h"
@@ -52,26 +53,6 @@ grpc::ServerUnaryReactor* RunMutation(
     grpc::CallbackServerContext* context, WorkPool* pool,
     std::function<absl::StatusOr<v1::CallResult>()> mutation, google::protobuf::Message* response,
     std::function<void(const v1::CallResult&)> before_finish = nullptr);
-
-// Finishes a typed unary read.
-template <typename T>
-grpc::ServerUnaryReactor* FinishRead(grpc::CallbackServerContext* context,
-                                     absl::StatusOr<T> result, T* response);
-
-}  // namespace eonce
-
-#include "common/grpc_status.h"
-
-namespace eonce {
-
-template <typename T>
-grpc::ServerUnaryReactor* FinishRead(grpc::CallbackServerContext* context,
-                                     absl::StatusOr<T> result, T* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (result.ok()) *response = std::move(*result);
-  reactor->Finish(ToGrpcStatus(result.status(), context));
-  return reactor;
-}
 
 }  // namespace eonce
 

@@ -50,11 +50,7 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
     host->outcome_service_ = std::make_unique<OutcomeServiceImpl>(*host->inbox_);
     builder.RegisterService(host->outcome_service_.get());
   }
-  host->server_ = builder.BuildAndStart();
-  if (host->server_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("listen: cannot bind ", options.listen_address));
-  }
-  SetServing(*host->server_, true);
+  EONCE_ASSIGN_OR_RETURN(host->server_, BuildAndServe(builder, options.listen_address));
   host->ready_ = true;
   host->metrics_name_ = options.metrics_name;
   if (!options.metrics_address.empty()) {

@@ -23,13 +23,13 @@ grpc::ServerUnaryReactor* LedgerServiceImpl::Transfer(
 grpc::ServerUnaryReactor* LedgerServiceImpl::GetAccount(
     grpc::CallbackServerContext* context, const ledger::v1::GetAccountRequest* request,
     ledger::v1::Account* response) {
-  return FinishRead(context, core_->GetAccount(request->id()), response);
+  return FinishUnary(context, core_->GetAccount(request->id()), response);
 }
 
 grpc::ServerUnaryReactor* LedgerServiceImpl::GetTotal(
     grpc::CallbackServerContext* context, const ledger::v1::GetTotalRequest* /*request*/,
     ledger::v1::GetTotalResponse* response) {
-  return FinishRead(context, core_->GetTotal(), response);
+  return FinishUnary(context, core_->GetTotal(), response);
 }
 
 ServiceHost::Setup LedgerSetup() {
