@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/status.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -72,14 +73,15 @@ void EnableStandardServices() {
 }
 
 absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& address,
-                         int* bound_port) {
+                         const TlsFiles& tls, int* bound_port) {
   if (address.empty()) return absl::InvalidArgumentError("listen address is empty");
   bool unix_socket = absl::StartsWith(address, "unix:");
   if (!unix_socket && address.find(':') == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("listen address \"", address, "\" must be host:port or unix:/path"));
   }
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+  EONCE_RETURN_IF_ERROR(ValidateTlsFiles(tls));
+  builder.AddListeningPort(address, ServerCredentials(tls),
                            unix_socket ? nullptr : bound_port);
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/tls.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 
@@ -34,9 +35,10 @@ void ExitOnSecondSignal();
 // Adds health checking and server reflection to every server built after this call.
 void EnableStandardServices();
 
-// Adds a listening port: "host:port" or "unix:/path". `bound_port` receives the port.
+// Adds a listening port: "host:port" or "unix:/path", mutual TLS when `tls` is enabled.
+// `bound_port` receives the port.
 absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& address,
-                         int* bound_port);
+                         const TlsFiles& tls, int* bound_port);
 
 // Builds and starts the server and marks it serving; UNAVAILABLE naming the address when
 // it cannot bind.

@@ -107,6 +107,8 @@ class Deduper {
 
   v1::GetInfoResponse Info() const;
   const DeduperStats& stats() const { return stats_; }
+  // Counts a caller refused at the transport boundary (identity, not policy).
+  void CountDenied() { stats_.denied++; }
   const DeduperOptions& options() const { return options_; }
 
  private:

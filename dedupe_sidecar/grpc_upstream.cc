@@ -50,19 +50,11 @@ bool IsTerminalBusinessCode(grpc::StatusCode code) {
 
 }  // namespace
 
-GrpcUpstream::GrpcUpstream(const std::string& address, Clock& clock, int max_message_bytes)
+GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Clock& clock,
+                           int max_message_bytes)
     : clock_(clock),
-      channel_([&] {
-        grpc::ChannelArguments args;
-        args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-        args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-        args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-        args.SetMaxReceiveMessageSize(max_message_bytes);
-        args.SetMaxSendMessageSize(max_message_bytes);
-        // gRPC's own retries would re-send a mutation; the sidecar decides retries.
-        args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-        return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-      }()),
+      // gRPC's own retries would re-send a mutation; the sidecar decides retries.
+      channel_(NewChannel(address, tls, max_message_bytes)),
       generic_(channel_),
       outcome_(v1::Outcome::NewStub(channel_)) {}
 

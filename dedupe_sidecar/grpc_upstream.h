@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/tls.h"
 #include "dedupe_sidecar/upstream.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/channel.h"
@@ -21,7 +22,8 @@ namespace eonce {
 class GrpcUpstream : public Upstream {
  public:
   // `address` is "host:port" or "unix:/path".
-  GrpcUpstream(const std::string& address, Clock& clock, int max_message_bytes);
+  GrpcUpstream(const std::string& address, const TlsFiles& tls, Clock& clock,
+               int max_message_bytes);
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override;
   void QueryOutcome(const std::string& tenant, const std::string& command_id,

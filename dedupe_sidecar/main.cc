@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/server.h"
+#include "common/tls_flags.h"
 #include "dedupe_sidecar/sidecar_service.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7100", "address agents call: host:port or unix:/path");
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   o.refuse_unkeyed_mutations = absl::GetFlag(FLAGS_refuse_unkeyed_mutations);
   o.compaction_interval_ms = absl::GetFlag(FLAGS_compaction_interval_ms);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
+  o.tls = eonce::TlsFilesFromFlags();
 
   auto server = eonce::SidecarServer::Start(o, eonce::RealClock::Get());
   if (!server.ok()) {

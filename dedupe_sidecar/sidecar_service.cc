@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/server.h"
 #include "common/status.h"
+#include "common/tls.h"
 #include "dedupe_sidecar/grpc_upstream.h"
 #include "grpcpp/server_builder.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -26,9 +27,21 @@ std::string Metadata(const grpc::ServerContextBase& context, const char* name) {
   return it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
 }
 
-Caller CallerOf(grpc::CallbackServerContext* context, Clock& clock) {
+// Who is calling: the tenant from the client certificate (or, on a plaintext port, the
+// eonce-tenant header), the actor, the credential epoch and the deadline. Identity is
+// settled here, at the transport boundary; a caller whose certificate does not match the
+// tenant it claims is refused before anything is read or written.
+absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clock,
+                                Deduper& deduper) {
+  absl::StatusOr<std::string> tenant = CallerTenant(*context);
+  if (!tenant.ok()) {
+    deduper.CountDenied();
+    LogWarn("caller refused", {{"reason", std::string(tenant.status().message())},
+                               {"peer", context->peer()}});
+    return tenant.status();
+  }
   Caller caller;
-  caller.tenant = Metadata(*context, kTenantHeader);
+  caller.tenant = std::move(*tenant);
   caller.actor = Metadata(*context, kActorHeader);
   absl::SimpleAtoi(Metadata(*context, kCredentialEpochHeader), &caller.credential_epoch);
   auto deadline = context->deadline();
@@ -59,8 +72,13 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
       reactor->Finish(ToGrpcStatus(Draining(), context));
       return reactor;
     }
-    Caller caller = CallerOf(context, clock_);
-    bool posted = pool_.Post([this, caller, context, request, response, reactor] {
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (!caller.ok()) {
+      reactor->Finish(ToGrpcStatus(caller.status(), context));
+      return reactor;
+    }
+    bool posted = pool_.Post([this, caller = *std::move(caller), context, request, response,
+                              reactor] {
       deduper_.Submit(caller, request->command(),
                       [context, reactor, response](absl::StatusOr<v1::SubmitResponse> result) {
                         if (result.ok()) *response = std::move(*result);
@@ -83,7 +101,9 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
     if (draining_.load()) {
       return FinishUnary<v1::ReconcileResponse>(context, Draining(), response);
     }
-    return FinishUnary(context, deduper_.Reconcile(CallerOf(context, clock_), *request), response);
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (!caller.ok()) return FinishUnary<v1::ReconcileResponse>(context, caller.status(), response);
+    return FinishUnary(context, deduper_.Reconcile(*caller, *request), response);
   }
 
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context,
@@ -107,18 +127,21 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   grpc::ServerUnaryReactor* ListParked(grpc::CallbackServerContext* context,
                                        const v1::ListParkedRequest* request,
                                        v1::ListParkedResponse* response) override {
-    return FinishUnary(context, deduper_.ListParked(CallerOf(context, clock_), request->limit()),
-                 response);
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (!caller.ok()) return FinishUnary<v1::ListParkedResponse>(context, caller.status(), response);
+    return FinishUnary(context, deduper_.ListParked(*caller, request->limit()), response);
   }
 
   grpc::ServerUnaryReactor* QueryAudit(grpc::CallbackServerContext* context,
                                        const v1::QueryAuditRequest* request,
                                        v1::QueryAuditResponse* response) override {
-    Caller caller = CallerOf(context, clock_);
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
     absl::StatusOr<v1::QueryAuditResponse> result;
-    if (caller.tenant.empty()) {
+    if (!caller.ok()) {
+      result = caller.status();
+    } else if (caller->tenant.empty()) {
       result = Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
-    } else if (auto events = audit_.Query(caller.tenant, *request); !events.ok()) {
+    } else if (auto events = audit_.Query(caller->tenant, *request); !events.ok()) {
       result = events.status();
     } else {
       v1::QueryAuditResponse out;
@@ -131,13 +154,24 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   grpc::ServerUnaryReactor* VerifyAudit(grpc::CallbackServerContext* context,
                                         const v1::VerifyAuditRequest* /*request*/,
                                         v1::VerifyAuditResponse* response) override {
+    // The check walks the whole chain but answers only whether it holds and how long it
+    // is; still, only an identified caller may ask.
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (caller.ok() && caller->tenant.empty()) {
+      caller = Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
+    }
+    if (!caller.ok()) return FinishUnary<v1::VerifyAuditResponse>(context, caller.status(), response);
     return FinishUnary(context, audit_.Verify(), response);
   }
 
   grpc::ServerUnaryReactor* ResolveParked(grpc::CallbackServerContext* context,
                                           const v1::ResolveParkedRequest* request,
                                           v1::ResolveParkedResponse* response) override {
-    return FinishUnary(context, deduper_.ResolveParked(CallerOf(context, clock_), *request), response);
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (!caller.ok()) {
+      return FinishUnary<v1::ResolveParkedResponse>(context, caller.status(), response);
+    }
+    return FinishUnary(context, deduper_.ResolveParked(*caller, *request), response);
   }
 
  private:
@@ -198,8 +232,12 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
     command.mutable_entity()->set_type("transparent");
     command.mutable_entity()->set_id("call");
     FillPayloadHash(&command);
-    Caller caller = CallerOf(context_, clock_);
-    deduper_.Submit(caller, command, [this](absl::StatusOr<v1::SubmitResponse> result) {
+    absl::StatusOr<Caller> caller = CallerOf(context_, clock_, deduper_);
+    if (!caller.ok()) {
+      Finish(ToGrpcStatus(caller.status(), context_));
+      return;
+    }
+    deduper_.Submit(*caller, command, [this](absl::StatusOr<v1::SubmitResponse> result) {
       if (!result.ok()) {
         Finish(ToGrpcStatus(result.status(), context_));
         return;
@@ -232,7 +270,12 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
     ForwardCall call;
     call.method = method;
     call.request = std::move(bytes);
-    call.tenant = Metadata(*context_, kTenantHeader);
+    absl::StatusOr<Caller> caller = CallerOf(context_, clock_, deduper_);
+    if (!caller.ok()) {
+      Finish(ToGrpcStatus(caller.status(), context_));
+      return;
+    }
+    call.tenant = caller->tenant;
     call.actor = Metadata(*context_, kActorHeader);
     call.deadline_ms = clock_.NowMs() + forward_timeout_ms_;
     upstream_.Forward(std::move(call), [this](ForwardReply reply) {
@@ -329,7 +372,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   s->audit_ = std::make_unique<AuditLog>(*s->rocks_, clock, options.audit_retention_ms);
   Upstream* upstream = options.upstream;
   if (upstream == nullptr) {
-    s->owned_upstream_ = std::make_unique<GrpcUpstream>(options.upstream_address, clock,
+    s->owned_upstream_ = std::make_unique<GrpcUpstream>(options.upstream_address, options.tls, clock,
                                                         options.max_message_bytes);
     upstream = s->owned_upstream_.get();
   }
@@ -345,7 +388,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
 
   EnableStandardServices();
   grpc::ServerBuilder builder;
-  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, &s->port_));
+  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, options.tls, &s->port_));
   ApplyServerLimits(builder, options.max_message_bytes, options.max_concurrent_streams);
   builder.RegisterService(s->sidecar_service_.get());
   builder.RegisterService(s->admin_service_.get());

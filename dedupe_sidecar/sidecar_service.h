@@ -21,6 +21,7 @@
 #include "common/fault.h"
 #include "common/metrics.h"
 #include "common/rocks.h"
+#include "common/tls.h"
 #include "common/work_pool.h"
 #include "dedupe_sidecar/audit_log.h"
 #include "dedupe_sidecar/deduper.h"
@@ -52,6 +53,9 @@ struct SidecarServerOptions {
   std::string metrics_address;
   // How often the store is probed with a synced write; a failure turns readiness false.
   int64_t health_probe_ms = 1'000;
+  // Mutual TLS on the listening port (callers' tenants come from their certificates) and
+  // towards the business service; empty: plaintext.
+  TlsFiles tls;
   // A RocksDB Env for the store (tests inject failing writes); null: the default.
   rocksdb::Env* store_env = nullptr;
   // The simulation hands in its own upstream; null = gRPC to upstream_address.

@@ -13,6 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/escaping.h"
+#include "common/tls_flags.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto channel =
-      grpc::CreateChannel(absl::GetFlag(FLAGS_sidecar), grpc::InsecureChannelCredentials());
+      grpc::CreateChannel(absl::GetFlag(FLAGS_sidecar), eonce::ChannelCredentials(eonce::TlsFilesFromFlags()));
   auto sidecar = eonce::v1::Sidecar::NewStub(channel);
   auto admin = eonce::v1::SidecarAdmin::NewStub(channel);
   std::string verb = args[1];

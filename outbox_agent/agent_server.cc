@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/server.h"
 #include "common/status.h"
+#include "common/tls.h"
 #include "grpcpp/server_builder.h"
 #include "outbox_agent/grpc_sidecar_client.h"
 
@@ -124,12 +125,20 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::WatchEvent> {
   bool finished_ = false;  // guarded by shared_->mu
 };
 
+// A Watch refused before it started.
+class RefusedWatch : public grpc::ServerWriteReactor<v1::WatchEvent> {
+ public:
+  explicit RefusedWatch(grpc::Status status) { Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
 class AgentServiceImpl : public v1::Agent::CallbackService {
  public:
   AgentServiceImpl(Outbox& outbox, OutboxStore& store, CredentialState& credential,
                    StateFeed& feed, std::atomic<bool>& draining, std::function<void()> kick,
-                   WorkPool& pool)
-      : pool_(pool),
+                   WorkPool& pool, std::string tenant)
+      : tenant_(std::move(tenant)),
+        pool_(pool),
         outbox_(outbox),
         store_(store),
         credential_(credential),
@@ -140,108 +149,150 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
   grpc::ServerUnaryReactor* Enqueue(grpc::CallbackServerContext* context,
                                     const v1::EnqueueRequest* request,
                                     v1::EnqueueResponse* response) override {
-    if (draining_.load()) {
-      return FinishUnary<v1::EnqueueResponse>(
-          context, Error(absl::StatusCode::kUnavailable, "DRAINING", "the agent is shutting down"),
-          response);
-    }
-    // The synced write runs on the pool, so that concurrent Enqueues share an fsync.
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    bool posted = pool_.Post([this, context, request, response, reactor] {
-      auto result = outbox_.Enqueue(request->command());
-      if (result.ok() && result->created()) kick_();
-      if (result.ok()) *response = std::move(*result);
-      reactor->Finish(ToGrpcStatus(result.status(), context));
+    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+      if (draining_.load()) {
+        return FinishUnary<v1::EnqueueResponse>(
+            context, Error(absl::StatusCode::kUnavailable, "DRAINING", "the agent is shutting down"),
+            response);
+      }
+      // The synced write runs on the pool, so that concurrent Enqueues share an fsync.
+      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+      bool posted = pool_.Post([this, context, request, response, reactor] {
+        auto result = outbox_.Enqueue(request->command());
+        if (result.ok() && result->created()) kick_();
+        if (result.ok()) *response = std::move(*result);
+        reactor->Finish(ToGrpcStatus(result.status(), context));
+      });
+      if (!posted) {
+        reactor->Finish(ToGrpcStatus(
+            Error(absl::StatusCode::kResourceExhausted, "OVERLOADED", "too many Enqueues in flight"),
+            context));
+      }
+      return reactor;
     });
-    if (!posted) {
-      reactor->Finish(ToGrpcStatus(
-          Error(absl::StatusCode::kResourceExhausted, "OVERLOADED", "too many Enqueues in flight"),
-          context));
-    }
-    return reactor;
   }
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
                                 const v1::GetRequest* request, OutboxRecord* response) override {
-    return FinishUnary(context, Found(store_.Get(request->command_id()), request->command_id()),
-                 response);
+    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+      return FinishUnary(context, Found(store_.Get(request->command_id()), request->command_id()),
+                   response);
+    });
   }
 
   grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
                                  const v1::ListRequest* request,
                                  v1::ListResponse* response) override {
-    absl::StatusOr<v1::ListResponse> out;
-    auto records = store_.List(request->state(), request->after_command_id(), request->limit());
-    if (!records.ok()) {
-      out = records.status();
-    } else {
-      v1::ListResponse list;
-      for (auto& r : *records) *list.add_records() = std::move(r);
-      out = std::move(list);
-    }
-    return FinishUnary(context, std::move(out), response);
+    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+      absl::StatusOr<v1::ListResponse> out;
+      auto records = store_.List(request->state(), request->after_command_id(), request->limit());
+      if (!records.ok()) {
+        out = records.status();
+      } else {
+        v1::ListResponse list;
+        for (auto& r : *records) *list.add_records() = std::move(r);
+        out = std::move(list);
+      }
+      return FinishUnary(context, std::move(out), response);
+    });
   }
 
-  grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext* /*context*/,
+  grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext* context,
                                                  const v1::WatchRequest* /*request*/) override {
+    if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+      return new RefusedWatch(ToGrpcStatus(allowed, context));
+    }
     return new WatchReactor(feed_);
   }
 
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* context,
                                   const v1::StatsRequest* /*request*/,
                                   v1::StatsResponse* response) override {
-    absl::StatusOr<v1::StatsResponse> out;
-    auto oldest = store_.OldestWaitingAgeMs();
-    if (!oldest.ok()) {
-      out = oldest.status();
-    } else {
-      v1::StatsResponse stats;
-      auto counts = store_.CountsByState();
-      for (int s = 1; s < v1::OutboxState_ARRAYSIZE; ++s) {
-        v1::StateCount* count = stats.add_counts();
-        count->set_state(static_cast<v1::OutboxState>(s));
-        count->set_count(counts[s]);
+    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+      absl::StatusOr<v1::StatsResponse> out;
+      auto oldest = store_.OldestWaitingAgeMs();
+      if (!oldest.ok()) {
+        out = oldest.status();
+      } else {
+        v1::StatsResponse stats;
+        auto counts = store_.CountsByState();
+        for (int s = 1; s < v1::OutboxState_ARRAYSIZE; ++s) {
+          v1::StateCount* count = stats.add_counts();
+          count->set_state(static_cast<v1::OutboxState>(s));
+          count->set_count(counts[s]);
+        }
+        stats.set_oldest_queued_age_ms(*oldest);
+        stats.set_credential_epoch(credential_.session().epoch);
+        stats.set_revoked(credential_.revoked());
+        out = std::move(stats);
       }
-      stats.set_oldest_queued_age_ms(*oldest);
-      stats.set_credential_epoch(credential_.session().epoch);
-      stats.set_revoked(credential_.revoked());
-      out = std::move(stats);
-    }
-    return FinishUnary(context, std::move(out), response);
+      return FinishUnary(context, std::move(out), response);
+    });
   }
 
   grpc::ServerUnaryReactor* Requeue(grpc::CallbackServerContext* context,
                                     const v1::RequeueRequest* request,
                                     OutboxRecord* response) override {
-    auto result = outbox_.Requeue(request->command_id());
-    if (result.ok()) kick_();
-    return FinishUnary(context, std::move(result), response);
+    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+      auto result = outbox_.Requeue(request->command_id());
+      if (result.ok()) kick_();
+      return FinishUnary(context, std::move(result), response);
+    });
   }
 
   grpc::ServerUnaryReactor* Drop(grpc::CallbackServerContext* context,
                                  const v1::DropRequest* request,
                                  OutboxRecord* response) override {
-    return FinishUnary(context, outbox_.Drop(request->command_id(), request->why()), response);
+    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+      return FinishUnary(context, outbox_.Drop(request->command_id(), request->why()), response);
+    });
   }
 
   grpc::ServerUnaryReactor* SetCredential(grpc::CallbackServerContext* context,
                                           const v1::SetCredentialRequest* request,
                                           v1::SetCredentialResponse* response) override {
-    absl::Status set = credential_.Set(request->epoch(), request->revoked());
-    absl::StatusOr<v1::SetCredentialResponse> out;
-    if (set.ok()) {
-      v1::SetCredentialResponse r;
-      r.set_epoch(credential_.session().epoch);
-      r.set_revoked(credential_.revoked());
-      out = r;
-      kick_();
-    } else {
-      out = set;
-    }
-    return FinishUnary(context, std::move(out), response);
+    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+      absl::Status set = credential_.Set(request->epoch(), request->revoked());
+      absl::StatusOr<v1::SetCredentialResponse> out;
+      if (set.ok()) {
+        v1::SetCredentialResponse r;
+        r.set_epoch(credential_.session().epoch);
+        r.set_revoked(credential_.revoked());
+        out = r;
+        kick_();
+      } else {
+        out = set;
+      }
+      return FinishUnary(context, std::move(out), response);
+    });
   }
 
  private:
+  // The agent serves one tenant. A caller authenticated by a client certificate must be
+  // of that tenant; a plaintext caller (local development) is taken at its word.
+  absl::Status Authorize(const grpc::CallbackServerContext& context) const {
+    absl::StatusOr<std::string> tenant = CallerTenant(context);
+    if (!tenant.ok()) return tenant.status();
+    if (!tenant->empty() && *tenant != tenant_) {
+      return Error(absl::StatusCode::kPermissionDenied, "WRONG_TENANT",
+                   absl::StrCat("this agent serves tenant \"", tenant_, "\", not \"", *tenant,
+                                "\""));
+    }
+    return absl::OkStatus();
+  }
+
+  template <typename Response, typename Handler>
+  grpc::ServerUnaryReactor* Authorized(grpc::CallbackServerContext* context, Response* response,
+                                       Handler handler) {
+    if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
+      LogWarn("caller refused", {{"reason", std::string(allowed.message())},
+                                 {"peer", context->peer()}});
+      return FinishUnary<Response>(context, allowed, response);
+    }
+    return handler();
+  }
+
+  const std::string tenant_;
   WorkPool& pool_;
   Outbox& outbox_;
   OutboxStore& store_;
@@ -287,7 +338,8 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   SidecarClient* client = options.client;
   if (client == nullptr) {
     EONCE_ASSIGN_OR_RETURN(auto grpc_client, GrpcSidecarClient::Create(
-                                                 options.routes, options.default_sidecar, clock));
+                                                 options.routes, options.default_sidecar,
+                                                 options.tls, clock));
     // The retention contract: a max age past the sidecar's retention would replay
     // records that the sidecar no longer remembers.
     for (auto& [route, retention] : grpc_client->FetchRetentions(options.startup_info_wait_ms)) {
@@ -309,10 +361,10 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   s->pool_ = std::make_unique<WorkPool>(64, 4096);
   s->service_ = std::make_unique<AgentServiceImpl>(*s->outbox_, *s->store_, *s->credential_,
                                                    s->feed_, s->draining_, [raw] { raw->Kick(); },
-                                                   *s->pool_);
+                                                   *s->pool_, options.tenant);
   EnableStandardServices();
   grpc::ServerBuilder builder;
-  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, &s->port_));
+  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, options.tls, &s->port_));
   ApplyServerLimits(builder, static_cast<int>(options.limits.max_request_bytes) + (1 << 20), 1024);
   builder.RegisterService(s->service_.get());
   EONCE_ASSIGN_OR_RETURN(s->server_, BuildAndServe(builder, options.listen_address));

@@ -15,6 +15,7 @@
 #include "common/metrics.h"
 #include "common/random.h"
 #include "common/rocks.h"
+#include "common/tls.h"
 #include "common/work_pool.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "grpcpp/server.h"
@@ -45,6 +46,9 @@ struct AgentServerOptions {
   int64_t idle_pump_ms = 20;
   // Prometheus endpoint, "host:port"; empty: none.
   std::string metrics_address;
+  // Mutual TLS on the listening port (producers' certificates must name `tenant`) and
+  // towards the sidecars; empty: plaintext.
+  TlsFiles tls;
   // Null: gRPC to the routes above.
   SidecarClient* client = nullptr;
 };

@@ -23,16 +23,7 @@ std::chrono::system_clock::time_point WallDeadline(Clock& clock, int64_t deadlin
          std::chrono::milliseconds(std::max<int64_t>(0, deadline_ms - clock.NowMs()));
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // the replayer owns retries
-  args.SetMaxSendMessageSize(8 << 20);
-  args.SetMaxReceiveMessageSize(8 << 20);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
+constexpr int kMaxMessageBytes = 8 << 20;
 
 void AddSession(grpc::ClientContext* context, const Session& session) {
   context->AddMetadata(kTenantHeader, session.tenant);
@@ -43,7 +34,8 @@ void AddSession(grpc::ClientContext* context, const Session& session) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcSidecarClient>> GrpcSidecarClient::Create(
-    const std::string& routes, const std::string& default_address, Clock& clock) {
+    const std::string& routes, const std::string& default_address, const TlsFiles& tls,
+    Clock& clock) {
   std::unique_ptr<GrpcSidecarClient> client(new GrpcSidecarClient(clock));
   for (absl::string_view entry : absl::StrSplit(routes, ',', absl::SkipEmpty())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
@@ -53,13 +45,14 @@ absl::StatusOr<std::unique_ptr<GrpcSidecarClient>> GrpcSidecarClient::Create(
     }
     auto route = std::make_unique<Route>();
     route->address = kv.second;
-    route->stub = v1::Sidecar::NewStub(MakeChannel(kv.second));
+    route->stub = v1::Sidecar::NewStub(NewChannel(kv.second, tls, kMaxMessageBytes));
     client->routes_[kv.first] = std::move(route);
   }
   if (!default_address.empty()) {
     client->default_route_ = std::make_unique<Route>();
     client->default_route_->address = default_address;
-    client->default_route_->stub = v1::Sidecar::NewStub(MakeChannel(default_address));
+    client->default_route_->stub =
+        v1::Sidecar::NewStub(NewChannel(default_address, tls, kMaxMessageBytes));
   }
   if (client->routes_.empty() && client->default_route_ == nullptr) {
     return absl::InvalidArgumentError("sidecar: a default sidecar or routes are required");

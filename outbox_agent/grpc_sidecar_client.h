@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/tls.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "outbox_agent/sidecar_client.h"
 
@@ -22,7 +23,8 @@ class GrpcSidecarClient : public SidecarClient {
  public:
   // `routes`: "service=address,service=address"; `default_address` may be empty.
   static absl::StatusOr<std::unique_ptr<GrpcSidecarClient>> Create(
-      const std::string& routes, const std::string& default_address, Clock& clock);
+      const std::string& routes, const std::string& default_address, const TlsFiles& tls,
+      Clock& clock);
 
   void Submit(const v1::Command& command, const Session& session, int64_t deadline_ms,
               std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) override;

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "common/server.h"
+#include "common/tls_flags.h"
 #include "outbox_agent/agent_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "address producers call: host:port or unix:/path");
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   o.replay.retry.base_backoff_ms = absl::GetFlag(FLAGS_base_backoff_ms);
   o.replay.retry.max_backoff_ms = absl::GetFlag(FLAGS_max_backoff_ms);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
+  o.tls = eonce::TlsFilesFromFlags();
   if (o.data_dir.empty() || o.tenant.empty()) {
     std::cerr << "outbox_agent: settings data_dir and tenant are required\n";
     return 2;

@@ -15,6 +15,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/tls_flags.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto stub = eonce::v1::Agent::NewStub(
-      grpc::CreateChannel(absl::GetFlag(FLAGS_agent), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(absl::GetFlag(FLAGS_agent), eonce::ChannelCredentials(eonce::TlsFilesFromFlags())));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   std::string verb = args[1];

@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/tls_flags.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -22,7 +23,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("effectsctl --service=ADDR [--counts] [--after=SEQ]");
   absl::ParseCommandLine(argc, argv);
   auto stub = eonce::v1::Effects::NewStub(
-      grpc::CreateChannel(absl::GetFlag(FLAGS_service), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(absl::GetFlag(FLAGS_service), eonce::ChannelCredentials(eonce::TlsFilesFromFlags())));
   std::map<std::string, int> per_command;
   uint64_t after = absl::GetFlag(FLAGS_after);
   int64_t total = 0;

@@ -11,6 +11,7 @@
 #include "common/random.h"
 #include "common/server.h"
 #include "common/status.h"
+#include "common/tls_flags.h"
 #include "grpcpp/server_builder.h"
 
 ABSL_FLAG(std::string, listen, "",
@@ -42,7 +43,7 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
 
   EnableStandardServices();
   grpc::ServerBuilder builder;
-  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, &host->port_));
+  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, options.tls, &host->port_));
   ApplyServerLimits(builder, 4 << 20, 1024);
   builder.RegisterService(host->service_.get());
   builder.RegisterService(host->effects_service_.get());
@@ -121,6 +122,7 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.legacy_mode = absl::GetFlag(FLAGS_legacy);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
+  options.tls = TlsFilesFromFlags();
   options.metrics_name = absl::StrReplaceAll(name, {{"_service", ""}});
   if (options.data_dir.empty()) {
     std::cerr << name << ": setting data_dir is required\n";

@@ -17,6 +17,7 @@
 #include "common/fault.h"
 #include "common/metrics.h"
 #include "common/rocks.h"
+#include "common/tls.h"
 #include "common/work_pool.h"
 #include "grpcpp/impl/codegen/service_type.h"
 #include "grpcpp/server.h"
@@ -36,6 +37,8 @@ struct ServiceHostOptions {
   int64_t health_probe_ms = 1'000;
   // The name in the metrics: eonce_<name>_... ("ledger", "case").
   std::string metrics_name = "service";
+  // Mutual TLS for the gRPC port; empty: plaintext.
+  TlsFiles tls;
 };
 
 class ServiceHost {

@@ -1,0 +1,68 @@
+// Mutual TLS for every eonce hop, from three PEM files: this process's certificate, its
+// key, and the CA that signs its peers. gRPC's file watcher re-reads them every
+// `refresh_s` seconds, so a rotated certificate (cert-manager rewriting a mounted Secret)
+// is used for new connections without a restart; established connections keep theirs.
+//
+// Servers require and verify a client certificate; clients verify the server's
+// certificate and its name. With no files set, both sides fall back to plaintext (local
+// development only: the tenant then comes from the eonce-tenant header).
+//
+// The tenant of an authenticated caller comes from its certificate: a URI SAN of the form
+//   spiffe://<trust domain>/tenant/<tenant>[/<workload>...]
+// A header that claims another tenant is refused with PERMISSION_DENIED.
+#ifndef EONCE_COMMON_TLS_H_
+#define EONCE_COMMON_TLS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_context.h"
+
+namespace eonce {
+
+struct TlsFiles {
+  std::string cert_file;
+  std::string key_file;
+  std::string ca_file;
+  // How often the files are checked for changes.
+  int refresh_s = 10;
+
+  bool enabled() const { return !cert_file.empty() || !key_file.empty() || !ca_file.empty(); }
+};
+
+// All three files or none; each readable PEM. INVALID_ARGUMENT naming the setting.
+absl::Status ValidateTlsFiles(const TlsFiles& files);
+
+// mTLS server credentials (client certificate required and verified), or insecure ones
+// when `files` is not enabled.
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsFiles& files);
+
+// mTLS channel credentials (the server's certificate and name verified), or insecure
+// ones when `files` is not enabled.
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const TlsFiles& files);
+
+// A channel between eonce components: credentials from `files`, quick reconnects (100 ms
+// to 1 s) and no gRPC-level retries (the caller owns retries: a transparent retry could
+// re-send a mutation).
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsFiles& files,
+                                          int max_message_bytes);
+
+// The tenant named by a SPIFFE id "spiffe://domain/tenant/<tenant>[/...]"; empty if the
+// id names none.
+std::string TenantFromSpiffeId(absl::string_view spiffe_id);
+
+// Who the caller acts for. For a caller authenticated by a client certificate: the
+// certificate's tenant (PERMISSION_DENIED if it names none, or if the eonce-tenant
+// header claims another). For a plaintext caller: the eonce-tenant header, possibly
+// empty.
+absl::StatusOr<std::string> CallerTenant(const grpc::ServerContextBase& context);
+
+}  // namespace eonce
+
+#endif  // EONCE_COMMON_TLS_H_

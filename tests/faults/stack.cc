@@ -1,0 +1,344 @@
+#include "tests/faults/stack.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/tls.h"
+#include "eonce/ledger/v1/ledger.grpc.pb.h"
+#include "eonce/v1/outcome.grpc.pb.h"
+#include "outbox_agent/outbox_store.h"
+
+namespace eonce::testing {
+namespace {
+
+constexpr int kMaxMessageBytes = 4 << 20;
+
+std::unique_ptr<grpc::ClientContext> Context(int64_t timeout_ms) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  return context;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
+  return NewChannel(address, TlsFiles(), kMaxMessageBytes);
+}
+
+}  // namespace
+
+const char* ComponentName(Component c) {
+  switch (c) {
+    case Component::kLedger: return "ledger";
+    case Component::kSidecar: return "sidecar";
+    case Component::kAgent: return "agent";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::unique_ptr<FaultStack>> FaultStack::Start(const std::string& dir,
+                                                              StackOptions options) {
+  std::unique_ptr<FaultStack> s(new FaultStack());
+  s->dir_ = dir;
+  s->options_ = options;
+  uint64_t seed = options.seed;
+
+  s->ledger_.name = "ledger";
+  s->ledger_.binary = "services/ledger/ledger_service";
+  s->ledger_.args = {"--data_dir=" + dir + "/ledger"};
+  if (options.legacy_ledger) s->ledger_.args.push_back("--legacy");
+  for (const auto& a : options.ledger_args) s->ledger_.args.push_back(a);
+  if (absl::Status st = s->StartMember(s->ledger_); !st.ok()) return st;
+  std::string ledger_address = s->ledger_.process->address();
+  if (options.proxies) {
+    auto proxy = FaultProxy::Start(ledger_address, seed++);
+    if (!proxy.ok()) return proxy.status();
+    s->to_ledger_ = std::move(*proxy);
+    ledger_address = s->to_ledger_->address();
+  }
+
+  s->sidecar_.name = "sidecar";
+  s->sidecar_.binary = "dedupe_sidecar/dedupe_sidecar";
+  s->sidecar_.args = {"--data_dir=" + dir + "/sidecar", "--upstream=" + ledger_address,
+                      "--lease_ms=3000", "--forward_timeout_ms=1000", "--drain_ms=500"};
+  for (const auto& a : options.sidecar_args) s->sidecar_.args.push_back(a);
+  if (absl::Status st = s->StartMember(s->sidecar_); !st.ok()) return st;
+  std::string sidecar_address = s->sidecar_.process->address();
+  if (options.proxies) {
+    auto proxy = FaultProxy::Start(sidecar_address, seed++);
+    if (!proxy.ok()) return proxy.status();
+    s->to_sidecar_ = std::move(*proxy);
+    sidecar_address = s->to_sidecar_->address();
+  }
+
+  s->agents_.resize(options.agents);
+  for (int i = 0; i < options.agents; ++i) {
+    Member& a = s->agents_[i];
+    a.name = absl::StrCat("agent", i);
+    a.binary = "outbox_agent/outbox_agent";
+    a.args = {"--data_dir=" + dir + "/" + a.name, "--tenant=acme", "--sidecar=" + sidecar_address,
+              "--base_backoff_ms=20", "--max_backoff_ms=500", "--submit_timeout_ms=2000",
+              "--claim_ttl_ms=4000", "--max_attempts=100000", "--drain_ms=500"};
+    for (const auto& arg : options.agent_args) a.args.push_back(arg);
+    if (absl::Status st = s->StartMember(a); !st.ok()) return st;
+    if (options.proxies) {
+      auto proxy = FaultProxy::Start(a.process->address(), seed++);
+      if (!proxy.ok()) return proxy.status();
+      s->to_agents_.push_back(std::move(*proxy));
+    }
+  }
+  return s;
+}
+
+FaultStack::~FaultStack() {
+  for (Member& a : agents_) {
+    if (a.process != nullptr) a.process->Signal(SIGKILL, true);
+  }
+  for (Member* m : {&sidecar_, &ledger_}) {
+    if (m->process != nullptr) m->process->Signal(SIGKILL, true);
+  }
+}
+
+absl::Status FaultStack::StartMember(Member& m) {
+  std::vector<std::string> args = m.args;
+  args.push_back("--listen=127.0.0.1:" + (m.port.empty() ? "0" : m.port));
+  absl::Status last;
+  // A restart may find its port briefly held; it tries again for up to 10 s.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto p = Process::Start(m.binary, args, dir_ + "/" + m.name + ".log");
+    if (p.ok()) {
+      m.process = std::move(*p);
+      if (m.port.empty()) {
+        const std::string& address = m.process->address();
+        m.port = address.substr(address.rfind(':') + 1);
+      }
+      return absl::OkStatus();
+    }
+    last = p.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return last;
+}
+
+FaultStack::Member& FaultStack::member(Component component, int agent) {
+  switch (component) {
+    case Component::kLedger: return ledger_;
+    case Component::kSidecar: return sidecar_;
+    case Component::kAgent: break;
+  }
+  return agents_.at(agent);
+}
+
+absl::Status FaultStack::KillAndRestart(Component component, int agent) {
+  Member& m = member(component, agent);
+  m.process->Signal(SIGKILL, /*wait=*/true);
+  return StartMember(m);
+}
+
+Process& FaultStack::process(Component component, int agent) {
+  return *member(component, agent).process;
+}
+
+std::string FaultStack::agent_address(int i) const {
+  if (!to_agents_.empty()) return to_agents_.at(i)->address();
+  return agents_.at(i).process->address();
+}
+
+FaultProxy* FaultStack::proxy_to(Component component) {
+  switch (component) {
+    case Component::kLedger: return to_ledger_.get();
+    case Component::kSidecar: return to_sidecar_.get();
+    case Component::kAgent: return to_agents_.empty() ? nullptr : to_agents_[0].get();
+  }
+  return nullptr;
+}
+
+LoadClient::LoadClient(std::string agent_address) : address_(std::move(agent_address)) {}
+
+bool LoadClient::Enqueue(v1::Agent::Stub& stub, const v1::Command& command, int64_t give_up_ms) {
+  int64_t deadline = NowMs() + give_up_ms;
+  v1::EnqueueRequest request;
+  *request.mutable_command() = command;
+  while (NowMs() < deadline) {
+    auto context = Context(2000);
+    v1::EnqueueResponse response;
+    grpc::Status s = stub.Enqueue(context.get(), request, &response);
+    if (s.ok()) {
+      absl::MutexLock lock(&mu_);
+      acked_.insert(command.command_id());
+      return true;
+    }
+    switch (s.error_code()) {
+      case grpc::StatusCode::INVALID_ARGUMENT:
+      case grpc::StatusCode::PERMISSION_DENIED:
+      case grpc::StatusCode::FAILED_PRECONDITION:
+      case grpc::StatusCode::ALREADY_EXISTS:
+        return false;  // the same command will never be taken
+      default:
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+  }
+  return false;
+}
+
+int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int threads, uint64_t seed,
+                        int64_t give_up_ms) {
+  std::atomic<int64_t> failed{0};
+  auto channel = Channel(address_);
+  auto command = [](const std::string& id, const std::string& method,
+                    const google::protobuf::Message& request, const std::string& account) {
+    v1::Command c;
+    c.set_command_id(id);
+    c.set_target_method(method);
+    c.set_request(request.SerializeAsString());
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id(account);
+    return c;
+  };
+  auto run_threads = [&](auto body) {
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) workers.emplace_back(body, t);
+    for (auto& w : workers) w.join();
+  };
+  run_threads([&](int t) {
+    auto stub = v1::Agent::NewStub(channel);
+    for (int i = t; i < accounts; i += threads) {
+      ledger::v1::OpenAccountRequest open;
+      open.set_id(absl::StrCat("acct", i));
+      open.set_initial_balance(initial);
+      if (!Enqueue(*stub, command(absl::StrCat("open-", i), "/eonce.ledger.v1.Ledger/OpenAccount",
+                                  open, open.id()),
+                   give_up_ms)) {
+        failed++;
+      }
+    }
+  });
+  run_threads([&](int t) {
+    auto stub = v1::Agent::NewStub(channel);
+    std::mt19937_64 rng(seed * 1000 + t);
+    for (int i = t; i < transfers; i += threads) {
+      ledger::v1::TransferRequest transfer;
+      int from = static_cast<int>(rng() % accounts);
+      int to = (from + 1 + static_cast<int>(rng() % (accounts - 1))) % accounts;
+      transfer.set_from(absl::StrCat("acct", from));
+      transfer.set_to(absl::StrCat("acct", to));
+      transfer.set_amount(1 + static_cast<int64_t>(rng() % (initial / 4)));
+      if (!Enqueue(*stub, command(absl::StrCat("t-", i), "/eonce.ledger.v1.Ledger/Transfer",
+                                  transfer, transfer.from()),
+                   give_up_ms)) {
+        failed++;
+      }
+    }
+  });
+  return failed.load();
+}
+
+std::set<std::string> LoadClient::acked() const {
+  absl::MutexLock lock(&mu_);
+  return acked_;
+}
+
+std::map<std::string, int> EffectsByCommand(const std::string& service_address) {
+  auto stub = v1::Effects::NewStub(Channel(service_address));
+  std::map<std::string, int> counts;
+  uint64_t after = 0;
+  for (int page = 0; page < 1000; ++page) {
+    v1::ListEffectsRequest request;
+    request.set_after_seq(after);
+    request.set_limit(10000);
+    v1::ListEffectsResponse response;
+    auto context = Context(10'000);
+    if (!stub->ListEffects(context.get(), request, &response).ok()) break;
+    for (const auto& e : response.effects()) counts[e.command_id()]++;
+    if (response.effects_size() < 10000) break;
+    after = response.last_seq();
+  }
+  return counts;
+}
+
+Verdict WaitAndCheck(const std::string& agent_address, const std::string& ledger_address,
+                     const std::set<std::string>& acked, int64_t timeout_ms) {
+  auto agent = v1::Agent::NewStub(Channel(agent_address));
+  int64_t deadline = NowMs() + timeout_ms;
+  while (NowMs() < deadline) {
+    v1::StatsResponse stats;
+    auto context = Context(5000);
+    if (agent->Stats(context.get(), v1::StatsRequest(), &stats).ok()) {
+      int64_t waiting = 0;
+      for (const auto& c : stats.counts()) {
+        if (!IsFinal(c.state())) waiting += c.count();
+      }
+      if (waiting == 0) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+
+  std::map<std::string, v1::OutboxRecord> records;
+  std::string after;
+  for (int page = 0; page < 1000; ++page) {
+    v1::ListRequest request;
+    request.set_limit(1000);
+    request.set_after_command_id(after);
+    v1::ListResponse response;
+    auto context = Context(10'000);
+    if (!agent->List(context.get(), request, &response).ok() || response.records().empty()) break;
+    for (const auto& r : response.records()) records[r.command().command_id()] = r;
+    after = response.records().rbegin()->command().command_id();
+  }
+
+  Verdict v;
+  v.acked = static_cast<int64_t>(acked.size());
+  std::map<std::string, int> effects = EffectsByCommand(ledger_address);
+  for (const auto& [id, n] : effects) {
+    v.effects += n;
+    if (n > 1) v.duplicate_effects++;
+  }
+  for (const std::string& id : acked) {
+    auto it = records.find(id);
+    if (it == records.end()) {
+      v.lost++;
+      continue;
+    }
+    switch (it->second.state()) {
+      case v1::ACKED:
+        v.applied++;
+        if (effects[id] != 1) v.lost++;
+        break;
+      case v1::REJECTED: v.rejected++; break;
+      default:
+        if (IsFinal(it->second.state())) {
+          v.other_final++;
+        } else {
+          v.not_final++;
+        }
+    }
+  }
+  auto ledger = ledger::v1::Ledger::NewStub(Channel(ledger_address));
+  ledger::v1::GetTotalResponse total;
+  auto context = Context(5000);
+  if (ledger->GetTotal(context.get(), ledger::v1::GetTotalRequest(), &total).ok()) {
+    v.total = total.total_balance();
+    v.minted = total.total_minted();
+    v.conserved = total.total_balance() == total.total_minted();
+  }
+  return v;
+}
+
+std::string Verdict::ToString() const {
+  return absl::StrFormat(
+      "acked=%d applied=%d rejected=%d not_final=%d other_final=%d lost=%d "
+      "duplicate_effects=%d effects=%d total=%d minted=%d conserved=%s",
+      acked, applied, rejected, not_final, other_final, lost, duplicate_effects, effects, total,
+      minted, conserved ? "true" : "false");
+}
+
+}  // namespace eonce::testing

@@ -1,0 +1,370 @@
+// Mutual TLS on every hop, with the real binaries: producer -> outbox_agent ->
+// dedupe_sidecar -> ledger_service, each with its own certificate from a CA made at test
+// time. Checks who gets in (no certificate, another CA, an expired certificate: no),
+// that the tenant comes from the certificate, that Reconcile and the audit log stay
+// inside a tenant, and that changed certificate files are used for new connections
+// without a restart.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/command.h"
+#include "common/tls.h"
+#include "eonce/ledger/v1/ledger.grpc.pb.h"
+#include "eonce/v1/agent.grpc.pb.h"
+#include "eonce/v1/outcome.grpc.pb.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "tests/util/temp_dir.h"
+#include "tests/util/test_pki.h"
+#include "tools/demo/process.h"
+
+namespace eonce {
+namespace {
+
+using testing::TenantId;
+using testing::TestPki;
+
+std::vector<std::string> TlsArgs(const TlsFiles& f) {
+  return {"--tls_cert=" + f.cert_file, "--tls_key=" + f.key_file, "--tls_ca=" + f.ca_file,
+          "--tls_refresh_s=1"};
+}
+
+// A channel of its own (no connection shared with other channels), so every call below
+// makes a fresh TLS handshake.
+std::shared_ptr<grpc::Channel> FreshChannel(const std::string& address,
+                                            std::shared_ptr<grpc::ChannelCredentials> creds) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, std::move(creds), args);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Mtls(const TlsFiles& files) {
+  return ChannelCredentials(files);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::unique_ptr<grpc::ClientContext> Context(int64_t timeout_ms = 5000) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  return context;
+}
+
+v1::Command OpenAccount(const std::string& id, const std::string& tenant = "") {
+  ledger::v1::OpenAccountRequest open;
+  open.set_id(id);
+  open.set_initial_balance(100);
+  v1::Command c;
+  c.set_command_id("open-" + id);
+  c.set_target_method("/eonce.ledger.v1.Ledger/OpenAccount");
+  c.set_request(open.SerializeAsString());
+  c.set_actor("teller");
+  c.set_tenant(tenant);
+  c.mutable_entity()->set_type("account");
+  c.mutable_entity()->set_id(id);
+  c.set_idempotency_key(DeriveIdempotencyKey(c));
+  FillPayloadHash(&c);
+  return c;
+}
+
+class TlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::FreshDir("tls");
+    auto pki = TestPki::Create(dir_, "root");
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = std::make_unique<TestPki>(*pki);
+    ledger_tls_ = Issue(*pki_, "ledger", "spiffe://eonce.test/service/ledger");
+    sidecar_tls_ = Issue(*pki_, "sidecar", "spiffe://eonce.test/service/sidecar");
+    acme_ = Issue(*pki_, "acme-agent", TenantId("acme", "agent"));
+    globex_ = Issue(*pki_, "globex-agent", TenantId("globex", "agent"));
+
+    std::vector<std::string> ledger_args = {"--listen=127.0.0.1:0",
+                                            "--data_dir=" + dir_ + "/ledger"};
+    for (auto& a : TlsArgs(ledger_tls_)) ledger_args.push_back(a);
+    auto ledger = Process::Start("services/ledger/ledger_service", ledger_args, dir_ + "/ledger.log");
+    ASSERT_TRUE(ledger.ok()) << ledger.status();
+    ledger_ = std::move(*ledger);
+
+    // The sidecar's CA file is its own copy, so a test can change what it trusts.
+    sidecar_ca_ = dir_ + "/sidecar-ca.pem";
+    std::ofstream(sidecar_ca_) << ReadFile(pki_->ca_file());
+    TlsFiles sidecar_files = sidecar_tls_;
+    sidecar_files.ca_file = sidecar_ca_;
+    std::vector<std::string> sidecar_args = {"--listen=127.0.0.1:0",
+                                             "--data_dir=" + dir_ + "/sidecar",
+                                             "--upstream=" + ledger_->address(),
+                                             "--lease_ms=2000", "--forward_timeout_ms=1000"};
+    for (auto& a : TlsArgs(sidecar_files)) sidecar_args.push_back(a);
+    auto sidecar =
+        Process::Start("dedupe_sidecar/dedupe_sidecar", sidecar_args, dir_ + "/sidecar.log");
+    ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+    sidecar_ = std::move(*sidecar);
+  }
+
+  TlsFiles Issue(const TestPki& pki, const std::string& name, const std::string& id,
+                 int days = 2) {
+    auto files = pki.Issue(name, id, days);
+    EXPECT_TRUE(files.ok()) << files.status();
+    return files.ok() ? *files : TlsFiles();
+  }
+
+  void StartAgent() {
+    std::vector<std::string> args = {"--listen=127.0.0.1:0", "--data_dir=" + dir_ + "/agent",
+                                     "--tenant=acme", "--sidecar=" + sidecar_->address(),
+                                     "--base_backoff_ms=20", "--max_backoff_ms=200"};
+    for (auto& a : TlsArgs(acme_)) args.push_back(a);
+    auto agent = Process::Start("outbox_agent/outbox_agent", args, dir_ + "/agent.log");
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    agent_ = std::move(*agent);
+  }
+
+  grpc::Status Submit(const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                      const v1::Command& command, const std::string& claimed_tenant = "") {
+    auto stub = v1::Sidecar::NewStub(FreshChannel(sidecar_->address(), creds));
+    auto context = Context();
+    if (!claimed_tenant.empty()) context->AddMetadata(kTenantHeader, claimed_tenant);
+    v1::SubmitRequest request;
+    *request.mutable_command() = command;
+    v1::SubmitResponse response;
+    return stub->Submit(context.get(), request, &response);
+  }
+
+  grpc::Status GetInfo(const std::shared_ptr<grpc::ChannelCredentials>& creds) {
+    auto stub = v1::Sidecar::NewStub(FreshChannel(sidecar_->address(), creds));
+    auto context = Context(3000);
+    v1::GetInfoResponse response;
+    return stub->GetInfo(context.get(), v1::GetInfoRequest(), &response);
+  }
+
+  // The ground truth: how many effects the ledger recorded.
+  int Effects() {
+    auto stub = v1::Effects::NewStub(FreshChannel(ledger_->address(), Mtls(sidecar_tls_)));
+    auto context = Context();
+    v1::ListEffectsRequest request;
+    request.set_limit(1000);
+    v1::ListEffectsResponse response;
+    grpc::Status s = stub->ListEffects(context.get(), request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.effects_size();
+  }
+
+  std::string dir_;
+  std::unique_ptr<TestPki> pki_;
+  TlsFiles ledger_tls_, sidecar_tls_, acme_, globex_;
+  std::string sidecar_ca_;
+  std::unique_ptr<Process> ledger_, sidecar_, agent_;
+};
+
+TEST_F(TlsTest, EveryHopIsMutualTlsAndTheCommandIsAppliedOnce) {
+  StartAgent();
+  TlsFiles producer = Issue(*pki_, "acme-producer", TenantId("acme", "producer"));
+  auto agent = v1::Agent::NewStub(FreshChannel(agent_->address(), Mtls(producer)));
+  v1::EnqueueRequest enqueue;
+  *enqueue.mutable_command() = OpenAccount("alice");
+  enqueue.mutable_command()->clear_idempotency_key();
+  enqueue.mutable_command()->clear_payload_hash();
+  v1::EnqueueResponse enqueued;
+  auto context = Context();
+  grpc::Status s = agent->Enqueue(context.get(), enqueue, &enqueued);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+
+  v1::OutboxRecord record;
+  for (int i = 0; i < 200 && record.state() != v1::ACKED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    v1::GetRequest get;
+    get.set_command_id("open-alice");
+    auto c = Context();
+    agent->Get(c.get(), get, &record);
+  }
+  EXPECT_EQ(record.state(), v1::ACKED) << record.DebugString();
+  EXPECT_EQ(Effects(), 1);
+
+  // No hop speaks plaintext.
+  for (const std::string& address :
+       {agent_->address(), sidecar_->address(), ledger_->address()}) {
+    auto health = v1::Agent::NewStub(FreshChannel(address, grpc::InsecureChannelCredentials()));
+    auto c = Context(2000);
+    v1::StatsResponse stats;
+    EXPECT_EQ(health->Stats(c.get(), v1::StatsRequest(), &stats).error_code(),
+              grpc::StatusCode::UNAVAILABLE)
+        << address;
+  }
+}
+
+TEST_F(TlsTest, CallersWithoutAValidCertificateAreRefused) {
+  auto other = TestPki::Create(dir_, "other");
+  ASSERT_TRUE(other.ok()) << other.status();
+  TlsFiles wrong_ca = Issue(*other, "acme-agent", TenantId("acme", "agent"));
+  wrong_ca.ca_file = pki_->ca_file();  // it trusts the right server, but is not trusted
+  TlsFiles expired = Issue(*pki_, "acme-expired", TenantId("acme", "agent"), /*days=*/-1);
+  grpc::SslCredentialsOptions server_only;
+  server_only.pem_root_certs = ReadFile(pki_->ca_file());
+
+  struct Caller {
+    const char* what;
+    std::shared_ptr<grpc::ChannelCredentials> creds;
+  };
+  std::vector<Caller> refused = {{"plaintext", grpc::InsecureChannelCredentials()},
+                                 {"no client certificate", grpc::SslCredentials(server_only)},
+                                 {"certificate from another CA", Mtls(wrong_ca)},
+                                 {"expired certificate", Mtls(expired)}};
+  for (const Caller& caller : refused) {
+    grpc::Status s = Submit(caller.creds, OpenAccount("mallory"));
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << caller.what << ": " << s.error_message();
+  }
+  EXPECT_EQ(Effects(), 0);
+
+  // The same command with a valid certificate goes through: the refusals above were the
+  // certificates' doing.
+  grpc::Status s = Submit(Mtls(acme_), OpenAccount("mallory"));
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(Effects(), 1);
+}
+
+TEST_F(TlsTest, TheTenantComesFromTheCertificate) {
+  // A globex certificate claiming acme, in the command or in the header.
+  grpc::Status in_command = Submit(Mtls(globex_), OpenAccount("bob", "acme"));
+  EXPECT_EQ(in_command.error_code(), grpc::StatusCode::PERMISSION_DENIED) << in_command.error_message();
+  grpc::Status in_header = Submit(Mtls(globex_), OpenAccount("bob"), "acme");
+  EXPECT_EQ(in_header.error_code(), grpc::StatusCode::PERMISSION_DENIED) << in_header.error_message();
+  EXPECT_NE(in_header.error_message().find("globex"), std::string::npos) << in_header.error_message();
+  // A certificate that names no tenant acts for nobody.
+  grpc::Status no_tenant = Submit(Mtls(sidecar_tls_), OpenAccount("bob"));
+  EXPECT_EQ(no_tenant.error_code(), grpc::StatusCode::PERMISSION_DENIED) << no_tenant.error_message();
+  EXPECT_EQ(Effects(), 0);
+
+  // The agent serves acme only.
+  StartAgent();
+  TlsFiles globex_producer = Issue(*pki_, "globex-producer", TenantId("globex", "producer"));
+  auto agent = v1::Agent::NewStub(FreshChannel(agent_->address(), Mtls(globex_producer)));
+  v1::EnqueueRequest enqueue;
+  *enqueue.mutable_command() = OpenAccount("bob");
+  v1::EnqueueResponse enqueued;
+  auto context = Context();
+  grpc::Status s = agent->Enqueue(context.get(), enqueue, &enqueued);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  auto acme_view = v1::Agent::NewStub(FreshChannel(agent_->address(), Mtls(acme_)));
+  v1::ListRequest list;
+  list.set_limit(10);
+  v1::ListResponse listed;
+  auto c = Context();
+  ASSERT_TRUE(acme_view->List(c.get(), list, &listed).ok());
+  EXPECT_EQ(listed.records_size(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(Effects(), 0);
+
+  // An honest claim is fine.
+  grpc::Status honest = Submit(Mtls(acme_), OpenAccount("bob", "acme"), "acme");
+  EXPECT_TRUE(honest.ok()) << honest.error_message();
+  EXPECT_EQ(Effects(), 1);
+}
+
+TEST_F(TlsTest, ReconcileAndAuditStayInsideTheTenant) {
+  ASSERT_TRUE(Submit(Mtls(acme_), OpenAccount("carol")).ok());
+  auto reconcile = [&](const TlsFiles& who) {
+    auto stub = v1::Sidecar::NewStub(FreshChannel(sidecar_->address(), Mtls(who)));
+    v1::ReconcileRequest request;
+    request.set_command_id("open-carol");
+    v1::ReconcileResponse response;
+    auto context = Context();
+    grpc::Status s = stub->Reconcile(context.get(), request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.state();
+  };
+  auto audit = [&](const TlsFiles& who) {
+    auto stub = v1::SidecarAdmin::NewStub(FreshChannel(sidecar_->address(), Mtls(who)));
+    v1::QueryAuditRequest request;
+    request.set_command_id("open-carol");
+    v1::QueryAuditResponse response;
+    auto context = Context();
+    grpc::Status s = stub->QueryAudit(context.get(), request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.events_size();
+  };
+  EXPECT_EQ(reconcile(acme_), v1::RECORD_COMMITTED);
+  EXPECT_EQ(reconcile(globex_), v1::RECORD_NOT_SEEN);
+  // The audit log is written in the background; acme's events show up shortly.
+  int acme_events = 0;
+  for (int i = 0; i < 100 && acme_events == 0; ++i) {
+    acme_events = audit(acme_);
+    if (acme_events == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(acme_events, 0);
+  EXPECT_EQ(audit(globex_), 0);
+}
+
+TEST_F(TlsTest, ChangedFilesAreUsedForNewConnectionsWithoutARestart) {
+  auto second = TestPki::Create(dir_, "second");
+  ASSERT_TRUE(second.ok()) << second.status();
+  TlsFiles newcomer = Issue(*second, "acme-newcomer", TenantId("acme", "newcomer"));
+  newcomer.ca_file = pki_->ca_file();
+  grpc::Status before = GetInfo(Mtls(newcomer));
+  EXPECT_EQ(before.error_code(), grpc::StatusCode::UNAVAILABLE) << before.error_message();
+
+  // Rotate the sidecar's trust bundle to include the second CA, as a mounted Secret
+  // changes: written aside, then renamed over the file.
+  {
+    std::ofstream bundle(sidecar_ca_ + ".new");
+    bundle << ReadFile(pki_->ca_file()) << ReadFile(second->ca_file());
+  }
+  ASSERT_EQ(std::rename((sidecar_ca_ + ".new").c_str(), sidecar_ca_.c_str()), 0);
+  grpc::Status after = before;
+  for (int i = 0; i < 100 && !after.ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    after = GetInfo(Mtls(newcomer));
+  }
+  EXPECT_TRUE(after.ok()) << after.error_message();
+  EXPECT_TRUE(sidecar_->Running());
+
+  // And the other way: a bundle without the first CA locks its holders out.
+  {
+    std::ofstream bundle(sidecar_ca_ + ".new");
+    bundle << ReadFile(second->ca_file());
+  }
+  ASSERT_EQ(std::rename((sidecar_ca_ + ".new").c_str(), sidecar_ca_.c_str()), 0);
+  grpc::Status locked = grpc::Status::OK;
+  for (int i = 0; i < 100 && locked.ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    locked = GetInfo(Mtls(acme_));
+  }
+  EXPECT_EQ(locked.error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST(TlsFilesTest, ReadsTheTenantFromASpiffeId) {
+  EXPECT_EQ(TenantFromSpiffeId("spiffe://eonce.test/tenant/acme/agent"), "acme");
+  EXPECT_EQ(TenantFromSpiffeId("spiffe://prod.example/tenant/globex"), "globex");
+  EXPECT_EQ(TenantFromSpiffeId("spiffe://eonce.test/service/ledger"), "");
+  EXPECT_EQ(TenantFromSpiffeId("spiffe:///tenant/acme"), "");
+  EXPECT_EQ(TenantFromSpiffeId("https://eonce.test/tenant/acme"), "");
+}
+
+TEST(TlsFilesTest, AllThreeFilesOrNone) {
+  TlsFiles none;
+  EXPECT_TRUE(ValidateTlsFiles(none).ok());
+  TlsFiles partial;
+  partial.cert_file = "/nonexistent/cert.pem";
+  absl::Status s = ValidateTlsFiles(partial);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tls_key"), std::string::npos) << s;
+  TlsFiles missing{"/nonexistent/cert.pem", "/nonexistent/key.pem", "/nonexistent/ca.pem", 1};
+  s = ValidateTlsFiles(missing);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tls_cert"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace eonce
