@@ -1,5 +1,7 @@
 #include "common/rocks.h"
 
+#include <sys/statvfs.h>
+
 #include <cstdlib>
 #include <iostream>
 
@@ -68,6 +70,8 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
   }
   std::unique_ptr<RocksStore> store(new RocksStore());
   store->db_.reset(raw);
+  store->path_ = path;
+  store->min_free_bytes_ = options.min_free_bytes;
   for (size_t i = 0; i < handles.size(); ++i) {
     store->handles_[descriptors[i].name] = handles[i];
   }
@@ -108,10 +112,25 @@ absl::Status RocksStore::Write(rocksdb::WriteBatch* batch, bool sync, const char
     return Error(absl::StatusCode::kUnavailable, "STORE_FAILED",
                  "the store stopped taking writes after a failed write; restart to recover");
   }
+  EONCE_RETURN_IF_ERROR(CheckSpace());
   absl::Status status =
       FromRocks(db_->Write(sync ? SyncedWrite() : UnsyncedWrite(), batch), what);
   if (!status.ok()) MarkFailed();
   return status;
+}
+
+absl::Status RocksStore::CheckSpace() const {
+  if (min_free_bytes_ == 0) return absl::OkStatus();
+  struct statvfs fs;
+  if (statvfs(path_.c_str(), &fs) != 0) return absl::OkStatus();  // the write will tell
+  uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (free_bytes >= min_free_bytes_) return absl::OkStatus();
+  return WithRetryAfter(
+      Error(absl::StatusCode::kResourceExhausted, "STORE_FULL",
+            absl::StrCat("the disk holding the store has ", free_bytes >> 20,
+                         " MiB free, below the reserve of ", min_free_bytes_ >> 20,
+                         " MiB; nothing was written, writes resume when space returns")),
+      1000);
 }
 
 absl::Status RocksStore::ProbeWrite() {

@@ -36,6 +36,11 @@ struct StoreOptions {
   bool discard_info_log = false;
   // Threads that open table files at startup; our stores have few files.
   int max_file_opening_threads = 2;
+  // Free space to keep on the store's file system. While less is free, writes are
+  // refused with RESOURCE_EXHAUSTED (STORE_FULL) before they reach RocksDB, and they
+  // resume by themselves once space returns: the store never runs into ENOSPC in the
+  // middle of a write. Keep it above the bytes that can be in flight at once. 0: no check.
+  uint64_t min_free_bytes = 0;
 };
 
 class RocksStore {
@@ -69,8 +74,12 @@ class RocksStore {
   absl::Status Write(rocksdb::WriteBatch* batch, bool sync, const char* what);
 
   // Readiness: a synced write of a probe key in the default column family. Through the
-  // breaker, so after a failure it stays failed without touching the disk.
+  // breaker, so after a failure it stays failed without touching the disk; refused while
+  // free space is below the reserve.
   absl::Status ProbeWrite();
+
+  // RESOURCE_EXHAUSTED while the file system has less free space than min_free_bytes.
+  absl::Status CheckSpace() const;
 
   // Total live SST bytes plus memtable bytes, for metrics and benchmarks.
   uint64_t ApproximateBytes();
@@ -78,6 +87,8 @@ class RocksStore {
  private:
   RocksStore() = default;
   std::unique_ptr<rocksdb::DB> db_;
+  std::string path_;
+  uint64_t min_free_bytes_ = 0;
   std::map<std::string, rocksdb::ColumnFamilyHandle*> handles_;
   std::atomic<bool> failed_{false};
 };

@@ -59,6 +59,14 @@ int WaitForShutdownSignal() {
   return signal;
 }
 
+uint64_t MebibytesFlag(const char* name, int64_t mebibytes) {
+  if (mebibytes < 0 || mebibytes > (int64_t{1} << 40)) {
+    std::cerr << name << ": must be between 0 and 2^40 MiB\n";
+    std::exit(2);
+  }
+  return static_cast<uint64_t>(mebibytes) << 20;
+}
+
 void ExitOnSecondSignal() {
   std::thread([] {
     WaitForShutdownSignal();

@@ -21,6 +21,9 @@ namespace eonce {
 // setting. Returns the positional arguments.
 std::vector<char*> ParseFlagsWithEnv(int argc, char** argv, const char* usage);
 
+// A size given in MiB by flag `name`, in bytes; a negative value exits 2 naming the flag.
+uint64_t MebibytesFlag(const char* name, int64_t mebibytes);
+
 // Blocks SIGTERM and SIGINT in this thread and every thread it starts later. Call it
 // first in main, before any server or store starts threads.
 void BlockShutdownSignals();

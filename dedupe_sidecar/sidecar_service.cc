@@ -330,6 +330,7 @@ class TransparentService : public grpc::CallbackGenericService {
 
 absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
   if (o.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
+  EONCE_RETURN_IF_ERROR(ValidateTlsFiles(o.tls));
   if (o.upstream == nullptr && o.upstream_address.empty()) {
     return absl::InvalidArgumentError("upstream: required (the business service's address)");
   }
@@ -367,6 +368,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   for (auto& family : AuditLog::ColumnFamilies(*s->filters_)) families.push_back(family);
   StoreOptions store_options;
   store_options.env = options.store_env;
+  store_options.min_free_bytes = options.store_env == nullptr ? options.min_free_bytes : 0;
   EONCE_ASSIGN_OR_RETURN(s->rocks_, RocksStore::Open(options.data_dir, families, store_options));
   s->records_ = std::make_unique<RecordStore>(*s->rocks_, clock, options.retention);
   s->audit_ = std::make_unique<AuditLog>(*s->rocks_, clock, options.audit_retention_ms);

@@ -56,6 +56,8 @@ struct SidecarServerOptions {
   // Mutual TLS on the listening port (callers' tenants come from their certificates) and
   // towards the business service; empty: plaintext.
   TlsFiles tls;
+  // Free space kept on the store's disk; below it writes are refused (STORE_FULL).
+  uint64_t min_free_bytes = 256ull << 20;
   // A RocksDB Env for the store (tests inject failing writes); null: the default.
   rocksdb::Env* store_env = nullptr;
   // The simulation hands in its own upstream; null = gRPC to upstream_address.

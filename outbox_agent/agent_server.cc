@@ -308,6 +308,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
                                                                Clock& clock, Random& random) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
   EONCE_RETURN_IF_ERROR(ValidateName(options.tenant, options.limits.max_tenant_bytes, "tenant"));
+  EONCE_RETURN_IF_ERROR(ValidateTlsFiles(options.tls));
   EONCE_RETURN_IF_ERROR(ValidateName(options.actor, options.limits.max_actor_bytes, "actor"));
   const RetryOptions& retry = options.replay.retry;
   if (options.replay.claim_ttl_ms <= options.replay.submit_timeout_ms) {
@@ -320,10 +321,12 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   s->options_ = options;
   s->clock_ = &clock;
   s->filters_ = std::make_unique<OutboxStore::Filters>(clock);
+  StoreOptions store_options;
+  store_options.min_free_bytes = options.min_free_bytes;
   EONCE_ASSIGN_OR_RETURN(s->rocks_,
                          RocksStore::Open(options.data_dir,
                                           OutboxStore::ColumnFamilies(*s->filters_),
-                                          StoreOptions()));
+                                          store_options));
   s->store_ = std::make_unique<OutboxStore>(*s->rocks_, clock, options.store);
   EONCE_ASSIGN_OR_RETURN(int recovered, s->store_->RecoverAfterRestart());
   if (recovered > 0) {

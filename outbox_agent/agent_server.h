@@ -49,6 +49,8 @@ struct AgentServerOptions {
   // Mutual TLS on the listening port (producers' certificates must name `tenant`) and
   // towards the sidecars; empty: plaintext.
   TlsFiles tls;
+  // Free space kept on the outbox's disk; below it Enqueue is refused (STORE_FULL).
+  uint64_t min_free_bytes = 256ull << 20;
   // Null: gRPC to the routes above.
   SidecarClient* client = nullptr;
 };

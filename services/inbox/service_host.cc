@@ -22,6 +22,9 @@ ABSL_FLAG(int64_t, drain_ms, 5000, "how long in-flight calls may finish on SIGTE
 ABSL_FLAG(double, lose_answer_ratio, 0.0,
           "chaos: the share of applied calls whose answer is lost (UNAVAILABLE after the "
           "effect is durable); for demos and fault tests");
+ABSL_FLAG(int32_t, min_free_mb, 256,
+          "free disk space to keep; below it mutations are refused (RESOURCE_EXHAUSTED) and "
+          "readiness is false until space returns");
 ABSL_FLAG(uint64_t, fault_seed, 1, "chaos: the seed of lose_answer_ratio's draws");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus endpoint, host:port (e.g. 0.0.0.0:9101); empty: no endpoint");
@@ -32,10 +35,13 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
     const ServiceHostOptions& options, Clock& clock, std::vector<ColumnFamilySpec> families,
     const Setup& setup) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
+  EONCE_RETURN_IF_ERROR(ValidateTlsFiles(options.tls));
   std::unique_ptr<ServiceHost> host(new ServiceHost());
   for (auto& family : Inbox::ColumnFamilies()) families.push_back(family);
+  StoreOptions store_options;
+  store_options.min_free_bytes = options.min_free_bytes;
   EONCE_ASSIGN_OR_RETURN(host->store_,
-                         RocksStore::Open(options.data_dir, families, StoreOptions()));
+                         RocksStore::Open(options.data_dir, families, store_options));
   host->inbox_ = std::make_unique<Inbox>(*host->store_, clock, options.legacy_mode, options.faults);
   host->pool_ = std::make_unique<WorkPool>(64, 4096);
   EONCE_ASSIGN_OR_RETURN(host->service_, setup(*host->store_, *host->inbox_, host->pool_.get()));
@@ -123,6 +129,7 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   options.legacy_mode = absl::GetFlag(FLAGS_legacy);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   options.tls = TlsFilesFromFlags();
+  options.min_free_bytes = MebibytesFlag("min_free_mb", absl::GetFlag(FLAGS_min_free_mb));
   options.metrics_name = absl::StrReplaceAll(name, {{"_service", ""}});
   if (options.data_dir.empty()) {
     std::cerr << name << ": setting data_dir is required\n";

@@ -39,6 +39,8 @@ struct ServiceHostOptions {
   std::string metrics_name = "service";
   // Mutual TLS for the gRPC port; empty: plaintext.
   TlsFiles tls;
+  // Free space kept on the store's disk; below it mutations are refused (STORE_FULL).
+  uint64_t min_free_bytes = 256ull << 20;
 };
 
 class ServiceHost {

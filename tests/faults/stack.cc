@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<FaultStack>> FaultStack::Start(const std::string&
   s->dir_ = dir;
   s->options_ = options;
   uint64_t seed = options.seed;
+  const std::string stores = options.store_root.empty() ? dir : options.store_root;
 
   s->ledger_.name = "ledger";
   s->ledger_.binary = "services/ledger/ledger_service";
@@ -68,7 +69,7 @@ absl::StatusOr<std::unique_ptr<FaultStack>> FaultStack::Start(const std::string&
 
   s->sidecar_.name = "sidecar";
   s->sidecar_.binary = "dedupe_sidecar/dedupe_sidecar";
-  s->sidecar_.args = {"--data_dir=" + dir + "/sidecar", "--upstream=" + ledger_address,
+  s->sidecar_.args = {"--data_dir=" + stores + "/sidecar", "--upstream=" + ledger_address,
                       "--lease_ms=3000", "--forward_timeout_ms=1000", "--drain_ms=500"};
   for (const auto& a : options.sidecar_args) s->sidecar_.args.push_back(a);
   if (absl::Status st = s->StartMember(s->sidecar_); !st.ok()) return st;
@@ -85,7 +86,7 @@ absl::StatusOr<std::unique_ptr<FaultStack>> FaultStack::Start(const std::string&
     Member& a = s->agents_[i];
     a.name = absl::StrCat("agent", i);
     a.binary = "outbox_agent/outbox_agent";
-    a.args = {"--data_dir=" + dir + "/" + a.name, "--tenant=acme", "--sidecar=" + sidecar_address,
+    a.args = {"--data_dir=" + stores + "/" + a.name, "--tenant=acme", "--sidecar=" + sidecar_address,
               "--base_backoff_ms=20", "--max_backoff_ms=500", "--submit_timeout_ms=2000",
               "--claim_ttl_ms=4000", "--max_attempts=100000", "--drain_ms=500"};
     for (const auto& arg : options.agent_args) a.args.push_back(arg);

@@ -31,6 +31,8 @@ struct StackOptions {
   bool proxies = false;
   bool legacy_ledger = false;  // no inbox: a second forward would be a second effect
   int agents = 1;
+  // Where the sidecar's and the agents' stores live; empty: the stack's folder.
+  std::string store_root;
   std::vector<std::string> ledger_args;
   std::vector<std::string> sidecar_args;
   std::vector<std::string> agent_args;
