@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <thread>
 #include <cstdlib>
@@ -100,12 +101,45 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> BuildAndServe(grpc::ServerBuilder&
   if (server == nullptr) {
     return absl::UnavailableError(absl::StrCat("listen: cannot bind ", address));
   }
-  SetServing(*server, true);
+  SetServing(*server, nullptr, true);
   return server;
 }
 
-void SetServing(grpc::Server& server, bool serving) {
+void SetServing(grpc::Server& server, HealthPort* health_port, bool serving) {
   if (auto* health = server.GetHealthCheckService(); health != nullptr) {
+    health->SetServingStatus(serving);
+  }
+  if (health_port != nullptr) health_port->SetServing(serving);
+}
+
+absl::StatusOr<std::unique_ptr<HealthPort>> HealthPort::Start(const std::string& address) {
+  if (address.find(':') == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("health_listen: \"", address, "\" must be host:port"));
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  std::unique_ptr<HealthPort> port(new HealthPort());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port->port_);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 16);
+  builder.SetMaxReceiveMessageSize(4096);
+  port->server_ = builder.BuildAndStart();
+  if (port->server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("health_listen: cannot bind ", address));
+  }
+  port->SetServing(true);
+  return port;
+}
+
+HealthPort::~HealthPort() {
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now());
+    server_->Wait();
+  }
+}
+
+void HealthPort::SetServing(bool serving) {
+  if (auto* health = server_->GetHealthCheckService(); health != nullptr) {
     health->SetServingStatus(serving);
   }
 }

@@ -48,8 +48,27 @@ absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& addres
 absl::StatusOr<std::unique_ptr<grpc::Server>> BuildAndServe(grpc::ServerBuilder& builder,
                                                             const std::string& address);
 
-// Sets the serving status of every service in `server`'s health service.
-void SetServing(grpc::Server& server, bool serving);
+// A plaintext port that serves grpc.health.v1 only, for probes that cannot present a
+// client certificate (the kubelet's) when the main port speaks mutual TLS. It reveals
+// nothing but readiness, which follows the component's.
+class HealthPort {
+ public:
+  // `address`: host:port. UNAVAILABLE naming it when it cannot bind.
+  static absl::StatusOr<std::unique_ptr<HealthPort>> Start(const std::string& address);
+  ~HealthPort();
+
+  void SetServing(bool serving);
+  int port() const { return port_; }
+
+ private:
+  HealthPort() = default;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+// Sets the serving status of every service in `server`'s health service, and of the
+// health-only port when there is one.
+void SetServing(grpc::Server& server, HealthPort* health_port, bool serving);
 
 // The limits every server applies: message size and concurrent streams.
 void ApplyServerLimits(grpc::ServerBuilder& builder, int max_message_bytes,

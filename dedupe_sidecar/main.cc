@@ -29,6 +29,9 @@ ABSL_FLAG(std::string, instance_id, "sidecar", "this sidecar's name as a lease o
 ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight calls may finish on SIGTERM");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus endpoint, host:port (e.g. 0.0.0.0:9100); empty: no endpoint");
+ABSL_FLAG(std::string, health_listen, "",
+          "plaintext grpc.health.v1-only port for probes without a client certificate "
+          "(host:port); empty: none");
 ABSL_FLAG(int32_t, min_free_mb, 256,
           "free disk space to keep; below it writes are refused (RESOURCE_EXHAUSTED) and "
           "readiness is false until space returns");
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   o.compaction_interval_ms = absl::GetFlag(FLAGS_compaction_interval_ms);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   o.tls = eonce::TlsFilesFromFlags();
+  o.health_address = absl::GetFlag(FLAGS_health_listen);
   o.min_free_bytes = eonce::MebibytesFlag("min_free_mb", absl::GetFlag(FLAGS_min_free_mb));
 
   auto server = eonce::SidecarServer::Start(o, eonce::RealClock::Get());

@@ -397,6 +397,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   builder.RegisterCallbackGenericService(s->transparent_service_.get());
   EONCE_ASSIGN_OR_RETURN(s->server_, BuildAndServe(builder, options.listen_address));
   s->serving_ = true;
+  if (!options.health_address.empty()) {
+    EONCE_ASSIGN_OR_RETURN(s->health_port_, HealthPort::Start(options.health_address));
+  }
   if (!options.metrics_address.empty()) {
     SidecarServer* raw = s.get();
     EONCE_ASSIGN_OR_RETURN(s->metrics_, MetricsEndpoint::Start(options.metrics_address,
@@ -413,7 +416,7 @@ void SidecarServer::ProbeStore() {
   absl::Status written = rocks_->ProbeWrite();
   bool ok = written.ok() && !draining_.load();
   if (ok != serving_.exchange(ok)) {
-    if (server_ != nullptr) SetServing(*server_, ok);
+    if (server_ != nullptr) SetServing(*server_, health_port_.get(), ok);
     if (ok) {
       LogInfo("store writable again; ready");
     } else {
@@ -509,7 +512,7 @@ absl::Status SidecarServer::Shutdown(int64_t drain_ms) {
     maintenance_.join();
   }
   if (server_ != nullptr) {
-    SetServing(*server_, false);
+    SetServing(*server_, health_port_.get(), false);
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
     server_->Wait();
     server_.reset();

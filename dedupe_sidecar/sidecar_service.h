@@ -21,6 +21,7 @@
 #include "common/fault.h"
 #include "common/metrics.h"
 #include "common/rocks.h"
+#include "common/server.h"
 #include "common/tls.h"
 #include "common/work_pool.h"
 #include "dedupe_sidecar/audit_log.h"
@@ -56,6 +57,9 @@ struct SidecarServerOptions {
   // Mutual TLS on the listening port (callers' tenants come from their certificates) and
   // towards the business service; empty: plaintext.
   TlsFiles tls;
+  // A plaintext grpc.health.v1-only port for probes without a client certificate;
+  // empty: none.
+  std::string health_address;
   // Free space kept on the store's disk; below it writes are refused (STORE_FULL).
   uint64_t min_free_bytes = 256ull << 20;
   // A RocksDB Env for the store (tests inject failing writes); null: the default.
@@ -76,6 +80,7 @@ class SidecarServer {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
+  int health_port() const { return health_port_ != nullptr ? health_port_->port() : 0; }
   bool serving() const { return serving_.load(); }
   Deduper& deduper() { return *deduper_; }
   AuditLog& audit() { return *audit_; }
@@ -110,6 +115,7 @@ class SidecarServer {
   std::unique_ptr<grpc::CallbackGenericService> transparent_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsEndpoint> metrics_;
+  std::unique_ptr<HealthPort> health_port_;
   std::atomic<bool> serving_{false};
   absl::Notification stop_maintenance_;
   std::thread maintenance_;

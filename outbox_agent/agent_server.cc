@@ -372,6 +372,9 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   builder.RegisterService(s->service_.get());
   EONCE_ASSIGN_OR_RETURN(s->server_, BuildAndServe(builder, options.listen_address));
   s->ready_ = true;
+  if (!options.health_address.empty()) {
+    EONCE_ASSIGN_OR_RETURN(s->health_port_, HealthPort::Start(options.health_address));
+  }
   if (!options.metrics_address.empty()) {
     EONCE_ASSIGN_OR_RETURN(s->metrics_, MetricsEndpoint::Start(options.metrics_address,
                                                                [raw] { return raw->Collect(); }));
@@ -450,7 +453,7 @@ void AgentServer::Loop() {
       // restart (the store's breaker).
       bool ok = rocks_->ProbeWrite().ok() && !draining_.load();
       if (ok != ready_.exchange(ok)) {
-        if (server_ != nullptr) SetServing(*server_, ok);
+        if (server_ != nullptr) SetServing(*server_, health_port_.get(), ok);
         if (!ok) LogError("outbox store not writable; not ready");
       }
       if (absl::Status reloaded = credential_->MaybeReloadFile(options_.credential_file);
@@ -475,7 +478,7 @@ absl::Status AgentServer::Shutdown(int64_t drain_ms) {
   }
   if (server_ != nullptr) {
     draining_ = true;
-    SetServing(*server_, false);
+    SetServing(*server_, health_port_.get(), false);
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
     server_->Wait();
     server_.reset();

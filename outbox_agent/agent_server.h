@@ -15,6 +15,7 @@
 #include "common/metrics.h"
 #include "common/random.h"
 #include "common/rocks.h"
+#include "common/server.h"
 #include "common/tls.h"
 #include "common/work_pool.h"
 #include "eonce/v1/agent.grpc.pb.h"
@@ -49,6 +50,9 @@ struct AgentServerOptions {
   // Mutual TLS on the listening port (producers' certificates must name `tenant`) and
   // towards the sidecars; empty: plaintext.
   TlsFiles tls;
+  // A plaintext grpc.health.v1-only port for probes without a client certificate;
+  // empty: none.
+  std::string health_address;
   // Free space kept on the outbox's disk; below it Enqueue is refused (STORE_FULL).
   uint64_t min_free_bytes = 256ull << 20;
   // Null: gRPC to the routes above.
@@ -90,6 +94,7 @@ class AgentServer {
   std::unique_ptr<Replayer> replayer_;
   std::unique_ptr<WorkPool> pool_;  // Enqueue's synced writes run here
   std::unique_ptr<MetricsEndpoint> metrics_;
+  std::unique_ptr<HealthPort> health_port_;
   std::unique_ptr<v1::Agent::CallbackService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::atomic<bool> draining_{false};

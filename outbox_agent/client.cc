@@ -8,9 +8,10 @@
 
 namespace eonce {
 
-std::unique_ptr<AgentClient> AgentClient::Connect(const std::string& address) {
-  return std::unique_ptr<AgentClient>(new AgentClient(v1::Agent::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))));
+std::unique_ptr<AgentClient> AgentClient::Connect(const std::string& address,
+                                                  const TlsFiles& tls) {
+  return std::unique_ptr<AgentClient>(
+      new AgentClient(v1::Agent::NewStub(grpc::CreateChannel(address, ChannelCredentials(tls)))));
 }
 
 absl::StatusOr<v1::EnqueueResponse> AgentClient::Enqueue(const v1::Command& command,

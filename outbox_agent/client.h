@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/tls.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "google/protobuf/message.h"
 
@@ -28,8 +29,10 @@ struct EnqueueOptions {
 
 class AgentClient {
  public:
-  // `address`: host:port or unix:/path.
-  static std::unique_ptr<AgentClient> Connect(const std::string& address);
+  // `address`: host:port or unix:/path. With `tls` enabled, mutual TLS: the certificate
+  // must name the agent's tenant.
+  static std::unique_ptr<AgentClient> Connect(const std::string& address,
+                                              const TlsFiles& tls = TlsFiles());
 
   absl::StatusOr<v1::OutboxRecord> Enqueue(const std::string& target_method,
                                            const google::protobuf::Message& request,

@@ -12,6 +12,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "eonce/ledger/v1/ledger.pb.h"
+#include "common/tls_flags.h"
 #include "outbox_agent/client.h"
 #include "outbox_agent/example/projection.h"
 
@@ -21,7 +22,12 @@ ABSL_FLAG(int32_t, timeout_s, 60, "give up after this long");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  auto agent = eonce::AgentClient::Connect(absl::GetFlag(FLAGS_agent));
+  eonce::TlsFiles tls = eonce::TlsFilesFromFlags();
+  if (absl::Status valid = eonce::ValidateTlsFiles(tls); !valid.ok()) {
+    std::cerr << "example_producer: " << valid.message() << "\n";
+    return 2;
+  }
+  auto agent = eonce::AgentClient::Connect(absl::GetFlag(FLAGS_agent), tls);
   grpc::ClientContext watch_context;
   auto watch = agent->stub().Watch(&watch_context, eonce::v1::WatchRequest());
 

@@ -22,6 +22,9 @@ ABSL_FLAG(int64_t, drain_ms, 5000, "how long in-flight calls may finish on SIGTE
 ABSL_FLAG(double, lose_answer_ratio, 0.0,
           "chaos: the share of applied calls whose answer is lost (UNAVAILABLE after the "
           "effect is durable); for demos and fault tests");
+ABSL_FLAG(std::string, health_listen, "",
+          "plaintext grpc.health.v1-only port for probes without a client certificate "
+          "(host:port); empty: none");
 ABSL_FLAG(int32_t, min_free_mb, 256,
           "free disk space to keep; below it mutations are refused (RESOURCE_EXHAUSTED) and "
           "readiness is false until space returns");
@@ -60,6 +63,9 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   EONCE_ASSIGN_OR_RETURN(host->server_, BuildAndServe(builder, options.listen_address));
   host->ready_ = true;
   host->metrics_name_ = options.metrics_name;
+  if (!options.health_address.empty()) {
+    EONCE_ASSIGN_OR_RETURN(host->health_port_, HealthPort::Start(options.health_address));
+  }
   if (!options.metrics_address.empty()) {
     ServiceHost* raw = host.get();
     EONCE_ASSIGN_OR_RETURN(host->metrics_, MetricsEndpoint::Start(options.metrics_address,
@@ -76,7 +82,7 @@ void ServiceHost::ProbeLoop(int64_t every_ms) {
     // Readiness follows the store: after a failed write it stays off until a restart.
     bool ok = store_->ProbeWrite().ok();
     if (ok != ready_.exchange(ok)) {
-      SetServing(*server_, ok);
+      SetServing(*server_, health_port_.get(), ok);
       if (!ok) LogError("store not writable; not ready", {{"service", metrics_name_}});
     }
   }
@@ -105,7 +111,7 @@ absl::Status ServiceHost::Shutdown(int64_t drain_ms) {
     probe_.join();
   }
   if (server_ != nullptr) {
-    SetServing(*server_, false);
+    SetServing(*server_, health_port_.get(), false);
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
     server_->Wait();
     server_.reset();
@@ -129,6 +135,7 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   options.legacy_mode = absl::GetFlag(FLAGS_legacy);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   options.tls = TlsFilesFromFlags();
+  options.health_address = absl::GetFlag(FLAGS_health_listen);
   options.min_free_bytes = MebibytesFlag("min_free_mb", absl::GetFlag(FLAGS_min_free_mb));
   options.metrics_name = absl::StrReplaceAll(name, {{"_service", ""}});
   if (options.data_dir.empty()) {

@@ -17,6 +17,7 @@
 #include "common/fault.h"
 #include "common/metrics.h"
 #include "common/rocks.h"
+#include "common/server.h"
 #include "common/tls.h"
 #include "common/work_pool.h"
 #include "grpcpp/impl/codegen/service_type.h"
@@ -39,6 +40,9 @@ struct ServiceHostOptions {
   std::string metrics_name = "service";
   // Mutual TLS for the gRPC port; empty: plaintext.
   TlsFiles tls;
+  // A plaintext grpc.health.v1-only port for probes without a client certificate;
+  // empty: none.
+  std::string health_address;
   // Free space kept on the store's disk; below it mutations are refused (STORE_FULL).
   uint64_t min_free_bytes = 256ull << 20;
 };
@@ -76,6 +80,7 @@ class ServiceHost {
   std::unique_ptr<EffectsServiceImpl> effects_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsEndpoint> metrics_;
+  std::unique_ptr<HealthPort> health_port_;
   std::string metrics_name_;
   std::atomic<bool> ready_{false};
   absl::Notification stop_probe_;

@@ -62,6 +62,22 @@ def check(objects):
                 mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
                 if mounts.get(data_dir) not in claims:
                     problems.append("%s: --data_dir=%s is not a mounted PVC" % (where, data_dir))
+            # Mutual TLS: every file is on a mounted volume, and the kubelet's gRPC probes
+            # (which cannot present a client certificate) go to the plaintext health port.
+            if flag(args, "tls_cert") is not None:
+                mount_paths = [m["mountPath"] for m in c.get("volumeMounts", [])]
+                for setting in ("tls_cert", "tls_key", "tls_ca"):
+                    path = flag(args, setting)
+                    if path is None:
+                        problems.append("%s: --tls_cert without --%s" % (where, setting))
+                    elif not any(path.startswith(m.rstrip("/") + "/") for m in mount_paths):
+                        problems.append("%s: --%s=%s is not on a mounted volume" % (where, setting, path))
+                health = (flag(args, "health_listen") or "").split(":")[-1]
+                for probe in ("readinessProbe", "livenessProbe"):
+                    grpc_probe = c.get(probe, {}).get("grpc")
+                    if grpc_probe is not None and str(grpc_probe.get("port")) != health:
+                        problems.append("%s: the %s calls gRPC port %s, which needs a client "
+                                        "certificate; probe --health_listen" % (where, probe, grpc_probe.get("port")))
             drain = flag(args, "drain_ms")
             if drain is not None and int(drain) / 1000.0 >= grace:
                 problems.append("%s: drain %s ms does not fit the %s s grace period" % (where, drain, grace))

@@ -46,4 +46,15 @@ if /usr/bin/python3 "$check" "$out/broken.yaml" > "$out/broken.txt"; then
 fi
 grep -q "runs privileged" "$out/broken.txt"
 grep -q "not the pod's localhost" "$out/broken.txt"
+# With mutual TLS, a gRPC probe on the TLS port and a certificate that is not mounted
+# must be reported.
+sed -e 's/--health_listen=0.0.0.0:7180/--health_listen=0.0.0.0:7181/' \
+  -e 's|--tls_ca=/etc/eonce/certs/ca.crt|--tls_ca=/etc/elsewhere/ca.crt|' \
+  "$out/production.yaml" > "$out/broken-tls.yaml"
+if /usr/bin/python3 "$check" "$out/broken-tls.yaml" > "$out/broken-tls.txt"; then
+  echo "the checker accepted a broken TLS rendering" >&2
+  exit 1
+fi
+grep -q "probe --health_listen" "$out/broken-tls.txt"
+grep -q "is not on a mounted volume" "$out/broken-tls.txt"
 echo "deploy: overlays render and keep their invariants"

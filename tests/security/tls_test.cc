@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "common/command.h"
+#include "common/clock.h"
 #include "common/tls.h"
+#include "dedupe_sidecar/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
@@ -22,6 +24,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "tests/util/health_check.h"
 #include "tests/util/temp_dir.h"
 #include "tests/util/test_pki.h"
 #include "tools/demo/process.h"
@@ -342,6 +345,34 @@ TEST_F(TlsTest, ChangedFilesAreUsedForNewConnectionsWithoutARestart) {
     locked = GetInfo(Mtls(acme_));
   }
   EXPECT_EQ(locked.error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// The kubelet's gRPC probes cannot present a client certificate: a plaintext port serves
+// the health service, and only it.
+TEST_F(TlsTest, AHealthOnlyPortAnswersProbesWithoutACertificate) {
+  SidecarServerOptions options;
+  options.data_dir = dir_ + "/in-process";
+  options.upstream_address = ledger_->address();
+  options.tls = sidecar_tls_;
+  options.health_address = "127.0.0.1:0";
+  auto server = SidecarServer::Start(options, RealClock::Get());
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::string main_port = "127.0.0.1:" + std::to_string((*server)->port());
+  std::string health_port = "127.0.0.1:" + std::to_string((*server)->health_port());
+  EXPECT_EQ(testing::HealthStatus(FreshChannel(main_port, grpc::InsecureChannelCredentials())), -1);
+  EXPECT_EQ(testing::HealthStatus(FreshChannel(main_port, Mtls(acme_))), 1);
+  EXPECT_EQ(testing::HealthStatus(FreshChannel(health_port, grpc::InsecureChannelCredentials())),
+            1);
+  auto plaintext = v1::Sidecar::NewStub(FreshChannel(health_port, grpc::InsecureChannelCredentials()));
+  auto context = Context();
+  context->AddMetadata(kTenantHeader, "acme");
+  v1::SubmitRequest request;
+  *request.mutable_command() = OpenAccount("eve");
+  v1::SubmitResponse response;
+  EXPECT_EQ(plaintext->Submit(context.get(), request, &response).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_TRUE((*server)->Shutdown(1000).ok());
+  EXPECT_EQ(Effects(), 0);
 }
 
 TEST(TlsFilesTest, ReadsTheTenantFromASpiffeId) {
