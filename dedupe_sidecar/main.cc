@@ -5,7 +5,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/server.h"
-#include "common/tls_flags.h"
+#include "common/server_flags.h"
 #include "dedupe_sidecar/sidecar_service.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7100", "address agents call: host:port or unix:/path");
@@ -29,12 +29,6 @@ ABSL_FLAG(std::string, instance_id, "sidecar", "this sidecar's name as a lease o
 ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight calls may finish on SIGTERM");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus endpoint, host:port (e.g. 0.0.0.0:9100); empty: no endpoint");
-ABSL_FLAG(std::string, health_listen, "",
-          "plaintext grpc.health.v1-only port for probes without a client certificate "
-          "(host:port); empty: none");
-ABSL_FLAG(int32_t, min_free_mb, 256,
-          "free disk space to keep; below it writes are refused (RESOURCE_EXHAUSTED) and "
-          "readiness is false until space returns");
 ABSL_FLAG(int64_t, compaction_interval_ms, 3'600'000, "how often expired records are compacted away");
 
 int main(int argc, char** argv) {
@@ -59,9 +53,10 @@ int main(int argc, char** argv) {
   o.refuse_unkeyed_mutations = absl::GetFlag(FLAGS_refuse_unkeyed_mutations);
   o.compaction_interval_ms = absl::GetFlag(FLAGS_compaction_interval_ms);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
-  o.tls = eonce::TlsFilesFromFlags();
-  o.health_address = absl::GetFlag(FLAGS_health_listen);
-  o.min_free_bytes = eonce::MebibytesFlag("min_free_mb", absl::GetFlag(FLAGS_min_free_mb));
+  eonce::ServerFlags shared = eonce::ServerFlagsFromFlags();
+  o.tls = shared.tls;
+  o.health_address = shared.health_address;
+  o.min_free_bytes = shared.min_free_bytes;
 
   auto server = eonce::SidecarServer::Start(o, eonce::RealClock::Get());
   if (!server.ok()) {

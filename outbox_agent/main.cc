@@ -6,7 +6,7 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "common/server.h"
-#include "common/tls_flags.h"
+#include "common/server_flags.h"
 #include "outbox_agent/agent_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "address producers call: host:port or unix:/path");
@@ -35,12 +35,6 @@ ABSL_FLAG(int64_t, forensic_retention_ms, 30LL * 24 * 3600 * 1000,
 ABSL_FLAG(int64_t, max_request_bytes, 1 << 20, "largest request message");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus endpoint, host:port (e.g. 0.0.0.0:9102); empty: no endpoint");
-ABSL_FLAG(std::string, health_listen, "",
-          "plaintext grpc.health.v1-only port for probes without a client certificate "
-          "(host:port); empty: none");
-ABSL_FLAG(int32_t, min_free_mb, 256,
-          "free disk space to keep; below it Enqueue is refused (RESOURCE_EXHAUSTED) and "
-          "readiness is false until space returns");
 ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight work may finish on SIGTERM");
 
 int main(int argc, char** argv) {
@@ -67,9 +61,10 @@ int main(int argc, char** argv) {
   o.replay.retry.base_backoff_ms = absl::GetFlag(FLAGS_base_backoff_ms);
   o.replay.retry.max_backoff_ms = absl::GetFlag(FLAGS_max_backoff_ms);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
-  o.tls = eonce::TlsFilesFromFlags();
-  o.health_address = absl::GetFlag(FLAGS_health_listen);
-  o.min_free_bytes = eonce::MebibytesFlag("min_free_mb", absl::GetFlag(FLAGS_min_free_mb));
+  eonce::ServerFlags shared = eonce::ServerFlagsFromFlags();
+  o.tls = shared.tls;
+  o.health_address = shared.health_address;
+  o.min_free_bytes = shared.min_free_bytes;
   if (o.data_dir.empty() || o.tenant.empty()) {
     std::cerr << "outbox_agent: settings data_dir and tenant are required\n";
     return 2;

@@ -11,7 +11,7 @@
 #include "common/random.h"
 #include "common/server.h"
 #include "common/status.h"
-#include "common/tls_flags.h"
+#include "common/server_flags.h"
 #include "grpcpp/server_builder.h"
 
 ABSL_FLAG(std::string, listen, "",
@@ -22,12 +22,6 @@ ABSL_FLAG(int64_t, drain_ms, 5000, "how long in-flight calls may finish on SIGTE
 ABSL_FLAG(double, lose_answer_ratio, 0.0,
           "chaos: the share of applied calls whose answer is lost (UNAVAILABLE after the "
           "effect is durable); for demos and fault tests");
-ABSL_FLAG(std::string, health_listen, "",
-          "plaintext grpc.health.v1-only port for probes without a client certificate "
-          "(host:port); empty: none");
-ABSL_FLAG(int32_t, min_free_mb, 256,
-          "free disk space to keep; below it mutations are refused (RESOURCE_EXHAUSTED) and "
-          "readiness is false until space returns");
 ABSL_FLAG(uint64_t, fault_seed, 1, "chaos: the seed of lose_answer_ratio's draws");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus endpoint, host:port (e.g. 0.0.0.0:9101); empty: no endpoint");
@@ -134,9 +128,10 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.legacy_mode = absl::GetFlag(FLAGS_legacy);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
-  options.tls = TlsFilesFromFlags();
-  options.health_address = absl::GetFlag(FLAGS_health_listen);
-  options.min_free_bytes = MebibytesFlag("min_free_mb", absl::GetFlag(FLAGS_min_free_mb));
+  ServerFlags shared = ServerFlagsFromFlags();
+  options.tls = shared.tls;
+  options.health_address = shared.health_address;
+  options.min_free_bytes = shared.min_free_bytes;
   options.metrics_name = absl::StrReplaceAll(name, {{"_service", ""}});
   if (options.data_dir.empty()) {
     std::cerr << name << ": setting data_dir is required\n";

@@ -58,44 +58,30 @@ absl::StatusOr<std::unique_ptr<FaultStack>> FaultStack::Start(const std::string&
   s->ledger_.args = {"--data_dir=" + dir + "/ledger"};
   if (options.legacy_ledger) s->ledger_.args.push_back("--legacy");
   for (const auto& a : options.ledger_args) s->ledger_.args.push_back(a);
-  if (absl::Status st = s->StartMember(s->ledger_); !st.ok()) return st;
-  std::string ledger_address = s->ledger_.process->address();
-  if (options.proxies) {
-    auto proxy = FaultProxy::Start(ledger_address, seed++);
-    if (!proxy.ok()) return proxy.status();
-    s->to_ledger_ = std::move(*proxy);
-    ledger_address = s->to_ledger_->address();
-  }
+  auto ledger_address = s->StartBehindProxy(s->ledger_, s->to_ledger_, seed++);
+  if (!ledger_address.ok()) return ledger_address.status();
 
   s->sidecar_.name = "sidecar";
   s->sidecar_.binary = "dedupe_sidecar/dedupe_sidecar";
-  s->sidecar_.args = {"--data_dir=" + stores + "/sidecar", "--upstream=" + ledger_address,
+  s->sidecar_.args = {"--data_dir=" + stores + "/sidecar", "--upstream=" + *ledger_address,
                       "--lease_ms=3000", "--forward_timeout_ms=1000", "--drain_ms=500"};
   for (const auto& a : options.sidecar_args) s->sidecar_.args.push_back(a);
-  if (absl::Status st = s->StartMember(s->sidecar_); !st.ok()) return st;
-  std::string sidecar_address = s->sidecar_.process->address();
-  if (options.proxies) {
-    auto proxy = FaultProxy::Start(sidecar_address, seed++);
-    if (!proxy.ok()) return proxy.status();
-    s->to_sidecar_ = std::move(*proxy);
-    sidecar_address = s->to_sidecar_->address();
-  }
+  auto sidecar_address = s->StartBehindProxy(s->sidecar_, s->to_sidecar_, seed++);
+  if (!sidecar_address.ok()) return sidecar_address.status();
 
   s->agents_.resize(options.agents);
+  s->to_agents_.resize(options.agents);
   for (int i = 0; i < options.agents; ++i) {
     Member& a = s->agents_[i];
     a.name = absl::StrCat("agent", i);
     a.binary = "outbox_agent/outbox_agent";
-    a.args = {"--data_dir=" + stores + "/" + a.name, "--tenant=acme", "--sidecar=" + sidecar_address,
-              "--base_backoff_ms=20", "--max_backoff_ms=500", "--submit_timeout_ms=2000",
-              "--claim_ttl_ms=4000", "--max_attempts=100000", "--drain_ms=500"};
+    a.args = {"--data_dir=" + stores + "/" + a.name, "--tenant=acme",
+              "--sidecar=" + *sidecar_address, "--base_backoff_ms=20", "--max_backoff_ms=500",
+              "--submit_timeout_ms=2000", "--claim_ttl_ms=4000", "--max_attempts=100000",
+              "--drain_ms=500"};
     for (const auto& arg : options.agent_args) a.args.push_back(arg);
-    if (absl::Status st = s->StartMember(a); !st.ok()) return st;
-    if (options.proxies) {
-      auto proxy = FaultProxy::Start(a.process->address(), seed++);
-      if (!proxy.ok()) return proxy.status();
-      s->to_agents_.push_back(std::move(*proxy));
-    }
+    auto agent_address = s->StartBehindProxy(a, s->to_agents_[i], seed++);
+    if (!agent_address.ok()) return agent_address.status();
   }
   return s;
 }
@@ -107,6 +93,17 @@ FaultStack::~FaultStack() {
   for (Member* m : {&sidecar_, &ledger_}) {
     if (m->process != nullptr) m->process->Signal(SIGKILL, true);
   }
+}
+
+absl::StatusOr<std::string> FaultStack::StartBehindProxy(Member& m,
+                                                        std::unique_ptr<FaultProxy>& proxy,
+                                                        uint64_t seed) {
+  if (absl::Status started = StartMember(m); !started.ok()) return started;
+  if (!options_.proxies) return m.process->address();
+  auto started = FaultProxy::Start(m.process->address(), seed);
+  if (!started.ok()) return started.status();
+  proxy = std::move(*started);
+  return proxy->address();
 }
 
 absl::Status FaultStack::StartMember(Member& m) {
@@ -150,7 +147,7 @@ Process& FaultStack::process(Component component, int agent) {
 }
 
 std::string FaultStack::agent_address(int i) const {
-  if (!to_agents_.empty()) return to_agents_.at(i)->address();
+  if (to_agents_.at(i) != nullptr) return to_agents_[i]->address();
   return agents_.at(i).process->address();
 }
 

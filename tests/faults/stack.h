@@ -66,6 +66,9 @@ class FaultStack {
   };
   FaultStack() = default;
   absl::Status StartMember(Member& m);
+  // Starts `m`; with proxies on, also a proxy in front of it. Returns where callers dial.
+  absl::StatusOr<std::string> StartBehindProxy(Member& m, std::unique_ptr<FaultProxy>& proxy,
+                                               uint64_t seed);
   Member& member(Component component, int agent);
 
   std::string dir_;
