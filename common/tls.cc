@@ -1,6 +1,7 @@
 #include "common/tls.h"
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -41,13 +42,6 @@ std::shared_ptr<grpc::experimental::FileWatcherCertificateProvider> Provider(
   return std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
       files.key_file, files.cert_file, files.ca_file,
       static_cast<unsigned int>(files.refresh_s));
-}
-
-std::string Property(const grpc::AuthContext& auth, const char* name) {
-  for (const grpc::string_ref& value : auth.FindPropertyValues(name)) {
-    return std::string(value.data(), value.size());
-  }
-  return "";
 }
 
 }  // namespace
@@ -114,13 +108,19 @@ absl::StatusOr<std::string> CallerTenant(const grpc::ServerContextBase& context)
   }
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return claimed;
-  std::string tenant = TenantFromSpiffeId(Property(*auth, GRPC_PEER_SPIFFE_ID_PROPERTY_NAME));
-  if (tenant.empty()) {
-    for (const grpc::string_ref& uri : auth->FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME)) {
-      tenant = TenantFromSpiffeId(absl::string_view(uri.data(), uri.size()));
-      if (!tenant.empty()) break;
+  // Every URI SAN is looked at: a certificate that names two tenants names none.
+  std::set<std::string> tenants;
+  for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_PEER_URI_PROPERTY_NAME}) {
+    for (const grpc::string_ref& uri : auth->FindPropertyValues(property)) {
+      std::string named = TenantFromSpiffeId(absl::string_view(uri.data(), uri.size()));
+      if (!named.empty()) tenants.insert(std::move(named));
     }
   }
+  if (tenants.size() > 1) {
+    return Error(absl::StatusCode::kPermissionDenied, "AMBIGUOUS_TENANT",
+                 "the client certificate names more than one tenant");
+  }
+  std::string tenant = tenants.empty() ? "" : *tenants.begin();
   if (tenant.empty()) {
     return Error(absl::StatusCode::kPermissionDenied, "NO_TENANT_IN_CERTIFICATE",
                  "the client certificate names no tenant (URI SAN "

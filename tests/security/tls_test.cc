@@ -245,9 +245,13 @@ TEST_F(TlsTest, TheTenantComesFromTheCertificate) {
   grpc::Status in_header = Submit(Mtls(globex_), OpenAccount("bob"), "acme");
   EXPECT_EQ(in_header.error_code(), grpc::StatusCode::PERMISSION_DENIED) << in_header.error_message();
   EXPECT_NE(in_header.error_message().find("globex"), std::string::npos) << in_header.error_message();
-  // A certificate that names no tenant acts for nobody.
+  // A certificate that names no tenant, or two, acts for nobody.
   grpc::Status no_tenant = Submit(Mtls(sidecar_tls_), OpenAccount("bob"));
   EXPECT_EQ(no_tenant.error_code(), grpc::StatusCode::PERMISSION_DENIED) << no_tenant.error_message();
+  TlsFiles two = Issue(*pki_, "two-tenants",
+                       TenantId("acme", "agent") + ",URI:" + TenantId("globex", "agent"));
+  grpc::Status ambiguous = Submit(Mtls(two), OpenAccount("bob"));
+  EXPECT_EQ(ambiguous.error_code(), grpc::StatusCode::PERMISSION_DENIED) << ambiguous.error_message();
   EXPECT_EQ(Effects(), 0);
 
   // The agent serves acme only.
