@@ -5,9 +5,9 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
@@ -90,8 +90,7 @@ absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& addres
         absl::StrCat("listen address \"", address, "\" must be host:port or unix:/path"));
   }
   EONCE_RETURN_IF_ERROR(ValidateTlsFiles(tls));
-  builder.AddListeningPort(address, ServerCredentials(tls),
-                           unix_socket ? nullptr : bound_port);
+  builder.AddListeningPort(address, ServerCredentials(tls), unix_socket ? nullptr : bound_port);
   return absl::OkStatus();
 }
 

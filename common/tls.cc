@@ -40,8 +40,7 @@ absl::Status CheckPem(const std::string& path, const char* setting, const char* 
 std::shared_ptr<grpc::experimental::FileWatcherCertificateProvider> Provider(
     const TlsFiles& files) {
   return std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      files.key_file, files.cert_file, files.ca_file,
-      static_cast<unsigned int>(files.refresh_s));
+      files.key_file, files.cert_file, files.ca_file, static_cast<unsigned int>(files.refresh_s));
 }
 
 }  // namespace
@@ -93,8 +92,7 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsF
 std::string TenantFromSpiffeId(absl::string_view spiffe_id) {
   constexpr absl::string_view kScheme = "spiffe://";
   if (!absl::StartsWith(spiffe_id, kScheme)) return "";
-  std::vector<absl::string_view> parts =
-      absl::StrSplit(spiffe_id.substr(kScheme.size()), '/');
+  std::vector<absl::string_view> parts = absl::StrSplit(spiffe_id.substr(kScheme.size()), '/');
   // parts[0] is the trust domain.
   if (parts.size() < 3 || parts[0].empty() || parts[1] != "tenant") return "";
   return std::string(parts[2]);

@@ -4,8 +4,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/command.h"
 #include "common/clock.h"
+#include "common/command.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/server.h"
@@ -36,8 +36,8 @@ absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clo
   absl::StatusOr<std::string> tenant = CallerTenant(*context);
   if (!tenant.ok()) {
     deduper.CountDenied();
-    LogWarn("caller refused", {{"reason", std::string(tenant.status().message())},
-                               {"peer", context->peer()}});
+    LogWarn("caller refused",
+            {{"reason", std::string(tenant.status().message())}, {"peer", context->peer()}});
     return tenant.status();
   }
   Caller caller;
@@ -128,7 +128,8 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
                                        const v1::ListParkedRequest* request,
                                        v1::ListParkedResponse* response) override {
     absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
-    if (!caller.ok()) return FinishUnary<v1::ListParkedResponse>(context, caller.status(), response);
+    if (!caller.ok())
+      return FinishUnary<v1::ListParkedResponse>(context, caller.status(), response);
     return FinishUnary(context, deduper_.ListParked(*caller, request->limit()), response);
   }
 
@@ -160,7 +161,8 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
     if (caller.ok() && caller->tenant.empty()) {
       caller = Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
     }
-    if (!caller.ok()) return FinishUnary<v1::VerifyAuditResponse>(context, caller.status(), response);
+    if (!caller.ok())
+      return FinishUnary<v1::VerifyAuditResponse>(context, caller.status(), response);
     return FinishUnary(context, audit_.Verify(), response);
   }
 
@@ -374,8 +376,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   s->audit_ = std::make_unique<AuditLog>(*s->rocks_, clock, options.audit_retention_ms);
   Upstream* upstream = options.upstream;
   if (upstream == nullptr) {
-    s->owned_upstream_ = std::make_unique<GrpcUpstream>(options.upstream_address, options.tls, clock,
-                                                        options.max_message_bytes);
+    s->owned_upstream_ = std::make_unique<GrpcUpstream>(options.upstream_address, options.tls,
+                                                        clock, options.max_message_bytes);
     upstream = s->owned_upstream_.get();
   }
   s->pool_ = std::make_unique<WorkPool>(64, 4096);

@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
     std::cerr << absl::ProgramUsageMessage() << "\n";
     return 2;
   }
-  auto channel =
-      grpc::CreateChannel(absl::GetFlag(FLAGS_sidecar), eonce::ChannelCredentials(eonce::TlsFilesFromFlags()));
+  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_sidecar),
+                                     eonce::ChannelCredentials(eonce::TlsFilesFromFlags()));
   auto sidecar = eonce::v1::Sidecar::NewStub(channel);
   auto admin = eonce::v1::SidecarAdmin::NewStub(channel);
   std::string verb = args[1];

@@ -14,6 +14,9 @@
 namespace eonce {
 namespace {
 
+// The largest List page, in record bytes.
+constexpr size_t kMaxListBytes = 1 << 20;
+
 absl::StatusOr<OutboxRecord> Found(absl::StatusOr<std::optional<OutboxRecord>> record,
                                    const std::string& id) {
   if (!record.ok()) return record.status();
@@ -134,9 +137,9 @@ class RefusedWatch : public grpc::ServerWriteReactor<v1::WatchEvent> {
 
 class AgentServiceImpl : public v1::Agent::CallbackService {
  public:
-  AgentServiceImpl(Outbox& outbox, OutboxStore& store, CredentialState& credential,
-                   StateFeed& feed, std::atomic<bool>& draining, std::function<void()> kick,
-                   WorkPool& pool, std::string tenant)
+  AgentServiceImpl(Outbox& outbox, OutboxStore& store, CredentialState& credential, StateFeed& feed,
+                   std::atomic<bool>& draining, std::function<void()> kick, WorkPool& pool,
+                   std::string tenant)
       : tenant_(std::move(tenant)),
         pool_(pool),
         outbox_(outbox),
@@ -152,7 +155,8 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
     return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
       if (draining_.load()) {
         return FinishUnary<v1::EnqueueResponse>(
-            context, Error(absl::StatusCode::kUnavailable, "DRAINING", "the agent is shutting down"),
+            context,
+            Error(absl::StatusCode::kUnavailable, "DRAINING", "the agent is shutting down"),
             response);
       }
       // The synced write runs on the pool, so that concurrent Enqueues share an fsync.
@@ -164,9 +168,9 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
         reactor->Finish(ToGrpcStatus(result.status(), context));
       });
       if (!posted) {
-        reactor->Finish(ToGrpcStatus(
-            Error(absl::StatusCode::kResourceExhausted, "OVERLOADED", "too many Enqueues in flight"),
-            context));
+        reactor->Finish(ToGrpcStatus(Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
+                                           "too many Enqueues in flight"),
+                                     context));
       }
       return reactor;
     });
@@ -176,7 +180,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
                                 const v1::GetRequest* request, OutboxRecord* response) override {
     return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
       return FinishUnary(context, Found(store_.Get(request->command_id()), request->command_id()),
-                   response);
+                         response);
     });
   }
 
@@ -189,8 +193,22 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
       if (!records.ok()) {
         out = records.status();
       } else {
+        // Records carry their requests: a page stops at about 1 MiB, under every
+        // message size limit, and says where the next one starts.
         v1::ListResponse list;
-        for (auto& r : *records) *list.add_records() = std::move(r);
+        size_t bytes = 0;
+        bool cut = false;
+        for (auto& r : *records) {
+          bytes += r.ByteSizeLong();
+          if (bytes > kMaxListBytes && list.records_size() > 0) {
+            cut = true;
+            break;
+          }
+          *list.add_records() = std::move(r);
+        }
+        if (cut || (list.records_size() > 0 && records->size() >= OutboxStore::ListLimit(request->limit()))) {
+          list.set_next_after_command_id(list.records().rbegin()->command().command_id());
+        }
         out = std::move(list);
       }
       return FinishUnary(context, std::move(out), response);
@@ -198,7 +216,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
   }
 
   grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext* context,
-                                                 const v1::WatchRequest* /*request*/) override {
+                                                  const v1::WatchRequest* /*request*/) override {
     if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
       return new RefusedWatch(ToGrpcStatus(allowed, context));
     }
@@ -274,9 +292,9 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
     absl::StatusOr<std::string> tenant = CallerTenant(context);
     if (!tenant.ok()) return tenant.status();
     if (!tenant->empty() && *tenant != tenant_) {
-      return Error(absl::StatusCode::kPermissionDenied, "WRONG_TENANT",
-                   absl::StrCat("this agent serves tenant \"", tenant_, "\", not \"", *tenant,
-                                "\""));
+      return Error(
+          absl::StatusCode::kPermissionDenied, "WRONG_TENANT",
+          absl::StrCat("this agent serves tenant \"", tenant_, "\", not \"", *tenant, "\""));
     }
     return absl::OkStatus();
   }
@@ -285,8 +303,8 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
   grpc::ServerUnaryReactor* Authorized(grpc::CallbackServerContext* context, Response* response,
                                        Handler handler) {
     if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
-      LogWarn("caller refused", {{"reason", std::string(allowed.message())},
-                                 {"peer", context->peer()}});
+      LogWarn("caller refused",
+              {{"reason", std::string(allowed.message())}, {"peer", context->peer()}});
       return FinishUnary<Response>(context, allowed, response);
     }
     return handler();
@@ -323,10 +341,9 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   s->filters_ = std::make_unique<OutboxStore::Filters>(clock);
   StoreOptions store_options;
   store_options.min_free_bytes = options.min_free_bytes;
-  EONCE_ASSIGN_OR_RETURN(s->rocks_,
-                         RocksStore::Open(options.data_dir,
-                                          OutboxStore::ColumnFamilies(*s->filters_),
-                                          store_options));
+  EONCE_ASSIGN_OR_RETURN(
+      s->rocks_,
+      RocksStore::Open(options.data_dir, OutboxStore::ColumnFamilies(*s->filters_), store_options));
   s->store_ = std::make_unique<OutboxStore>(*s->rocks_, clock, options.store);
   EONCE_ASSIGN_OR_RETURN(int recovered, s->store_->RecoverAfterRestart());
   if (recovered > 0) {
@@ -340,9 +357,9 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
 
   SidecarClient* client = options.client;
   if (client == nullptr) {
-    EONCE_ASSIGN_OR_RETURN(auto grpc_client, GrpcSidecarClient::Create(
-                                                 options.routes, options.default_sidecar,
-                                                 options.tls, clock));
+    EONCE_ASSIGN_OR_RETURN(
+        auto grpc_client,
+        GrpcSidecarClient::Create(options.routes, options.default_sidecar, options.tls, clock));
     // The retention contract: a max age past the sidecar's retention would replay
     // records that the sidecar no longer remembers.
     for (auto& [route, retention] : grpc_client->FetchRetentions(options.startup_info_wait_ms)) {
@@ -362,9 +379,9 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
                                             options.replay, &s->feed_);
   AgentServer* raw = s.get();
   s->pool_ = std::make_unique<WorkPool>(64, 4096);
-  s->service_ = std::make_unique<AgentServiceImpl>(*s->outbox_, *s->store_, *s->credential_,
-                                                   s->feed_, s->draining_, [raw] { raw->Kick(); },
-                                                   *s->pool_, options.tenant);
+  s->service_ = std::make_unique<AgentServiceImpl>(
+      *s->outbox_, *s->store_, *s->credential_, s->feed_, s->draining_, [raw] { raw->Kick(); },
+      *s->pool_, options.tenant);
   EnableStandardServices();
   grpc::ServerBuilder builder;
   EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, options.tls, &s->port_));

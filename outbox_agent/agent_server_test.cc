@@ -4,8 +4,10 @@
 #include "outbox_agent/agent_server.h"
 
 #include <fstream>
+#include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/random.h"
 #include "dedupe_sidecar/sidecar_service.h"
@@ -166,6 +168,40 @@ TEST_F(AgentServerTest, WatchStreamsStateChanges) {
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.front(), v1::QUEUED);
   EXPECT_EQ(seen.back(), v1::ACKED);
+}
+
+// Records carry their requests: a page stops at about 1 MiB and says where the next
+// starts, so listing never runs into a message size limit.
+TEST_F(AgentServerTest, ListPagesStayUnderTheMessageLimitAndCoverEveryRecord) {
+  AgentServerOptions options = Options();
+  options.default_sidecar = "127.0.0.1:1";  // nothing is sent: the records stay as they are
+  options.startup_info_wait_ms = 0;
+  auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto client = AgentClient::Connect("127.0.0.1:" + std::to_string((*agent)->port()));
+  for (int i = 0; i < 12; ++i) {
+    v1::Command c = Open(absl::StrCat("big", i));
+    c.set_request(c.request() + std::string(300 * 1024, '\x01'));  // an unknown field's bytes
+    ASSERT_TRUE(client->Enqueue(c, 5000).ok());
+  }
+  std::set<std::string> seen;
+  std::string after;
+  int pages = 0;
+  do {
+    grpc::ClientContext context;
+    v1::ListRequest request;
+    request.set_limit(1000);
+    request.set_after_command_id(after);
+    v1::ListResponse response;
+    grpc::Status s = client->stub().List(&context, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_LE(response.ByteSizeLong(), size_t{1} << 21);
+    for (const auto& r : response.records()) seen.insert(r.command().command_id());
+    after = response.next_after_command_id();
+    ++pages;
+  } while (!after.empty() && pages < 100);
+  EXPECT_EQ(seen.size(), 12u);
+  EXPECT_GE(pages, 3);
 }
 
 }  // namespace

@@ -8,8 +8,7 @@
 
 namespace eonce {
 
-std::unique_ptr<AgentClient> AgentClient::Connect(const std::string& address,
-                                                  const TlsFiles& tls) {
+std::unique_ptr<AgentClient> AgentClient::Connect(const std::string& address, const TlsFiles& tls) {
   return std::unique_ptr<AgentClient>(
       new AgentClient(v1::Agent::NewStub(grpc::CreateChannel(address, ChannelCredentials(tls)))));
 }

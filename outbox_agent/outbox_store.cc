@@ -305,10 +305,14 @@ std::optional<int64_t> OutboxStore::NextDueMs() {
   return static_cast<int64_t>(ReadFixed64(absl::string_view(it->key().data(), 8)));
 }
 
+size_t OutboxStore::ListLimit(int limit) {
+  return static_cast<size_t>(std::clamp(limit <= 0 ? 100 : limit, 1, 1000));
+}
+
 absl::StatusOr<std::vector<OutboxRecord>> OutboxStore::List(OutboxState state,
                                                            const std::string& after,
                                                            int limit) {
-  limit = std::clamp(limit <= 0 ? 100 : limit, 1, 1000);
+  limit = static_cast<int>(ListLimit(limit));
   std::vector<OutboxRecord> out;
   std::vector<OutboxState> states;
   if (state == v1::OUTBOX_STATE_UNSPECIFIED) {
@@ -316,15 +320,26 @@ absl::StatusOr<std::vector<OutboxRecord>> OutboxStore::List(OutboxState state,
   } else {
     states.push_back(state);
   }
+  // Pages follow the states index: by state, then in enqueue order. A page resumes at
+  // the record it ended on, so states before that record's state are done.
   std::string after_key;
   if (!after.empty()) {
     EONCE_ASSIGN_OR_RETURN(auto anchor, Get(after));
-    if (anchor.has_value()) after_key = StateKey(anchor->state(), *anchor);
+    if (!anchor.has_value()) {
+      return Error(absl::StatusCode::kFailedPrecondition, "LIST_ANCHOR_GONE",
+                   absl::StrCat("after_command_id ", after,
+                                " is no longer in the outbox; list again from the start"));
+    }
+    after_key = StateKey(anchor->state(), *anchor);
   }
   std::unique_ptr<rocksdb::Iterator> it(
       store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kStatesCf)));
   for (OutboxState s : states) {
     std::string prefix(1, static_cast<char>(s));
+    if (!after_key.empty() &&
+        static_cast<unsigned char>(prefix[0]) < static_cast<unsigned char>(after_key[0])) {
+      continue;
+    }
     it->Seek(after_key.empty() || after_key[0] != prefix[0] ? prefix : after_key);
     for (; it->Valid() && it->key().starts_with(prefix) && static_cast<int>(out.size()) < limit;
          it->Next()) {

@@ -85,8 +85,11 @@ class OutboxStore {
   // The earliest time anything is due; nullopt when nothing is.
   std::optional<int64_t> NextDueMs();
 
+  // Records in command id order after `after`; at most ListLimit(limit) of them.
   absl::StatusOr<std::vector<OutboxRecord>> List(OutboxState state, const std::string& after,
                                                  int limit);
+  // The page size List uses for `limit`: 100 when unset, at most 1000.
+  static size_t ListLimit(int limit);
   std::array<int64_t, v1::OutboxState_ARRAYSIZE> CountsByState() const;
   // The age of the oldest record waiting to be sent (queued, retryable or unknown).
   absl::StatusOr<int64_t> OldestWaitingAgeMs();

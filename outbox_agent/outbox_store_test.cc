@@ -1,5 +1,8 @@
 #include "outbox_agent/outbox_store.h"
 
+#include <set>
+
+#include "absl/strings/str_cat.h"
 #include "common/command.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
@@ -125,6 +128,31 @@ TEST_F(OutboxStoreTest, CountsListingAndOldestWaiting) {
   // Counts survive a restart.
   Open();
   EXPECT_EQ(store_->CountsByState()[v1::QUEUED], 2);
+}
+
+// Pages across states: each record once, whatever state the page boundaries fall in.
+TEST_F(OutboxStoreTest, ListingEveryStatePageByPageSeesEachRecordOnce) {
+  for (int i = 0; i < 25; ++i) {
+    std::string id = absl::StrCat("c", i);
+    ASSERT_TRUE(store_->Insert(Cmd(id, id)).ok());
+    if (i % 5 == 0) ASSERT_TRUE(Move(id, v1::REJECTED).ok());
+    if (i % 5 == 1) ASSERT_TRUE(Move(id, v1::ACKED).ok());
+  }
+  std::vector<std::string> seen;
+  std::string after;
+  for (int page = 0; page < 20; ++page) {
+    auto records = store_->List(v1::OUTBOX_STATE_UNSPECIFIED, after, 4);
+    ASSERT_TRUE(records.ok()) << records.status();
+    if (records->empty()) break;
+    for (const auto& r : *records) seen.push_back(r.command().command_id());
+    after = records->back().command().command_id();
+  }
+  std::set<std::string> distinct(seen.begin(), seen.end());
+  EXPECT_EQ(seen.size(), 25u);
+  EXPECT_EQ(distinct.size(), 25u);
+  // An anchor that is gone is refused rather than silently restarting the listing.
+  EXPECT_EQ(store_->List(v1::OUTBOX_STATE_UNSPECIFIED, "missing", 4).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(OutboxStoreTest, FullOutboxRefusesNewCommands) {

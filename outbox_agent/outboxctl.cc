@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
     std::cerr << absl::ProgramUsageMessage() << "\n";
     return 2;
   }
-  auto stub = eonce::v1::Agent::NewStub(
-      grpc::CreateChannel(absl::GetFlag(FLAGS_agent), eonce::ChannelCredentials(eonce::TlsFilesFromFlags())));
+  auto stub = eonce::v1::Agent::NewStub(grpc::CreateChannel(
+      absl::GetFlag(FLAGS_agent), eonce::ChannelCredentials(eonce::TlsFilesFromFlags())));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   std::string verb = args[1];

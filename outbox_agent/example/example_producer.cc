@@ -11,8 +11,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "eonce/ledger/v1/ledger.pb.h"
 #include "common/tls_flags.h"
+#include "eonce/ledger/v1/ledger.pb.h"
 #include "outbox_agent/client.h"
 #include "outbox_agent/example/projection.h"
 

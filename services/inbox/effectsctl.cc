@@ -22,8 +22,8 @@ ABSL_FLAG(uint64_t, after, 0, "start after this sequence number");
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("effectsctl --service=ADDR [--counts] [--after=SEQ]");
   absl::ParseCommandLine(argc, argv);
-  auto stub = eonce::v1::Effects::NewStub(
-      grpc::CreateChannel(absl::GetFlag(FLAGS_service), eonce::ChannelCredentials(eonce::TlsFilesFromFlags())));
+  auto stub = eonce::v1::Effects::NewStub(grpc::CreateChannel(
+      absl::GetFlag(FLAGS_service), eonce::ChannelCredentials(eonce::TlsFilesFromFlags())));
   std::map<std::string, int> per_command;
   uint64_t after = absl::GetFlag(FLAGS_after);
   int64_t total = 0;

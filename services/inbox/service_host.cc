@@ -10,8 +10,8 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "common/server.h"
-#include "common/status.h"
 #include "common/server_flags.h"
+#include "common/status.h"
 #include "grpcpp/server_builder.h"
 
 ABSL_FLAG(std::string, listen, "",
@@ -37,8 +37,7 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   for (auto& family : Inbox::ColumnFamilies()) families.push_back(family);
   StoreOptions store_options;
   store_options.min_free_bytes = options.min_free_bytes;
-  EONCE_ASSIGN_OR_RETURN(host->store_,
-                         RocksStore::Open(options.data_dir, families, store_options));
+  EONCE_ASSIGN_OR_RETURN(host->store_, RocksStore::Open(options.data_dir, families, store_options));
   host->inbox_ = std::make_unique<Inbox>(*host->store_, clock, options.legacy_mode, options.faults);
   host->pool_ = std::make_unique<WorkPool>(64, 4096);
   EONCE_ASSIGN_OR_RETURN(host->service_, setup(*host->store_, *host->inbox_, host->pool_.get()));

@@ -4,16 +4,16 @@
 #ifndef EONCE_SERVICES_INBOX_SERVICE_HOST_H_
 #define EONCE_SERVICES_INBOX_SERVICE_HOST_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
-#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/clock.h"
 #include "absl/synchronization/notification.h"
+#include "common/clock.h"
 #include "common/fault.h"
 #include "common/metrics.h"
 #include "common/rocks.h"

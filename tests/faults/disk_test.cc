@@ -18,12 +18,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
-#include "outbox_agent/outbox_store.h"
 #include "common/tls.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "outbox_agent/outbox_store.h"
 #include "tests/faults/stack.h"
 #include "tests/util/health_check.h"
 #include "tests/util/temp_dir.h"

@@ -49,8 +49,7 @@ void RunOnce(uint64_t seed, int commands) {
   absl::Status restart_failure;
   // Bounded: at most 2,000 kills, and none after the load is in (or 5 minutes).
   auto stop_at = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  for (int k = 0; k < 2000 && loading.load() && std::chrono::steady_clock::now() < stop_at;
-       ++k) {
+  for (int k = 0; k < 2000 && loading.load() && std::chrono::steady_clock::now() < stop_at; ++k) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 451));
     Component victim = static_cast<Component>(rng() % 3);
     kills[victim]++;
@@ -72,6 +71,7 @@ void RunOnce(uint64_t seed, int commands) {
               kills[Component::kSidecar], kills[Component::kLedger], v.ToString().c_str());
   EXPECT_EQ(v.acked, commands);
   EXPECT_TRUE(v.ok()) << v.ToString() << " (logs in " << s.dir() << ")";
+  if (!v.ok()) KeepLogs(s.dir());
   EXPECT_EQ(v.minted, kAccounts * 1000);
 }
 

@@ -73,9 +73,9 @@ TEST(PauseTest, ASidecarStoppedPastTheDeadlineForwardsEachCommandOnce) {
       ASSERT_TRUE(agent->Enqueue(&context, request, &response).ok());
     }
   }
-  Verdict opened = WaitAndCheck(s.process(Component::kAgent, 0).address(),
-                                s.process(Component::kLedger).address(), {"open-a", "open-b"},
-                                20'000);
+  Verdict opened =
+      WaitAndCheck(s.process(Component::kAgent, 0).address(),
+                   s.process(Component::kLedger).address(), {"open-a", "open-b"}, 20'000);
   ASSERT_EQ(opened.applied, 2) << opened.ToString();
 
   constexpr int kCommands = 20;
@@ -107,8 +107,8 @@ TEST(PauseTest, ASidecarStoppedPastTheDeadlineForwardsEachCommandOnce) {
     }
     Verdict v = WaitAndCheck(s.process(Component::kAgent, agent).address(),
                              s.process(Component::kLedger).address(), mine, 60'000);
-    EXPECT_EQ(v.applied, static_cast<int64_t>(mine.size())) << "agent " << agent << ": "
-                                                            << v.ToString();
+    EXPECT_EQ(v.applied, static_cast<int64_t>(mine.size()))
+        << "agent " << agent << ": " << v.ToString();
     EXPECT_EQ(v.duplicate_effects, 0) << v.ToString();
     EXPECT_TRUE(v.conserved) << v.ToString();
     for (const auto& [id, record] : Records(s.process(Component::kAgent, agent).address())) {
@@ -122,8 +122,8 @@ TEST(PauseTest, ASidecarStoppedPastTheDeadlineForwardsEachCommandOnce) {
   for (int i = 0; i < kCommands; ++i) {
     EXPECT_EQ(effects[Transfer(i).command_id()], 1) << Transfer(i).command_id();
   }
-  std::printf("pause run: %d commands from 2 agents, %ld records retried, %zu effects\n",
-              kCommands, static_cast<long>(retried), effects.size());
+  std::printf("pause run: %d commands from 2 agents, %ld records retried, %zu effects\n", kCommands,
+              static_cast<long>(retried), effects.size());
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -38,9 +40,12 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
 
 const char* ComponentName(Component c) {
   switch (c) {
-    case Component::kLedger: return "ledger";
-    case Component::kSidecar: return "sidecar";
-    case Component::kAgent: return "agent";
+    case Component::kLedger:
+      return "ledger";
+    case Component::kSidecar:
+      return "sidecar";
+    case Component::kAgent:
+      return "agent";
   }
   return "?";
 }
@@ -75,9 +80,14 @@ absl::StatusOr<std::unique_ptr<FaultStack>> FaultStack::Start(const std::string&
     Member& a = s->agents_[i];
     a.name = absl::StrCat("agent", i);
     a.binary = "outbox_agent/outbox_agent";
-    a.args = {"--data_dir=" + stores + "/" + a.name, "--tenant=acme",
-              "--sidecar=" + *sidecar_address, "--base_backoff_ms=20", "--max_backoff_ms=500",
-              "--submit_timeout_ms=2000", "--claim_ttl_ms=4000", "--max_attempts=100000",
+    a.args = {"--data_dir=" + stores + "/" + a.name,
+              "--tenant=acme",
+              "--sidecar=" + *sidecar_address,
+              "--base_backoff_ms=20",
+              "--max_backoff_ms=500",
+              "--submit_timeout_ms=2000",
+              "--claim_ttl_ms=4000",
+              "--max_attempts=100000",
               "--drain_ms=500"};
     for (const auto& arg : options.agent_args) a.args.push_back(arg);
     auto agent_address = s->StartBehindProxy(a, s->to_agents_[i], seed++);
@@ -96,8 +106,8 @@ FaultStack::~FaultStack() {
 }
 
 absl::StatusOr<std::string> FaultStack::StartBehindProxy(Member& m,
-                                                        std::unique_ptr<FaultProxy>& proxy,
-                                                        uint64_t seed) {
+                                                         std::unique_ptr<FaultProxy>& proxy,
+                                                         uint64_t seed) {
   if (absl::Status started = StartMember(m); !started.ok()) return started;
   if (!options_.proxies) return m.process->address();
   auto started = FaultProxy::Start(m.process->address(), seed);
@@ -129,9 +139,12 @@ absl::Status FaultStack::StartMember(Member& m) {
 
 FaultStack::Member& FaultStack::member(Component component, int agent) {
   switch (component) {
-    case Component::kLedger: return ledger_;
-    case Component::kSidecar: return sidecar_;
-    case Component::kAgent: break;
+    case Component::kLedger:
+      return ledger_;
+    case Component::kSidecar:
+      return sidecar_;
+    case Component::kAgent:
+      break;
   }
   return agents_.at(agent);
 }
@@ -153,9 +166,12 @@ std::string FaultStack::agent_address(int i) const {
 
 FaultProxy* FaultStack::proxy_to(Component component) {
   switch (component) {
-    case Component::kLedger: return to_ledger_.get();
-    case Component::kSidecar: return to_sidecar_.get();
-    case Component::kAgent: return to_agents_.empty() ? nullptr : to_agents_[0].get();
+    case Component::kLedger:
+      return to_ledger_.get();
+    case Component::kSidecar:
+      return to_sidecar_.get();
+    case Component::kAgent:
+      return to_agents_.empty() ? nullptr : to_agents_[0].get();
   }
   return nullptr;
 }
@@ -213,8 +229,9 @@ int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int thread
       ledger::v1::OpenAccountRequest open;
       open.set_id(absl::StrCat("acct", i));
       open.set_initial_balance(initial);
-      if (!Enqueue(*stub, command(absl::StrCat("open-", i), "/eonce.ledger.v1.Ledger/OpenAccount",
-                                  open, open.id()),
+      if (!Enqueue(*stub,
+                   command(absl::StrCat("open-", i), "/eonce.ledger.v1.Ledger/OpenAccount", open,
+                           open.id()),
                    give_up_ms)) {
         failed++;
       }
@@ -230,8 +247,9 @@ int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int thread
       transfer.set_from(absl::StrCat("acct", from));
       transfer.set_to(absl::StrCat("acct", to));
       transfer.set_amount(1 + static_cast<int64_t>(rng() % (initial / 4)));
-      if (!Enqueue(*stub, command(absl::StrCat("t-", i), "/eonce.ledger.v1.Ledger/Transfer",
-                                  transfer, transfer.from()),
+      if (!Enqueue(*stub,
+                   command(absl::StrCat("t-", i), "/eonce.ledger.v1.Ledger/Transfer", transfer,
+                           transfer.from()),
                    give_up_ms)) {
         failed++;
       }
@@ -243,6 +261,21 @@ int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int thread
 std::set<std::string> LoadClient::acked() const {
   absl::MutexLock lock(&mu_);
   return acked_;
+}
+
+void KeepLogs(const std::string& dir) {
+  const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+  if (outputs == nullptr) return;
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::path target = fs::path(outputs) / fs::path(dir).filename();
+  fs::create_directories(target, error);
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    if (entry.path().extension() == ".log") {
+      fs::copy_file(entry.path(), target / entry.path().filename(),
+                    fs::copy_options::overwrite_existing, error);
+    }
+  }
 }
 
 std::map<std::string, int> EffectsByCommand(const std::string& service_address) {
@@ -280,20 +313,31 @@ Verdict WaitAndCheck(const std::string& agent_address, const std::string& ledger
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 
+  Verdict v;
   std::map<std::string, v1::OutboxRecord> records;
   std::string after;
-  for (int page = 0; page < 1000; ++page) {
+  v.listed_all = false;
+  for (int page = 0, failures = 0; page < 10'000 && failures < 5; ++page) {
     v1::ListRequest request;
     request.set_limit(1000);
     request.set_after_command_id(after);
     v1::ListResponse response;
     auto context = Context(10'000);
-    if (!agent->List(context.get(), request, &response).ok() || response.records().empty()) break;
+    grpc::Status listed = agent->List(context.get(), request, &response);
+    if (!listed.ok()) {
+      v.list_error = absl::StrCat("code ", listed.error_code(), ": ", listed.error_message());
+      ++failures;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
     for (const auto& r : response.records()) records[r.command().command_id()] = r;
-    after = response.records().rbegin()->command().command_id();
+    after = response.next_after_command_id();
+    if (after.empty()) {
+      v.listed_all = true;
+      break;
+    }
   }
 
-  Verdict v;
   v.acked = static_cast<int64_t>(acked.size());
   std::map<std::string, int> effects = EffectsByCommand(ledger_address);
   for (const auto& [id, n] : effects) {
@@ -311,7 +355,9 @@ Verdict WaitAndCheck(const std::string& agent_address, const std::string& ledger
         v.applied++;
         if (effects[id] != 1) v.lost++;
         break;
-      case v1::REJECTED: v.rejected++; break;
+      case v1::REJECTED:
+        v.rejected++;
+        break;
       default:
         if (IsFinal(it->second.state())) {
           v.other_final++;
@@ -334,9 +380,10 @@ Verdict WaitAndCheck(const std::string& agent_address, const std::string& ledger
 std::string Verdict::ToString() const {
   return absl::StrFormat(
       "acked=%d applied=%d rejected=%d not_final=%d other_final=%d lost=%d "
-      "duplicate_effects=%d effects=%d total=%d minted=%d conserved=%s",
+      "duplicate_effects=%d effects=%d total=%d minted=%d conserved=%s%s",
       acked, applied, rejected, not_final, other_final, lost, duplicate_effects, effects, total,
-      minted, conserved ? "true" : "false");
+      minted, conserved ? "true" : "false",
+      listed_all ? "" : " (the agent's records could not all be listed: " + list_error + ")");
 }
 
 }  // namespace eonce::testing

@@ -42,7 +42,7 @@ struct StackOptions {
 class FaultStack {
  public:
   static absl::StatusOr<std::unique_ptr<FaultStack>> Start(const std::string& dir,
-                                                          StackOptions options);
+                                                           StackOptions options);
   ~FaultStack();
 
   // kill -9, then start again on the same port and data. `agent` picks among agents.
@@ -102,21 +102,23 @@ class LoadClient {
 };
 
 struct Verdict {
-  int64_t acked = 0;           // commands the agent acknowledged
-  int64_t applied = 0;         // ACKED records
-  int64_t rejected = 0;        // business rejections (e.g. too little balance)
-  int64_t not_final = 0;       // still waiting when time ran out
-  int64_t other_final = 0;     // dead-lettered, expired, conflict, dropped
-  int64_t lost = 0;            // acknowledged but missing, or ACKED without an effect
+  int64_t acked = 0;        // commands the agent acknowledged
+  int64_t applied = 0;      // ACKED records
+  int64_t rejected = 0;     // business rejections (e.g. too little balance)
+  int64_t not_final = 0;    // still waiting when time ran out
+  int64_t other_final = 0;  // dead-lettered, expired, conflict, dropped
+  int64_t lost = 0;         // acknowledged but missing, or ACKED without an effect
   int64_t duplicate_effects = 0;
   int64_t effects = 0;
   bool conserved = false;
+  bool listed_all = true;  // every page of the agent's records was read
+  std::string list_error;
   int64_t total = 0;
   int64_t minted = 0;
 
   bool ok() const {
-    return not_final == 0 && other_final == 0 && lost == 0 && duplicate_effects == 0 &&
-           conserved && applied + rejected == acked;
+    return listed_all && not_final == 0 && other_final == 0 && lost == 0 &&
+           duplicate_effects == 0 && conserved && applied + rejected == acked;
   }
   std::string ToString() const;
 };
@@ -125,6 +127,10 @@ struct Verdict {
 // and the ledger's effects and total.
 Verdict WaitAndCheck(const std::string& agent_address, const std::string& ledger_address,
                      const std::set<std::string>& acked, int64_t timeout_ms);
+
+// Copies the components' logs (dir/*.log) to Bazel's undeclared test outputs, so that
+// they outlive the test's sandbox (bazel-testlogs/.../test.outputs/outputs.zip).
+void KeepLogs(const std::string& dir);
 
 // Effects per command id, from a business service's effect ledger.
 std::map<std::string, int> EffectsByCommand(const std::string& service_address);

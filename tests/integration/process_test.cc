@@ -41,7 +41,8 @@ TEST(ProcessTest, BadConfigurationFailsAtStartupNamingTheSetting) {
   Ran env = RunToEnd("EONCE_LOSE_ANSWER_RATIO=2 services/ledger/ledger_service --data_dir=" + dir);
   EXPECT_EQ(env.exit_code, 2);
   EXPECT_NE(env.out.find("lose_answer_ratio"), std::string::npos) << env.out;
-  Ran reserve = RunToEnd("outbox_agent/outbox_agent --tenant=acme --min_free_mb=-1 --data_dir=" + dir);
+  Ran reserve =
+      RunToEnd("outbox_agent/outbox_agent --tenant=acme --min_free_mb=-1 --data_dir=" + dir);
   EXPECT_EQ(reserve.exit_code, 2);
   EXPECT_NE(reserve.out.find("min_free_mb"), std::string::npos) << reserve.out;
   Ran tls = RunToEnd("dedupe_sidecar/dedupe_sidecar --data_dir=" + dir +

@@ -4,6 +4,8 @@
 // that the tenant comes from the certificate, that Reconcile and the audit log stay
 // inside a tenant, and that changed certificate files are used for new connections
 // without a restart.
+#include "common/tls.h"
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -13,9 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/command.h"
 #include "common/clock.h"
-#include "common/tls.h"
+#include "common/command.h"
 #include "dedupe_sidecar/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
@@ -98,7 +99,8 @@ class TlsTest : public ::testing::Test {
     std::vector<std::string> ledger_args = {"--listen=127.0.0.1:0",
                                             "--data_dir=" + dir_ + "/ledger"};
     for (auto& a : TlsArgs(ledger_tls_)) ledger_args.push_back(a);
-    auto ledger = Process::Start("services/ledger/ledger_service", ledger_args, dir_ + "/ledger.log");
+    auto ledger =
+        Process::Start("services/ledger/ledger_service", ledger_args, dir_ + "/ledger.log");
     ASSERT_TRUE(ledger.ok()) << ledger.status();
     ledger_ = std::move(*ledger);
 
@@ -107,10 +109,9 @@ class TlsTest : public ::testing::Test {
     std::ofstream(sidecar_ca_) << ReadFile(pki_->ca_file());
     TlsFiles sidecar_files = sidecar_tls_;
     sidecar_files.ca_file = sidecar_ca_;
-    std::vector<std::string> sidecar_args = {"--listen=127.0.0.1:0",
-                                             "--data_dir=" + dir_ + "/sidecar",
-                                             "--upstream=" + ledger_->address(),
-                                             "--lease_ms=2000", "--forward_timeout_ms=1000"};
+    std::vector<std::string> sidecar_args = {
+        "--listen=127.0.0.1:0", "--data_dir=" + dir_ + "/sidecar",
+        "--upstream=" + ledger_->address(), "--lease_ms=2000", "--forward_timeout_ms=1000"};
     for (auto& a : TlsArgs(sidecar_files)) sidecar_args.push_back(a);
     auto sidecar =
         Process::Start("dedupe_sidecar/dedupe_sidecar", sidecar_args, dir_ + "/sidecar.log");
@@ -118,8 +119,7 @@ class TlsTest : public ::testing::Test {
     sidecar_ = std::move(*sidecar);
   }
 
-  TlsFiles Issue(const TestPki& pki, const std::string& name, const std::string& id,
-                 int days = 2) {
+  TlsFiles Issue(const TestPki& pki, const std::string& name, const std::string& id, int days = 2) {
     auto files = pki.Issue(name, id, days);
     EXPECT_TRUE(files.ok()) << files.status();
     return files.ok() ? *files : TlsFiles();
@@ -127,7 +127,7 @@ class TlsTest : public ::testing::Test {
 
   void StartAgent() {
     std::vector<std::string> args = {"--listen=127.0.0.1:0", "--data_dir=" + dir_ + "/agent",
-                                     "--tenant=acme", "--sidecar=" + sidecar_->address(),
+                                     "--tenant=acme",        "--sidecar=" + sidecar_->address(),
                                      "--base_backoff_ms=20", "--max_backoff_ms=200"};
     for (auto& a : TlsArgs(acme_)) args.push_back(a);
     auto agent = Process::Start("outbox_agent/outbox_agent", args, dir_ + "/agent.log");
@@ -197,8 +197,7 @@ TEST_F(TlsTest, EveryHopIsMutualTlsAndTheCommandIsAppliedOnce) {
   EXPECT_EQ(Effects(), 1);
 
   // No hop speaks plaintext.
-  for (const std::string& address :
-       {agent_->address(), sidecar_->address(), ledger_->address()}) {
+  for (const std::string& address : {agent_->address(), sidecar_->address(), ledger_->address()}) {
     auto health = v1::Agent::NewStub(FreshChannel(address, grpc::InsecureChannelCredentials()));
     auto c = Context(2000);
     v1::StatsResponse stats;
@@ -227,7 +226,8 @@ TEST_F(TlsTest, CallersWithoutAValidCertificateAreRefused) {
                                  {"expired certificate", Mtls(expired)}};
   for (const Caller& caller : refused) {
     grpc::Status s = Submit(caller.creds, OpenAccount("mallory"));
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << caller.what << ": " << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << caller.what << ": " << s.error_message();
   }
   EXPECT_EQ(Effects(), 0);
 
@@ -241,17 +241,22 @@ TEST_F(TlsTest, CallersWithoutAValidCertificateAreRefused) {
 TEST_F(TlsTest, TheTenantComesFromTheCertificate) {
   // A globex certificate claiming acme, in the command or in the header.
   grpc::Status in_command = Submit(Mtls(globex_), OpenAccount("bob", "acme"));
-  EXPECT_EQ(in_command.error_code(), grpc::StatusCode::PERMISSION_DENIED) << in_command.error_message();
+  EXPECT_EQ(in_command.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << in_command.error_message();
   grpc::Status in_header = Submit(Mtls(globex_), OpenAccount("bob"), "acme");
-  EXPECT_EQ(in_header.error_code(), grpc::StatusCode::PERMISSION_DENIED) << in_header.error_message();
-  EXPECT_NE(in_header.error_message().find("globex"), std::string::npos) << in_header.error_message();
+  EXPECT_EQ(in_header.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << in_header.error_message();
+  EXPECT_NE(in_header.error_message().find("globex"), std::string::npos)
+      << in_header.error_message();
   // A certificate that names no tenant, or two, acts for nobody.
   grpc::Status no_tenant = Submit(Mtls(sidecar_tls_), OpenAccount("bob"));
-  EXPECT_EQ(no_tenant.error_code(), grpc::StatusCode::PERMISSION_DENIED) << no_tenant.error_message();
+  EXPECT_EQ(no_tenant.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << no_tenant.error_message();
   TlsFiles two = Issue(*pki_, "two-tenants",
                        TenantId("acme", "agent") + ",URI:" + TenantId("globex", "agent"));
   grpc::Status ambiguous = Submit(Mtls(two), OpenAccount("bob"));
-  EXPECT_EQ(ambiguous.error_code(), grpc::StatusCode::PERMISSION_DENIED) << ambiguous.error_message();
+  EXPECT_EQ(ambiguous.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << ambiguous.error_message();
   EXPECT_EQ(Effects(), 0);
 
   // The agent serves acme only.
@@ -367,7 +372,8 @@ TEST_F(TlsTest, AHealthOnlyPortAnswersProbesWithoutACertificate) {
   EXPECT_EQ(testing::HealthStatus(FreshChannel(main_port, Mtls(acme_))), 1);
   EXPECT_EQ(testing::HealthStatus(FreshChannel(health_port, grpc::InsecureChannelCredentials())),
             1);
-  auto plaintext = v1::Sidecar::NewStub(FreshChannel(health_port, grpc::InsecureChannelCredentials()));
+  auto plaintext =
+      v1::Sidecar::NewStub(FreshChannel(health_port, grpc::InsecureChannelCredentials()));
   auto context = Context();
   context->AddMetadata(kTenantHeader, "acme");
   v1::SubmitRequest request;

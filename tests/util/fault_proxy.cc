@@ -175,8 +175,8 @@ void FaultProxy::Serve(int client) {
       while (from_server.size() - at >= kFrameHeaderBytes) {
         const auto* h = reinterpret_cast<const uint8_t*>(from_server.data() + at);
         size_t length = (size_t{h[0]} << 16) | (size_t{h[1]} << 8) | h[2];
-        uint32_t stream = ((uint32_t{h[5]} & 0x7f) << 24) | (uint32_t{h[6]} << 16) |
-                          (uint32_t{h[7]} << 8) | h[8];
+        uint32_t stream =
+            ((uint32_t{h[5]} & 0x7f) << 24) | (uint32_t{h[6]} << 16) | (uint32_t{h[7]} << 8) | h[8];
         if (from_server.size() - at < kFrameHeaderBytes + length) break;
         if (h[3] == kHeadersFrame && stream != 0 && RollLoss()) {
           reset = true;

@@ -30,7 +30,7 @@ class FaultProxy {
  public:
   // `upstream`: "127.0.0.1:PORT". The proxy's own dice use `seed`.
   static absl::StatusOr<std::unique_ptr<FaultProxy>> Start(const std::string& upstream,
-                                                          uint64_t seed);
+                                                           uint64_t seed);
   ~FaultProxy();
 
   std::string address() const;

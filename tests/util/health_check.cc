@@ -21,8 +21,8 @@ int HealthStatus(const std::shared_ptr<grpc::Channel>& channel) {
   std::condition_variable cv;
   bool done = false;
   grpc::Status status;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                 &response, [&](grpc::Status s) {
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
                    std::lock_guard<std::mutex> lock(mu);
                    status = s;
                    done = true;

@@ -24,12 +24,12 @@ absl::StatusOr<TestPki> TestPki::Create(const std::string& dir, const std::strin
   pki.name_ = name;
   pki.ca_file_ = absl::StrCat(dir, "/", name, "-ca.pem");
   pki.ca_key_ = absl::StrCat(dir, "/", name, "-ca.key");
-  absl::Status made = Run(
-      absl::StrCat("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes",
-                   " -keyout ", pki.ca_key_, " -out ", pki.ca_file_, " -days 2 -subj /CN=", name,
-                   " -addext basicConstraints=critical,CA:TRUE",
-                   " -addext keyUsage=critical,keyCertSign,cRLSign"),
-      absl::StrCat(dir, "/openssl.log"));
+  absl::Status made =
+      Run(absl::StrCat("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes",
+                       " -keyout ", pki.ca_key_, " -out ", pki.ca_file_,
+                       " -days 2 -subj /CN=", name, " -addext basicConstraints=critical,CA:TRUE",
+                       " -addext keyUsage=critical,keyCertSign,cRLSign"),
+          absl::StrCat(dir, "/openssl.log"));
   if (!made.ok()) return made;
   return pki;
 }
@@ -52,10 +52,10 @@ absl::StatusOr<TlsFiles> TestPki::Issue(const std::string& name, const std::stri
                        base, ".key -out ", base, ".csr -subj /CN=", name),
           log);
   if (!request.ok()) return request;
-  absl::Status sign = Run(absl::StrCat("openssl x509 -req -in ", base, ".csr -CA ", ca_file_,
-                                       " -CAkey ", ca_key_, " -CAcreateserial -out ", base,
-                                       ".pem -days ", days, " -extfile ", base, ".ext"),
-                          log);
+  absl::Status sign = Run(
+      absl::StrCat("openssl x509 -req -in ", base, ".csr -CA ", ca_file_, " -CAkey ", ca_key_,
+                   " -CAcreateserial -out ", base, ".pem -days ", days, " -extfile ", base, ".ext"),
+      log);
   if (!sign.ok()) return sign;
   TlsFiles files;
   files.cert_file = base + ".pem";

@@ -188,10 +188,10 @@ std::map<std::string, v1::OutboxRecord> AllRecords(Agent::Stub& agent) {
     request.set_after_command_id(after);
     v1::ListResponse response;
     auto context = Context();
-    if (!agent.List(context.get(), request, &response).ok() || response.records().empty()) break;
+    if (!agent.List(context.get(), request, &response).ok()) break;
     for (const auto& r : response.records()) all[r.command().command_id()] = r;
-    after = response.records().rbegin()->command().command_id();
-    if (response.records_size() < 1000) break;
+    after = response.next_after_command_id();
+    if (after.empty()) break;
   }
   return all;
 }
