@@ -1,5 +1,6 @@
 #include "common/tls.h"
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -49,10 +50,18 @@ absl::Status ValidateTlsFiles(const TlsFiles& files) {
   if (!files.enabled()) return absl::OkStatus();
   if (files.cert_file.empty() || files.key_file.empty() || files.ca_file.empty()) {
     return absl::InvalidArgumentError(
-        "tls_cert, tls_key, tls_ca: set all three (mutual TLS) or none (plaintext)");
+        "tls_cert, tls_key, tls_ca: set all three (mutual TLS) or none (plaintext, and no "
+        "tls_crl_dir)");
   }
   if (files.refresh_s < 1 || files.refresh_s > 3600) {
     return absl::InvalidArgumentError("tls_refresh_s: must be between 1 and 3600");
+  }
+  if (!files.crl_dir.empty()) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(files.crl_dir, error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tls_crl_dir: ", files.crl_dir, " is not a directory"));
+    }
   }
   EONCE_RETURN_IF_ERROR(CheckPem(files.cert_file, "tls_cert", "CERTIFICATE"));
   EONCE_RETURN_IF_ERROR(CheckPem(files.key_file, "tls_key", "PRIVATE KEY"));
@@ -65,6 +74,7 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsFiles& files
   options.watch_root_certs();
   options.watch_identity_key_cert_pairs();
   options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  if (!files.crl_dir.empty()) options.set_crl_directory(files.crl_dir);
   return grpc::experimental::TlsServerCredentials(options);
 }
 
@@ -74,6 +84,7 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const TlsFiles& fil
   options.set_certificate_provider(Provider(files));
   options.watch_root_certs();
   options.watch_identity_key_cert_pairs();
+  if (!files.crl_dir.empty()) options.set_crl_directory(files.crl_dir);
   return grpc::experimental::TlsCredentials(options);
 }
 

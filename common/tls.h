@@ -4,7 +4,7 @@
 // is used for new connections without a restart; established connections keep theirs.
 //
 // Servers require and verify a client certificate; clients verify the server's
-// certificate and its name. With no files set, both sides fall back to plaintext (local
+// certificate and its name; with a CRL directory, revoked certificates are refused too. With no files set, both sides fall back to plaintext (local
 // development only: the tenant then comes from the eonce-tenant header).
 //
 // The tenant of an authenticated caller comes from its certificate: a URI SAN of the form
@@ -32,8 +32,13 @@ struct TlsFiles {
   std::string ca_file;
   // How often the files are checked for changes.
   int refresh_s = 10;
+  // A directory of hashed CRL files (`openssl rehash`); a peer certificate revoked there is
+  // refused. Empty: no revocation list.
+  std::string crl_dir;
 
-  bool enabled() const { return !cert_file.empty() || !key_file.empty() || !ca_file.empty(); }
+  bool enabled() const {
+    return !cert_file.empty() || !key_file.empty() || !ca_file.empty() || !crl_dir.empty();
+  }
 };
 
 // All three files or none; each readable PEM. INVALID_ARGUMENT naming the setting.

@@ -6,6 +6,8 @@
 // without a restart.
 #include "common/tls.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -319,6 +321,39 @@ TEST_F(TlsTest, ReconcileAndAuditStayInsideTheTenant) {
   EXPECT_EQ(audit(globex_), 0);
 }
 
+// A certificate revoked by its CA is refused once the CA's revocation list is in the
+// directory named by --tls_crl_dir; the others still get in.
+TEST_F(TlsTest, ARevokedCertificateIsRefused) {
+  TlsFiles stolen = Issue(*pki_, "acme-stolen", TenantId("acme", "laptop"));
+  std::string crl_dir = dir_ + "/crl";
+  ASSERT_EQ(mkdir(crl_dir.c_str(), 0755), 0);
+  absl::Status revoked = pki_->Revoke(stolen, crl_dir);
+  ASSERT_TRUE(revoked.ok()) << revoked;
+
+  TlsFiles files = sidecar_tls_;
+  files.crl_dir = crl_dir;
+  SidecarServerOptions options;
+  options.data_dir = dir_ + "/with-crl";
+  options.upstream_address = ledger_->address();
+  options.tls = files;
+  auto server = SidecarServer::Start(options, RealClock::Get());
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::string address = "127.0.0.1:" + std::to_string((*server)->port());
+  auto info = [&](const TlsFiles& who) {
+    auto stub = v1::Sidecar::NewStub(FreshChannel(address, Mtls(who)));
+    auto context = Context(3000);
+    v1::GetInfoResponse response;
+    return stub->GetInfo(context.get(), v1::GetInfoRequest(), &response);
+  };
+  grpc::Status refused = info(stolen);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  grpc::Status admitted = info(acme_);
+  EXPECT_TRUE(admitted.ok()) << admitted.error_message();
+  // Without the list the same certificate is fine: the refusal was the revocation's doing.
+  EXPECT_TRUE(GetInfo(Mtls(stolen)).ok());
+  EXPECT_TRUE((*server)->Shutdown(1000).ok());
+}
+
 TEST_F(TlsTest, ChangedFilesAreUsedForNewConnectionsWithoutARestart) {
   auto second = TestPki::Create(dir_, "second");
   ASSERT_TRUE(second.ok()) << second.status();
@@ -401,6 +436,9 @@ TEST(TlsFilesTest, AllThreeFilesOrNone) {
   absl::Status s = ValidateTlsFiles(partial);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("tls_key"), std::string::npos) << s;
+  TlsFiles crl_only;
+  crl_only.crl_dir = "/tmp";
+  EXPECT_EQ(ValidateTlsFiles(crl_only).code(), absl::StatusCode::kInvalidArgument);
   TlsFiles missing{"/nonexistent/cert.pem", "/nonexistent/key.pem", "/nonexistent/ca.pem", 1};
   s = ValidateTlsFiles(missing);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

@@ -65,6 +65,32 @@ absl::StatusOr<TlsFiles> TestPki::Issue(const std::string& name, const std::stri
   return files;
 }
 
+absl::Status TestPki::Revoke(const TlsFiles& leaf, const std::string& crl_dir) const {
+  std::string base = absl::StrCat(dir_, "/", name_, "-ca");
+  std::string log = absl::StrCat(dir_, "/openssl.log");
+  std::string config = base + ".cnf";
+  {
+    std::ofstream index(base + ".index", std::ios::app);
+    std::ofstream number(base + ".crlnumber", std::ios::app);
+    if (number.tellp() == 0) number << "01\n";
+    std::ofstream cnf(config);
+    cnf << "[ca]\ndefault_ca = test\n[test]\n"
+        << "database = " << base << ".index\n"
+        << "crlnumber = " << base << ".crlnumber\n"
+        << "certificate = " << ca_file_ << "\nprivate_key = " << ca_key_ << "\n"
+        << "default_md = sha256\ndefault_crl_days = 2\n";
+  }
+  absl::Status revoked =
+      Run(absl::StrCat("openssl ca -config ", config, " -revoke ", leaf.cert_file), log);
+  if (!revoked.ok()) return revoked;
+  absl::Status crl =
+      Run(absl::StrCat("openssl ca -config ", config, " -gencrl -out ", base, ".crl"), log);
+  if (!crl.ok()) return crl;
+  return Run(absl::StrCat("cp ", base, ".crl ", crl_dir, "/$(openssl crl -hash -noout -in ", base,
+                          ".crl).r0"),
+             log);
+}
+
 std::string TenantId(const std::string& tenant, const std::string& workload) {
   return absl::StrCat("spiffe://eonce.test/tenant/", tenant, "/", workload);
 }

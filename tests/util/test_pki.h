@@ -21,6 +21,10 @@ class TestPki {
   absl::StatusOr<TlsFiles> Issue(const std::string& name, const std::string& spiffe_id,
                                  int days = 2) const;
 
+  // Revokes `leaf` (issued by this CA) and writes this CA's revocation list into
+  // `crl_dir` under its hashed name, as `openssl rehash` would.
+  absl::Status Revoke(const TlsFiles& leaf, const std::string& crl_dir) const;
+
   const std::string& ca_file() const { return ca_file_; }
 
  private:
