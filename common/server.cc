@@ -111,6 +111,16 @@ void SetServing(grpc::Server& server, HealthPort* health_port, bool serving) {
   if (health_port != nullptr) health_port->SetServing(serving);
 }
 
+void StopServing(std::unique_ptr<grpc::Server>& server, std::unique_ptr<HealthPort>& health_port,
+                 int64_t drain_ms) {
+  if (server == nullptr) return;
+  SetServing(*server, health_port.get(), false);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
+  server->Wait();
+  server.reset();
+  health_port.reset();
+}
+
 absl::StatusOr<std::unique_ptr<HealthPort>> HealthPort::Start(const std::string& address) {
   if (address.find(':') == std::string::npos) {
     return absl::InvalidArgumentError(

@@ -70,6 +70,12 @@ class HealthPort {
 // health-only port when there is one.
 void SetServing(grpc::Server& server, HealthPort* health_port, bool serving);
 
+// The end of a drain: readiness off (the health-only port too), new calls refused,
+// in-flight calls given up to `drain_ms`, then the server and the health port are gone.
+// Does nothing when `server` is already gone.
+void StopServing(std::unique_ptr<grpc::Server>& server, std::unique_ptr<HealthPort>& health_port,
+                 int64_t drain_ms);
+
 // The limits every server applies: message size and concurrent streams.
 void ApplyServerLimits(grpc::ServerBuilder& builder, int max_message_bytes,
                        int max_concurrent_streams);

@@ -513,12 +513,7 @@ absl::Status SidecarServer::Shutdown(int64_t drain_ms) {
     stop_maintenance_.Notify();
     maintenance_.join();
   }
-  if (server_ != nullptr) {
-    SetServing(*server_, health_port_.get(), false);
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
-    server_->Wait();
-    server_.reset();
-  }
+  StopServing(server_, health_port_, drain_ms);
   pool_.reset();  // runs what is queued
   metrics_.reset();
   absl::Status result;

@@ -493,13 +493,8 @@ absl::Status AgentServer::Shutdown(int64_t drain_ms) {
     }
     loop_.join();
   }
-  if (server_ != nullptr) {
-    draining_ = true;
-    SetServing(*server_, health_port_.get(), false);
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
-    server_->Wait();
-    server_.reset();
-  }
+  if (server_ != nullptr) draining_ = true;
+  StopServing(server_, health_port_, drain_ms);
   pool_.reset();
   metrics_.reset();
   // Attempts in flight finish (their calls have deadlines); a record whose answer does

@@ -103,12 +103,7 @@ absl::Status ServiceHost::Shutdown(int64_t drain_ms) {
     stop_probe_.Notify();
     probe_.join();
   }
-  if (server_ != nullptr) {
-    SetServing(*server_, health_port_.get(), false);
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
-    server_->Wait();
-    server_.reset();
-  }
+  StopServing(server_, health_port_, drain_ms);
   pool_.reset();
   metrics_.reset();
   return store_ != nullptr ? store_->Close() : absl::OkStatus();
