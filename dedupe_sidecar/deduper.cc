@@ -28,6 +28,21 @@ bool Finished(const Record& record) {
   return record.state() == Record::COMMITTED || record.state() == Record::FAILED;
 }
 
+// A key belongs to the command that first used it, with that command's payload. Another
+// payload or another command id under the key is a terminal conflict, never its answer.
+absl::Status CheckOwner(const Record& record, const std::string& command_id,
+                        const std::string& payload_sha256) {
+  if (!payload_sha256.empty() && record.payload_hash() != payload_sha256) {
+    return Error(absl::StatusCode::kAlreadyExists, "IDEMPOTENCY_CONFLICT",
+                 "this idempotency key was used with a different payload");
+  }
+  if (!command_id.empty() && !record.command_id().empty() && record.command_id() != command_id) {
+    return Error(absl::StatusCode::kAlreadyExists, "KEY_REUSED",
+                 "this idempotency key belongs to another command id");
+  }
+  return absl::OkStatus();
+}
+
 // Whether `token` still holds the record: a started record carrying that fencing token.
 bool HeldBy(const std::optional<Record>& record, uint64_t token) {
   return record.has_value() && record->state() == Record::STARTED &&
@@ -232,11 +247,12 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
   }
 
   Record record = std::move(**existing);
-  if (record.payload_hash() != command.payload_hash().sha256()) {
+  if (absl::Status owner =
+          CheckOwner(record, command.command_id(), command.payload_hash().sha256());
+      !owner.ok()) {
     stats_.conflicts++;
-    Audit(*ctx, "conflict", "IDEMPOTENCY_CONFLICT", record.fencing_token());
-    begun.answer = Error(absl::StatusCode::kAlreadyExists, "IDEMPOTENCY_CONFLICT",
-                         "this idempotency key was used with a different payload");
+    Audit(*ctx, "conflict", ReasonOf(owner), record.fencing_token());
+    begun.answer = owner;
     return begun;
   }
   Record::State previous = record.state();
@@ -515,6 +531,13 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
     return response;
   }
   response.set_command_id(record->command_id());
+  response.set_payload_sha256(record->payload_hash());
+  if (absl::Status owner =
+          CheckOwner(*record, request.expect_command_id(), request.expect_payload_sha256());
+      !owner.ok()) {
+    stats_.conflicts++;
+    return owner;
+  }
   response.mutable_replay()->set_first_seen_ms(record->first_seen_ms());
   response.mutable_replay()->set_attempts(record->attempts());
   switch (record->state()) {

@@ -159,6 +159,45 @@ TEST_F(DeduperTest, SameKeyDifferentPayloadIsATerminalConflict) {
   EXPECT_EQ(AuditDecisions("c1"), (std::vector<std::string>{"committed", "conflict"}));
 }
 
+// A key belongs to the command that first used it: another command id under it is a
+// terminal conflict, in Submit and in Reconcile, and never that command's answer.
+TEST_F(DeduperTest, AnotherCommandUnderTheSameKeyIsAConflictNeverItsAnswer) {
+  v1::Command first = Cmd("first");
+  first.set_idempotency_key("invoice-42");
+  ASSERT_TRUE(Submit(first).ok());
+  v1::Command second = Cmd("second");
+  second.set_idempotency_key("invoice-42");
+  auto submitted = Submit(second);
+  EXPECT_EQ(submitted.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(ReasonOf(submitted.status()), "KEY_REUSED");
+  EXPECT_EQ(upstream_.forwards(), 1u);
+
+  Caller caller;
+  caller.tenant = "acme";
+  v1::ReconcileRequest request;
+  request.set_idempotency_key("invoice-42");
+  request.set_expect_command_id("second");
+  request.set_expect_payload_sha256(second.payload_hash().sha256());
+  auto reconciled = deduper_->Reconcile(caller, request);
+  EXPECT_EQ(reconciled.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(ReasonOf(reconciled.status()), "KEY_REUSED");
+
+  v1::Command other_payload = Cmd("first", "transfer 99");
+  other_payload.set_idempotency_key("invoice-42");
+  request.set_expect_command_id("first");
+  request.set_expect_payload_sha256(other_payload.payload_hash().sha256());
+  reconciled = deduper_->Reconcile(caller, request);
+  EXPECT_EQ(ReasonOf(reconciled.status()), "IDEMPOTENCY_CONFLICT");
+
+  // The owner itself gets its outcome, and the answer names what holds the key.
+  request.set_expect_payload_sha256(first.payload_hash().sha256());
+  reconciled = deduper_->Reconcile(caller, request);
+  ASSERT_TRUE(reconciled.ok()) << reconciled.status();
+  EXPECT_EQ(reconciled->state(), v1::RECORD_COMMITTED);
+  EXPECT_EQ(reconciled->command_id(), "first");
+  EXPECT_EQ(reconciled->payload_sha256(), first.payload_hash().sha256());
+}
+
 TEST_F(DeduperTest, DuplicateWhileInFlightGetsInProgressWithRetryDelay) {
   upstream_.set_hold(true);
   v1::Command c = Cmd("c1");

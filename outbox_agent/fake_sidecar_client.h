@@ -52,6 +52,7 @@ class FakeSidecarClient : public SidecarClient {
     {
       absl::MutexLock lock(&mu_);
       reconciled_.push_back(command.command_id());
+      reconcile_requests_.push_back(ReconcileRequestFor(command));
       if (!reconcile_answers_.empty()) {
         answer = reconcile_answers_.front();
         reconcile_answers_.pop_front();
@@ -110,6 +111,10 @@ class FakeSidecarClient : public SidecarClient {
   void set_retention_ms(std::optional<int64_t> ms) { absl::MutexLock l(&mu_); retention_ms_ = ms; }
   std::vector<std::string> submitted() { absl::MutexLock l(&mu_); return submitted_; }
   std::vector<std::string> reconciled() { absl::MutexLock l(&mu_); return reconciled_; }
+  std::vector<v1::ReconcileRequest> reconcile_requests() {
+    absl::MutexLock l(&mu_);
+    return reconcile_requests_;
+  }
   std::vector<std::string> held_ids() {
     absl::MutexLock l(&mu_);
     return std::vector<std::string>(held_ids_.begin(), held_ids_.end());
@@ -128,6 +133,7 @@ class FakeSidecarClient : public SidecarClient {
   std::vector<std::string> submitted_ ABSL_GUARDED_BY(mu_);
   std::vector<Session> sessions_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> reconciled_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ReconcileRequest> reconcile_requests_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace eonce

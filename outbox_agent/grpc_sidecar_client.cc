@@ -114,7 +114,7 @@ void GrpcSidecarClient::Reconcile(
   auto state = std::make_shared<State>();
   state->context.set_deadline(WallDeadline(clock_, deadline_ms));
   AddSession(&state->context, session);
-  state->request.set_idempotency_key(command.idempotency_key());
+  state->request = ReconcileRequestFor(command);
   route->stub->async()->Reconcile(&state->context, &state->request, &state->response,
                                   [state, done = std::move(done)](grpc::Status status) {
                                     if (!status.ok()) {

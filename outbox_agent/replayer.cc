@@ -41,6 +41,22 @@ std::string RejectionReason(const v1::CallResult& result) {
   return "BUSINESS_REJECTION";
 }
 
+// A record found under the command's key that belongs to another command or payload is a
+// conflict: its outcome is not this command's.
+absl::Status CheckOwner(const v1::ReconcileResponse& answer, const v1::Command& command) {
+  if (answer.state() == v1::RECORD_NOT_SEEN) return absl::OkStatus();
+  if (!answer.payload_sha256().empty() &&
+      answer.payload_sha256() != command.payload_hash().sha256()) {
+    return Error(absl::StatusCode::kAlreadyExists, "IDEMPOTENCY_CONFLICT",
+                 "the key's record holds another payload");
+  }
+  if (answer.command_id() != command.command_id()) {
+    return Error(absl::StatusCode::kAlreadyExists, "KEY_REUSED",
+                 absl::StrCat("the key's record belongs to command '", answer.command_id(), "'"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct Replayer::Attempt {
@@ -201,6 +217,12 @@ void Replayer::Reconcile(std::shared_ptr<Attempt> attempt) {
       [this, attempt](absl::StatusOr<v1::ReconcileResponse> answer) {
         if (!answer.ok()) {
           OnFailure(attempt, answer.status());
+          return;
+        }
+        // The sidecar checks the owner of the key too; this check also holds against
+        // one that does not.
+        if (absl::Status owner = CheckOwner(*answer, attempt->record.command()); !owner.ok()) {
+          OnFailure(attempt, owner);
           return;
         }
         switch (answer->state()) {

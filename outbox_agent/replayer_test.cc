@@ -143,6 +143,7 @@ TEST_F(ReplayerTest, UnknownOutcomeReconcilesBeforeSending) {
   EXPECT_EQ(StateOf("c1"), v1::UNKNOWN);
   v1::ReconcileResponse committed;
   committed.set_state(v1::RECORD_COMMITTED);
+  committed.set_command_id("c1");
   committed.mutable_result()->set_response("applied on the first try");
   sidecar_.AnswerReconcile(committed);
   clock_.AdvanceMs(options_.retry.max_backoff_ms);
@@ -152,6 +153,57 @@ TEST_F(ReplayerTest, UnknownOutcomeReconcilesBeforeSending) {
   EXPECT_EQ(r.result().response(), "applied on the first try");
   EXPECT_EQ(sidecar_.submitted().size(), 1u);  // no second send
   EXPECT_EQ(sidecar_.reconciled(), std::vector<std::string>{"c1"});
+}
+
+// A producer-supplied key that another command already used: the record the sidecar holds
+// under that key is not this command's outcome, so reconciling to it is a conflict.
+TEST_F(ReplayerTest, ReconcileToAnotherCommandsRecordIsAConflictNotAnAck) {
+  v1::Command c;
+  c.set_command_id("mine");
+  c.set_idempotency_key("invoice-42");
+  c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+  c.set_request("pay 10");
+  c.mutable_entity()->set_type("account");
+  c.mutable_entity()->set_id("a");
+  ASSERT_TRUE(outbox_->Enqueue(c).ok());
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kDeadlineExceeded, nullptr));
+  replayer_->Pump();
+  ASSERT_EQ(StateOf("mine"), v1::UNKNOWN);
+
+  // A sidecar that does not check the owner answers with what the key holds.
+  v1::ReconcileResponse theirs;
+  theirs.set_state(v1::RECORD_COMMITTED);
+  theirs.set_command_id("theirs");
+  theirs.set_idempotency_key("invoice-42");
+  theirs.mutable_result()->set_response("their answer");
+  sidecar_.AnswerReconcile(theirs);
+  clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  replayer_->Pump();
+  OutboxRecord r = Get("mine");
+  EXPECT_EQ(r.state(), v1::CONFLICT);
+  EXPECT_EQ(r.last_error().reason(), "KEY_REUSED");
+  EXPECT_EQ(r.result().response(), "");
+
+  // The request carried the command and its payload for the sidecar to check.
+  ASSERT_EQ(sidecar_.reconcile_requests().size(), 1u);
+  EXPECT_EQ(sidecar_.reconcile_requests()[0].expect_command_id(), "mine");
+  EXPECT_EQ(sidecar_.reconcile_requests()[0].expect_payload_sha256(),
+            r.command().payload_hash().sha256());
+}
+
+TEST_F(ReplayerTest, ReconcileToAnotherPayloadIsAConflict) {
+  Enqueue("c1", "a");
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kDeadlineExceeded, nullptr));
+  replayer_->Pump();
+  v1::ReconcileResponse other;
+  other.set_state(v1::RECORD_FAILED);
+  other.set_command_id("c1");
+  other.set_payload_sha256(std::string(32, 'x'));
+  sidecar_.AnswerReconcile(other);
+  clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("c1"), v1::CONFLICT);
+  EXPECT_EQ(Get("c1").last_error().reason(), "IDEMPOTENCY_CONFLICT");
 }
 
 TEST_F(ReplayerTest, UnknownOutcomeNotSeenIsSentAgain) {
@@ -316,6 +368,7 @@ TEST_F(ReplayerTest, RestartReconcilesWhatWasInFlight) {
   sidecar_.set_hold(false);
   v1::ReconcileResponse committed;
   committed.set_state(v1::RECORD_COMMITTED);
+  committed.set_command_id("c1");
   committed.mutable_result()->set_response("it was applied");
   sidecar_.AnswerReconcile(committed);
   replayer_->Pump();

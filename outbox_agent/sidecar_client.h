@@ -24,6 +24,16 @@ struct Session {
   int64_t epoch = 0;
 };
 
+// The Reconcile request for `command`: looked up by its key, and bound to its command id
+// and payload so that another command's record under the same key is never its answer.
+inline v1::ReconcileRequest ReconcileRequestFor(const v1::Command& command) {
+  v1::ReconcileRequest request;
+  request.set_idempotency_key(command.idempotency_key());
+  request.set_expect_command_id(command.command_id());
+  request.set_expect_payload_sha256(command.payload_hash().sha256());
+  return request;
+}
+
 class SidecarClient {
  public:
   virtual ~SidecarClient() = default;

@@ -444,8 +444,7 @@ class SimSidecarClient : public SidecarClient {
     auto finish = Finisher<v1::ReconcileResponse>(std::move(done), deadline_ms);
     Caller caller;
     caller.tenant = session.tenant;
-    v1::ReconcileRequest request;
-    request.set_idempotency_key(command.idempotency_key());
+    v1::ReconcileRequest request = ReconcileRequestFor(command);
     Send<v1::ReconcileResponse>(
         "reconcile " + command.command_id(), finish,
         [this, caller, request](std::function<void(absl::StatusOr<v1::ReconcileResponse>)> answer) {
