@@ -81,10 +81,13 @@ bool IsFinal(OutboxState state) {
          state == v1::DEAD_LETTERED || state == v1::EXPIRED || state == v1::DROPPED;
 }
 
-bool ReleasesLane(OutboxState state) {
-  // A dead letter keeps blocking its entity: later commands may depend on it, so they
-  // wait for an operator to requeue or drop it.
-  return IsFinal(state) && state != v1::DEAD_LETTERED;
+bool AwaitsOperator(const OutboxRecord& record) {
+  return record.state() == v1::DEAD_LETTERED ||
+         (record.state() == v1::EXPIRED && record.ever_sent());
+}
+
+bool ReleasesLane(const OutboxRecord& record) {
+  return IsFinal(record.state()) && !AwaitsOperator(record);
 }
 
 std::vector<ColumnFamilySpec> OutboxStore::ColumnFamilies(Filters& filters) {
@@ -118,8 +121,8 @@ OutboxStore::OutboxStore(RocksStore& store, Clock& clock, OutboxStoreOptions opt
 
 std::string OutboxStore::Encode(const OutboxRecord& record) const {
   int64_t drop_at = 0;
-  // Dead letters wait for an operator and are never dropped by age.
-  if (IsFinal(record.state()) && record.state() != v1::DEAD_LETTERED) {
+  // What waits for an operator is never dropped by age.
+  if (ReleasesLane(record)) {
     drop_at = record.updated_at_ms() + options_.forensic_retention_ms;
   }
   return EncodeFramed(drop_at, 0, record.SerializeAsString());
@@ -256,8 +259,8 @@ absl::StatusOr<OutboxRecord> OutboxStore::Mutate(const std::string& command_id,
   rocksdb::WriteBatch batch;
   batch.Put(store_.cf(kRecordsCf), command_id, Encode(after));
   AddIndexes(&batch, &*before, after);
-  bool released = ReleasesLane(after.state()) && !ReleasesLane(before->state());
-  bool rejoined = !ReleasesLane(after.state()) && ReleasesLane(before->state());
+  bool released = ReleasesLane(after) && !ReleasesLane(*before);
+  bool rejoined = !ReleasesLane(after) && ReleasesLane(*before);
   if (released) {
     batch.Delete(store_.cf(kLanesCf), LaneKey(after));
     // The next command of the entity becomes the head: make it due.
@@ -388,6 +391,7 @@ absl::StatusOr<int> OutboxStore::RecoverAfterRestart() {
             record.command().command_id(), "restart: the outcome of the last attempt is unknown",
             [&](OutboxRecord* r) {
               r->set_state(v1::UNKNOWN);
+              r->set_ever_sent(true);  // the lost worker may have sent it
               r->clear_claim();
               r->set_next_attempt_at_ms(clock_.NowMs());
               return absl::OkStatus();

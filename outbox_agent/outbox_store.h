@@ -51,8 +51,12 @@ struct OutboxStoreOptions {
 
 // Final for the outbox: the record will not be sent again unless an operator acts.
 bool IsFinal(OutboxState state);
+// Waits for an operator: a dead letter, or an expired record that was sent (its outcome
+// was never known). It keeps blocking its entity's later commands, which may depend on
+// it, and is never dropped by age.
+bool AwaitsOperator(const OutboxRecord& record);
 // Releases the entity's lane, so the next command of the entity may go.
-bool ReleasesLane(OutboxState state);
+bool ReleasesLane(const OutboxRecord& record);
 
 class OutboxStore {
  public:

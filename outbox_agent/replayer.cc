@@ -262,6 +262,7 @@ void Replayer::Send(std::shared_ptr<Attempt> attempt) {
                                    return absl::AbortedError("claim taken over");
                                  }
                                  r->set_state(v1::SENDING);
+                                 r->set_ever_sent(true);
                                  return absl::OkStatus();
                                },
                                /*sync=*/false);

@@ -303,6 +303,41 @@ TEST_F(ReplayerTest, NeverSendsPastTheSidecarRetention) {
   EXPECT_EQ(sidecar_.submitted().size(), 1u);
 }
 
+// A command sent with an unknown outcome that then ages past the retention may or may not
+// have happened: later commands of its entity wait for an operator, as behind a dead
+// letter. One that was never sent is known not to have happened and lets them go.
+TEST_F(ReplayerTest, ExpiredUnknownBlocksItsLaneButExpiredUnsentDoesNot) {
+  sidecar_.set_retention_ms(120'000);  // retention minus margin: 60 s
+  Enqueue("unknown", "a");
+  Enqueue("after-unknown", "a");
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kDeadlineExceeded, nullptr));
+  replayer_->Pump();
+  ASSERT_EQ(StateOf("unknown"), v1::UNKNOWN);
+  sidecar_.set_hold(true);  // the sidecar goes quiet; no answer comes back
+  clock_.AdvanceMs(61'000);
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("unknown"), v1::EXPIRED);
+  clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  EXPECT_EQ(replayer_->Pump(), 0);
+  EXPECT_EQ(StateOf("after-unknown"), v1::QUEUED);
+  EXPECT_EQ(sidecar_.submitted(), std::vector<std::string>{"unknown"});
+
+  // The operator decides; dropping it releases the lane.
+  ASSERT_TRUE(outbox_->Drop("unknown", "checked: not applied").ok());
+  sidecar_.set_hold(false);
+  EXPECT_EQ(replayer_->Pump(), 0);  // the next head is past retention too, never sent
+  EXPECT_EQ(StateOf("after-unknown"), v1::EXPIRED);
+
+  Enqueue("unsent", "b");
+  Enqueue("after-unsent", "b");
+  clock_.AdvanceMs(61'000);
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("unsent"), v1::EXPIRED);
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("after-unsent"), v1::EXPIRED);  // released, then too old itself
+  EXPECT_EQ(sidecar_.submitted(), std::vector<std::string>{"unknown"});
+}
+
 TEST_F(ReplayerTest, NothingIsSentUntilTheRetentionIsKnown) {
   sidecar_.set_retention_ms(std::nullopt);
   Enqueue("c1", "a");
