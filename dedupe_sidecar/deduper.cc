@@ -56,6 +56,7 @@ struct Deduper::Context {
   v1::Command command;
   std::string actor;
   std::string scoped_key;
+  int64_t lease_expires_ms = 0;  // of the lease this submit holds, once it holds one
   SubmitDone done;
 
   void Answer(absl::StatusOr<v1::SubmitResponse> answer) {
@@ -71,6 +72,25 @@ struct Deduper::Begun {
   absl::StatusOr<v1::SubmitResponse> answer = absl::InternalError("unset");
   uint64_t token = 0;
 };
+
+absl::Status ValidateDeduperOptions(const DeduperOptions& o) {
+  if (o.forward_timeout_ms <= 0) {
+    return absl::InvalidArgumentError("forward_timeout_ms: must be positive");
+  }
+  if (o.outcome_query_timeout_ms <= 0) {
+    return absl::InvalidArgumentError("outcome_query_timeout_ms: must be positive");
+  }
+  int64_t needed = o.outcome_query_timeout_ms + o.forward_timeout_ms + DeduperOptions::kLeaseSlackMs;
+  if (o.lease_ms < needed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lease_ms: ", o.lease_ms, " does not cover a recovery: an outcome query (",
+        "outcome_query_timeout_ms ", o.outcome_query_timeout_ms, "), a forward (forward_timeout_ms ",
+        o.forward_timeout_ms, ") and ", DeduperOptions::kLeaseSlackMs,
+        " ms for queueing and synced writes; raise --lease_ms to at least ", needed,
+        " or lower --forward_timeout_ms / --outcome_query_timeout_ms"));
+  }
+  return absl::OkStatus();
+}
 
 Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
                  Clock& clock, DeduperOptions options, FaultInjector* faults, WorkPool* executor)
@@ -243,6 +263,7 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     }
     begun.kind = Begun::Kind::kForward;
     begun.token = record.fencing_token();
+    ctx->lease_expires_ms = record.lease_expires_ms();
     return begun;
   }
 
@@ -291,6 +312,7 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
       }
       begun.kind = Begun::Kind::kRecover;
       begun.token = record.fencing_token();
+      ctx->lease_expires_ms = record.lease_expires_ms();
       return begun;
     default:
       begun.answer = Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "record in no state");
@@ -312,8 +334,7 @@ void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token) {
   call.tenant = ctx->caller.tenant;
   call.actor = ctx->actor;
   call.fencing_token = token;
-  int64_t limit = clock_.NowMs() + options_.forward_timeout_ms;
-  call.deadline_ms = ctx->caller.deadline_ms > 0 ? std::min(ctx->caller.deadline_ms, limit) : limit;
+  call.deadline_ms = CallDeadline(*ctx, options_.forward_timeout_ms);
   call.parent = ctx->caller.context;
   stats_.forwards++;
   int64_t started_ms = clock_.NowMs();
@@ -427,8 +448,17 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
   ctx->Answer(std::move(answer));
 }
 
+int64_t Deduper::CallDeadline(const Context& ctx, int64_t timeout_ms) {
+  int64_t deadline = clock_.NowMs() + timeout_ms;
+  if (ctx.caller.deadline_ms > 0) deadline = std::min(deadline, ctx.caller.deadline_ms);
+  if (ctx.lease_expires_ms > 0) {
+    deadline = std::min(deadline, ctx.lease_expires_ms - DeduperOptions::kLeaseSlackMs);
+  }
+  return deadline;
+}
+
 void Deduper::Recover(const std::shared_ptr<Context>& ctx, uint64_t token) {
-  int64_t deadline = clock_.NowMs() + options_.outcome_query_timeout_ms;
+  int64_t deadline = CallDeadline(*ctx, options_.outcome_query_timeout_ms);
   upstream_.QueryOutcome(ctx->caller.tenant, ctx->command.command_id(), deadline,
                          [this, ctx, token](absl::StatusOr<v1::QueryOutcomeResponse> outcome) {
                            Continue([this, ctx, token, outcome = std::move(outcome)]() mutable {

@@ -40,8 +40,13 @@
 namespace eonce {
 
 struct DeduperOptions {
-  // How long a started record blocks duplicates. Longer than any forward, so that a
-  // lease only runs out when its forward is over (or the sidecar died).
+  // Time a lease keeps beyond the calls it covers: queueing on the work pools and the
+  // synced writes before and after them.
+  static constexpr int64_t kLeaseSlackMs = 500;
+  // How long a started record blocks duplicates. It covers the longest work done under
+  // one lease, a recovery: an outcome query, then a forward, plus kLeaseSlackMs (checked
+  // by ValidateDeduperOptions). Every call is also cut off before its lease ends, so a
+  // lease only runs out once its work is over (or the sidecar died).
   int64_t lease_ms = 10'000;
   // The longest a forward may take, whatever the caller's deadline.
   int64_t forward_timeout_ms = 5'000;
@@ -56,6 +61,9 @@ struct DeduperOptions {
   // as if there were no sidecar. Never set in a binary.
   bool disable_dedupe_for_testing = false;
 };
+
+// INVALID_ARGUMENT naming the flag to change when the lease does not cover its work.
+absl::Status ValidateDeduperOptions(const DeduperOptions& options);
 
 // Who is calling, from the authenticated connection.
 struct Caller {
@@ -119,6 +127,9 @@ class Deduper {
   void Forward(const std::shared_ptr<Context>& ctx, uint64_t token);
   void OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token, ForwardReply reply);
   void Recover(const std::shared_ptr<Context>& ctx, uint64_t token);
+  // The deadline of a call made under the lease: `timeout_ms` from now, the caller's
+  // deadline, and kLeaseSlackMs before the lease ends, whichever comes first.
+  int64_t CallDeadline(const Context& ctx, int64_t timeout_ms);
   void OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
                  absl::StatusOr<v1::QueryOutcomeResponse> outcome);
   // Stores an outcome if `token` still holds the record; answers the caller either way.

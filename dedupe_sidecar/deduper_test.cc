@@ -198,6 +198,24 @@ TEST_F(DeduperTest, AnotherCommandUnderTheSameKeyIsAConflictNeverItsAnswer) {
   EXPECT_EQ(reconciled->payload_sha256(), first.payload_hash().sha256());
 }
 
+// A forward never outlives its lease, so its late answer cannot lose to a takeover, even
+// with a forward timeout that start-up would refuse.
+TEST_F(DeduperTest, AForwardIsCutOffBeforeItsLeaseEnds) {
+  DeduperOptions options;
+  options.forward_timeout_ms = 4 * kLeaseMs;
+  Restart(options);
+  ASSERT_TRUE(Submit(Cmd("c1")).ok());
+  EXPECT_EQ(upstream_.call(0).deadline_ms,
+            clock_.NowMs() + kLeaseMs - DeduperOptions::kLeaseSlackMs);
+
+  DeduperOptions valid;
+  EXPECT_TRUE(ValidateDeduperOptions(valid).ok());
+  valid.lease_ms = valid.forward_timeout_ms + valid.outcome_query_timeout_ms;
+  absl::Status refused = ValidateDeduperOptions(valid);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("--lease_ms"), absl::string_view::npos) << refused;
+}
+
 TEST_F(DeduperTest, DuplicateWhileInFlightGetsInProgressWithRetryDelay) {
   upstream_.set_hold(true);
   v1::Command c = Cmd("c1");

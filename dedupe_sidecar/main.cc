@@ -17,8 +17,12 @@ ABSL_FLAG(int64_t, retention_ms, 7LL * 24 * 3600 * 1000,
 ABSL_FLAG(int64_t, forensic_retention_ms, 30LL * 24 * 3600 * 1000,
           "how long a tombstone catches late conflicts (30 days)");
 ABSL_FLAG(int64_t, audit_retention_ms, 90LL * 24 * 3600 * 1000, "audit log retention (90 days)");
-ABSL_FLAG(int64_t, lease_ms, 10'000, "how long a started record blocks duplicates");
+ABSL_FLAG(int64_t, lease_ms, 10'000,
+          "how long a started record blocks duplicates; at least outcome_query_timeout_ms + "
+          "forward_timeout_ms + 500");
 ABSL_FLAG(int64_t, forward_timeout_ms, 5'000, "the longest a forward may take");
+ABSL_FLAG(int64_t, outcome_query_timeout_ms, 2'000,
+          "the longest a QueryOutcome to the business may take");
 ABSL_FLAG(int64_t, max_key_bytes, 256, "longest idempotency key");
 ABSL_FLAG(int64_t, max_request_bytes, 1 << 20, "largest request message");
 ABSL_FLAG(bool, replay_after_revocation, false,
@@ -45,6 +49,7 @@ int main(int argc, char** argv) {
   o.audit_retention_ms = absl::GetFlag(FLAGS_audit_retention_ms);
   o.deduper.lease_ms = absl::GetFlag(FLAGS_lease_ms);
   o.deduper.forward_timeout_ms = absl::GetFlag(FLAGS_forward_timeout_ms);
+  o.deduper.outcome_query_timeout_ms = absl::GetFlag(FLAGS_outcome_query_timeout_ms);
   o.deduper.replay_after_revocation = absl::GetFlag(FLAGS_replay_after_revocation);
   o.deduper.instance_id = absl::GetFlag(FLAGS_instance_id);
   o.deduper.limits.max_key_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_key_bytes));

@@ -343,13 +343,7 @@ absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
     return absl::InvalidArgumentError(
         "forensic_retention_ms: must not be shorter than retention_ms");
   }
-  if (o.deduper.forward_timeout_ms <= 0) {
-    return absl::InvalidArgumentError("forward_timeout_ms: must be positive");
-  }
-  if (o.deduper.lease_ms <= o.deduper.forward_timeout_ms) {
-    return absl::InvalidArgumentError(
-        "lease_ms: must be longer than forward_timeout_ms, so a lease outlives its forward");
-  }
+  EONCE_RETURN_IF_ERROR(ValidateDeduperOptions(o.deduper));
   if (o.deduper.limits.max_request_bytes + 64 * 1024 > static_cast<size_t>(o.max_message_bytes)) {
     return absl::InvalidArgumentError(
         "max_message_bytes: must exceed max_request_bytes by at least 64 KiB of envelope");

@@ -329,9 +329,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   EONCE_RETURN_IF_ERROR(ValidateTlsFiles(options.tls));
   EONCE_RETURN_IF_ERROR(ValidateName(options.actor, options.limits.max_actor_bytes, "actor"));
   const RetryOptions& retry = options.replay.retry;
-  if (options.replay.claim_ttl_ms <= options.replay.submit_timeout_ms) {
-    return absl::InvalidArgumentError("claim_ttl_ms: must be longer than submit_timeout_ms");
-  }
+  EONCE_RETURN_IF_ERROR(ValidateReplayerOptions(options.replay));
   if (options.replay.max_in_flight < 1 || options.replay.max_in_flight > 4096) {
     return absl::InvalidArgumentError("max_in_flight: must be in [1, 4096]");
   }

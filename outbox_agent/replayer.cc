@@ -59,10 +59,26 @@ absl::Status CheckOwner(const v1::ReconcileResponse& answer, const v1::Command& 
 
 }  // namespace
 
+absl::Status ValidateReplayerOptions(const ReplayerOptions& o) {
+  if (o.submit_timeout_ms <= 0) {
+    return absl::InvalidArgumentError("submit_timeout_ms: must be positive");
+  }
+  int64_t needed = 2 * o.submit_timeout_ms + ReplayerOptions::kClaimSlackMs;
+  if (o.claim_ttl_ms < needed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "claim_ttl_ms: ", o.claim_ttl_ms, " does not cover a reconcile and a submit (2 x ",
+        "submit_timeout_ms ", o.submit_timeout_ms, ") and ", ReplayerOptions::kClaimSlackMs,
+        " ms for queueing and writes; raise --claim_ttl_ms to at least ", needed,
+        " or lower --submit_timeout_ms"));
+  }
+  return absl::OkStatus();
+}
+
 struct Replayer::Attempt {
   std::string command_id;
   std::string entity;
   uint64_t token = 0;
+  int64_t claim_expires_ms = 0;
   OutboxRecord record;  // as claimed
   Session session;      // the credential it was sent under
 };
@@ -179,6 +195,7 @@ int Replayer::Pump() {
           r->mutable_claim()->set_owner(options_.owner);
           r->mutable_claim()->set_token(attempt->token);
           r->mutable_claim()->set_expires_at_ms(now + options_.claim_ttl_ms);
+          attempt->claim_expires_ms = now + options_.claim_ttl_ms;
           r->set_attempt(r->attempt() + 1);
           return absl::OkStatus();
         },
@@ -209,9 +226,14 @@ int Replayer::Pump() {
   return started;
 }
 
+int64_t Replayer::CallDeadline(const Attempt& attempt) const {
+  return std::min(clock_.NowMs() + options_.submit_timeout_ms,
+                  attempt.claim_expires_ms - ReplayerOptions::kClaimSlackMs);
+}
+
 void Replayer::Reconcile(std::shared_ptr<Attempt> attempt) {
   stats_.reconciles++;
-  int64_t deadline = clock_.NowMs() + options_.submit_timeout_ms;
+  int64_t deadline = CallDeadline(*attempt);
   client_.Reconcile(
       attempt->record.command(), attempt->session, deadline,
       [this, attempt](absl::StatusOr<v1::ReconcileResponse> answer) {
@@ -275,7 +297,7 @@ void Replayer::Send(std::shared_ptr<Attempt> attempt) {
     Done(attempt);
     return;
   }
-  int64_t deadline = clock_.NowMs() + options_.submit_timeout_ms;
+  int64_t deadline = CallDeadline(*attempt);
   client_.Submit(attempt->record.command(), attempt->session, deadline,
                  [this, attempt](absl::StatusOr<v1::SubmitResponse> answer) {
                    if (!HitFault(faults_, FaultPoint::kAfterNetworkSendBeforeResponse).ok() ||

@@ -32,13 +32,20 @@
 namespace eonce {
 
 struct ReplayerOptions {
+  // Time a claim keeps beyond the calls it covers: queueing and the outbox writes.
+  static constexpr int64_t kClaimSlackMs = 500;
   int max_in_flight = 64;
-  // Longer than submit_timeout_ms, so a live worker's claim does not run out.
+  // Covers the longest work under one claim, a Reconcile then a Submit, plus
+  // kClaimSlackMs (ValidateReplayerOptions); every call is also cut off before its claim
+  // ends, so a live worker's claim never runs out under it.
   int64_t claim_ttl_ms = 30'000;
   int64_t submit_timeout_ms = 10'000;
   std::string owner = "agent";
   RetryOptions retry;
 };
+
+// INVALID_ARGUMENT naming the flag to change when a claim does not cover its work.
+absl::Status ValidateReplayerOptions(const ReplayerOptions& options);
 
 struct ReplayStats {
   std::atomic<int64_t> attempts{0};
@@ -74,6 +81,8 @@ class Replayer {
   // Moves a record that may not be sent to its final state; false if it may be sent.
   bool RetireIfTooOld(const OutboxRecord& record);
   void Send(std::shared_ptr<Attempt> attempt);
+  // submit_timeout_ms from now, but kClaimSlackMs before the attempt's claim ends.
+  int64_t CallDeadline(const Attempt& attempt) const;
   void Reconcile(std::shared_ptr<Attempt> attempt);
   void OnAnswer(std::shared_ptr<Attempt> attempt, absl::StatusOr<v1::SubmitResponse> answer);
   // Applies a classified failure to the record.

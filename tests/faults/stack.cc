@@ -69,7 +69,8 @@ absl::StatusOr<std::unique_ptr<FaultStack>> FaultStack::Start(const std::string&
   s->sidecar_.name = "sidecar";
   s->sidecar_.binary = "dedupe_sidecar/dedupe_sidecar";
   s->sidecar_.args = {"--data_dir=" + stores + "/sidecar", "--upstream=" + *ledger_address,
-                      "--lease_ms=3000", "--forward_timeout_ms=1000", "--drain_ms=500"};
+                      "--lease_ms=3000", "--forward_timeout_ms=1000",
+                      "--outcome_query_timeout_ms=1000", "--drain_ms=500"};
   for (const auto& a : options.sidecar_args) s->sidecar_.args.push_back(a);
   auto sidecar_address = s->StartBehindProxy(s->sidecar_, s->to_sidecar_, seed++);
   if (!sidecar_address.ok()) return sidecar_address.status();
@@ -86,7 +87,7 @@ absl::StatusOr<std::unique_ptr<FaultStack>> FaultStack::Start(const std::string&
               "--base_backoff_ms=20",
               "--max_backoff_ms=500",
               "--submit_timeout_ms=2000",
-              "--claim_ttl_ms=4000",
+              "--claim_ttl_ms=5000",
               "--max_attempts=100000",
               "--drain_ms=500"};
     for (const auto& arg : options.agent_args) a.args.push_back(arg);

@@ -37,8 +37,9 @@ class OperabilityTest : public ::testing::Test {
     options.upstream_address = "127.0.0.1:" + std::to_string(ledger_->port());
     options.metrics_address = "127.0.0.1:0";
     options.health_probe_ms = 50;
-    options.deduper.lease_ms = 1'500;
+    options.deduper.lease_ms = 2'500;
     options.deduper.forward_timeout_ms = 1'000;
+    options.deduper.outcome_query_timeout_ms = 1'000;
     options.store_env = env;
     auto sidecar = SidecarServer::Start(options, RealClock::Get());
     ASSERT_TRUE(sidecar.ok()) << sidecar.status();

@@ -35,6 +35,18 @@ TEST(ProcessTest, BadConfigurationFailsAtStartupNamingTheSetting) {
                        " --lease_ms=100 --forward_timeout_ms=5000 --listen=127.0.0.1:0");
   EXPECT_EQ(lease.exit_code, 2) << lease.out;
   EXPECT_NE(lease.out.find("lease_ms"), std::string::npos) << lease.out;
+  // Longer than the forward, but not than a recovery (outcome query, then forward).
+  Ran recovery = RunToEnd("dedupe_sidecar/dedupe_sidecar --data_dir=" + dir +
+                          " --lease_ms=6000 --forward_timeout_ms=5000 --listen=127.0.0.1:0");
+  EXPECT_EQ(recovery.exit_code, 2) << recovery.out;
+  EXPECT_NE(recovery.out.find("raise --lease_ms to at least 7500"), std::string::npos)
+      << recovery.out;
+  // A claim covers a reconcile and a submit.
+  Ran claim = RunToEnd("outbox_agent/outbox_agent --tenant=acme --data_dir=" + dir +
+                       "/agent --submit_timeout_ms=2000 --claim_ttl_ms=3000");
+  EXPECT_EQ(claim.exit_code, 2) << claim.out;
+  EXPECT_NE(claim.out.find("raise --claim_ttl_ms to at least 4500"), std::string::npos)
+      << claim.out;
   Ran no_dir = RunToEnd("outbox_agent/outbox_agent --tenant=acme");
   EXPECT_EQ(no_dir.exit_code, 2);
   EXPECT_NE(no_dir.out.find("data_dir"), std::string::npos) << no_dir.out;

@@ -55,6 +55,7 @@ class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
     options.policy_file = policy_path;
     options.deduper.lease_ms = 2'000;
     options.deduper.forward_timeout_ms = 1'000;
+    options.deduper.outcome_query_timeout_ms = 500;
     auto sidecar = SidecarServer::Start(options, RealClock::Get());
     ASSERT_TRUE(sidecar.ok()) << sidecar.status();
     sidecar_ = std::move(*sidecar);

@@ -113,7 +113,8 @@ class TlsTest : public ::testing::Test {
     sidecar_files.ca_file = sidecar_ca_;
     std::vector<std::string> sidecar_args = {
         "--listen=127.0.0.1:0", "--data_dir=" + dir_ + "/sidecar",
-        "--upstream=" + ledger_->address(), "--lease_ms=2000", "--forward_timeout_ms=1000"};
+        "--upstream=" + ledger_->address(), "--lease_ms=2000", "--forward_timeout_ms=1000",
+        "--outcome_query_timeout_ms=500"};
     for (auto& a : TlsArgs(sidecar_files)) sidecar_args.push_back(a);
     auto sidecar =
         Process::Start("dedupe_sidecar/dedupe_sidecar", sidecar_args, dir_ + "/sidecar.log");

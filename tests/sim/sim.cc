@@ -593,7 +593,7 @@ absl::Status World::StartAgent() {
   ReplayerOptions replay;
   replay.max_in_flight = 8;
   replay.submit_timeout_ms = 3'000;
-  replay.claim_ttl_ms = 4'000;
+  replay.claim_ttl_ms = 6'500;
   replay.retry.base_backoff_ms = 20;
   replay.retry.max_backoff_ms = 1'000;
   replay.retry.max_attempts = 10'000;
@@ -633,7 +633,7 @@ absl::Status World::StartSidecar() {
   audit_ = std::make_unique<AuditLog>(*sidecar_rocks_, clock_, 90LL * 24 * 3600 * 1000);
   EONCE_ASSIGN_OR_RETURN(policy_, PolicyStore::Open(""));
   DeduperOptions options;
-  options.lease_ms = 2'000;
+  options.lease_ms = 2'500;
   options.forward_timeout_ms = 1'000;
   options.outcome_query_timeout_ms = 1'000;
   options.disable_dedupe_for_testing = options_.disable_sidecar_dedupe;

@@ -83,8 +83,8 @@ struct Stack {
                                                         const std::string& listen) {
     return Process::Start(bin + "/dedupe_sidecar/dedupe_sidecar",
                           {"--listen=" + listen, "--upstream=" + upstream,
-                           "--data_dir=" + data + "/" + name, "--lease_ms=1500",
-                           "--forward_timeout_ms=1000", "--instance_id=" + name},
+                           "--data_dir=" + data + "/" + name, "--lease_ms=2500",
+                           "--forward_timeout_ms=1000", "--outcome_query_timeout_ms=1000", "--instance_id=" + name},
                           data + "/" + name + ".log");
   }
 
@@ -124,7 +124,7 @@ struct Stack {
                              "--tenant=acme", "--sidecar=" + sidecar->address(),
                              "--routes=eonce.case_mgmt.v1.Cases=" + case_sidecar->address(),
                              "--max_backoff_ms=500", "--base_backoff_ms=20",
-                             "--submit_timeout_ms=2000", "--claim_ttl_ms=4000",
+                             "--submit_timeout_ms=2000", "--claim_ttl_ms=4500",
                              "--max_age_ms=3600000"},
                             data + "/agent.log");
     if (!a.ok()) return a.status();
