@@ -15,11 +15,14 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual int64_t NowMs() = 0;
+  // Waits `ms` of this clock's time: a real sleep, or a ManualClock's step forward.
+  virtual void SleepMs(int64_t ms) = 0;
 };
 
 class RealClock : public Clock {
  public:
   int64_t NowMs() override;
+  void SleepMs(int64_t ms) override;
   // A process-wide instance; lives forever.
   static RealClock& Get();
 };
@@ -29,6 +32,7 @@ class ManualClock : public Clock {
   explicit ManualClock(int64_t start_ms = 1'700'000'000'000) : now_ms_(start_ms) {}
   int64_t NowMs() override { return now_ms_.load(std::memory_order_relaxed); }
   void AdvanceMs(int64_t ms) { now_ms_.fetch_add(ms, std::memory_order_relaxed); }
+  void SleepMs(int64_t ms) override { AdvanceMs(ms); }
   void SetMs(int64_t ms) { now_ms_.store(ms, std::memory_order_relaxed); }
 
  private:

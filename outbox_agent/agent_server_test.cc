@@ -73,7 +73,7 @@ TEST_F(AgentServerTest, ServesOnAUnixSocketAndRefusesASecondAgentOnTheSameData) 
   auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
   ASSERT_TRUE(agent.ok()) << agent.status();
   auto client = AgentClient::Connect("unix:" + socket);
-  auto enqueued = client->Enqueue(Open("alice"), 5000);
+  auto enqueued = client->Enqueue(Open("alice"));
   ASSERT_TRUE(enqueued.ok()) << enqueued.status();
   EXPECT_TRUE(enqueued->created());
 
@@ -156,7 +156,7 @@ TEST_F(AgentServerTest, WatchStreamsStateChanges) {
   auto stream = client->stub().Watch(&context, v1::WatchRequest());
   // The subscription is registered when the call starts; give it a moment.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_TRUE(client->Enqueue(Open("carol"), 5000).ok());
+  ASSERT_TRUE(client->Enqueue(Open("carol")).ok());
   std::vector<v1::OutboxState> seen;
   v1::WatchEvent event;
   while (stream->Read(&event)) {
@@ -182,7 +182,7 @@ TEST_F(AgentServerTest, ListPagesStayUnderTheMessageLimitAndCoverEveryRecord) {
   for (int i = 0; i < 12; ++i) {
     v1::Command c = Open(absl::StrCat("big", i));
     c.set_request(c.request() + std::string(300 * 1024, '\x01'));  // an unknown field's bytes
-    ASSERT_TRUE(client->Enqueue(c, 5000).ok());
+    ASSERT_TRUE(client->Enqueue(c).ok());
   }
   std::set<std::string> seen;
   std::string after;

@@ -5,16 +5,46 @@
 #include "common/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "outbox_agent/retry_policy.h"
 
 namespace eonce {
 
-std::unique_ptr<AgentClient> AgentClient::Connect(const std::string& address, const TlsFiles& tls) {
-  return std::unique_ptr<AgentClient>(
-      new AgentClient(v1::Agent::NewStub(grpc::CreateChannel(address, ChannelCredentials(tls)))));
+void AssignCommandId(v1::Command* command, Random& random) {
+  if (command->command_id().empty()) command->set_command_id(random.HexId());
 }
 
-absl::StatusOr<v1::EnqueueResponse> AgentClient::Enqueue(const v1::Command& command,
-                                                         int64_t timeout_ms) {
+bool RetriesEnqueue(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+absl::StatusOr<v1::EnqueueResponse> EnqueueWithRetries(v1::Command command,
+                                                       const EnqueueOptions& options,
+                                                       Random& random, Clock& clock,
+                                                       const EnqueueAttempt& attempt) {
+  AssignCommandId(&command, random);
+  RetryOptions spacing;
+  spacing.base_backoff_ms = options.base_backoff_ms;
+  spacing.max_backoff_ms = options.max_backoff_ms;
+  Backoff backoff(spacing, random);
+  int attempts = std::max(1, options.max_attempts);
+  absl::StatusOr<v1::EnqueueResponse> answer = absl::InternalError("no attempt made");
+  for (int n = 1; n <= attempts; ++n) {
+    answer = attempt(command);
+    if (answer.ok() || !RetriesEnqueue(answer.status()) || n == attempts) break;
+    clock.SleepMs(backoff.DelayMs(n));
+  }
+  return answer;
+}
+
+std::unique_ptr<AgentClient> AgentClient::Connect(const std::string& address, const TlsFiles& tls,
+                                                  Clock& clock, Random& random) {
+  return std::unique_ptr<AgentClient>(new AgentClient(
+      v1::Agent::NewStub(grpc::CreateChannel(address, ChannelCredentials(tls))), clock, random));
+}
+
+absl::StatusOr<v1::EnqueueResponse> AgentClient::EnqueueOnce(const v1::Command& command,
+                                                             int64_t timeout_ms) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
   v1::EnqueueRequest request;
@@ -23,6 +53,13 @@ absl::StatusOr<v1::EnqueueResponse> AgentClient::Enqueue(const v1::Command& comm
   grpc::Status status = stub_->Enqueue(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status, &context);
   return response;
+}
+
+absl::StatusOr<v1::EnqueueResponse> AgentClient::Enqueue(const v1::Command& command,
+                                                         const EnqueueOptions& options) {
+  return EnqueueWithRetries(command, options, random_, clock_, [&](const v1::Command& c) {
+    return EnqueueOnce(c, options.timeout_ms);
+  });
 }
 
 absl::StatusOr<v1::OutboxRecord> AgentClient::Enqueue(const std::string& target_method,
@@ -36,7 +73,7 @@ absl::StatusOr<v1::OutboxRecord> AgentClient::Enqueue(const std::string& target_
   command.set_command_id(options.command_id);
   command.set_idempotency_key(options.idempotency_key);
   command.set_actor(options.actor);
-  auto response = Enqueue(command, options.timeout_ms);
+  auto response = Enqueue(command, options);
   if (!response.ok()) return response.status();
   return response->record();
 }

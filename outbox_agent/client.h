@@ -2,18 +2,34 @@
 //
 //   auto agent = AgentClient::Connect("unix:/run/eonce/agent.sock");
 //   ledger::v1::TransferRequest transfer = ...;
-//   auto record = agent->Enqueue("/eonce.ledger.v1.Ledger/Transfer", transfer,
-//                                {"account", "alice"});
+//   v1::Entity alice;
+//   alice.set_type("account");
+//   alice.set_id("alice");
+//   auto record = agent->Enqueue("/eonce.ledger.v1.Ledger/Transfer", transfer, alice);
 //
-// Enqueue returns once the command is durable in the agent's outbox. Keep the command id
-// of the returned record: enqueueing the same id again is harmless. Thread-safe.
+// Enqueue returns once the command is durable in the agent's outbox. The client creates
+// the command id before the first attempt (unless the caller gives one) and retries with
+// that same id when an answer is lost (UNAVAILABLE, DEADLINE_EXCEEDED): the agent
+// answers a retry of a stored command with that record (created = false), so a lost
+// answer never becomes a second command. Retries are bounded (max_attempts) and spaced
+// by full-jitter backoff. Any other error is returned at once.
+//
+// EnqueueOnce makes exactly one attempt and is the only call that may send a command
+// without an id (the agent then creates one). Such a call is NOT safe to retry: if its
+// answer is lost, the caller cannot tell whether the command is stored, and sending it
+// again may store it twice.
+//
+// Thread-safe. The clock and random source must outlive the client.
 #ifndef EONCE_OUTBOX_AGENT_CLIENT_H_
 #define EONCE_OUTBOX_AGENT_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/random.h"
 #include "common/tls.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "google/protobuf/message.h"
@@ -21,30 +37,63 @@
 namespace eonce {
 
 struct EnqueueOptions {
-  std::string command_id;       // empty: the agent creates one
-  std::string idempotency_key;  // empty: derived
+  std::string command_id;       // empty: the client creates one before the first attempt
+  std::string idempotency_key;  // empty: derived by the agent
   std::string actor;            // empty: the agent's
-  int64_t timeout_ms = 5'000;
+  int64_t timeout_ms = 5'000;   // of each attempt
+  // Attempts in all, the first included. Each retry carries the same command id.
+  int max_attempts = 6;
+  int64_t base_backoff_ms = 50;
+  int64_t max_backoff_ms = 2'000;
 };
+
+// Gives `command` a fresh 32-hex-digit id if it has none. Called once per intent, before
+// its first attempt.
+void AssignCommandId(v1::Command* command, Random& random);
+
+// Whether a failed Enqueue may have stored the command (the answer was lost) and is
+// retried with the same id: UNAVAILABLE and DEADLINE_EXCEEDED.
+bool RetriesEnqueue(const absl::Status& status);
+
+// One attempt at sending a command (with its id) to the agent.
+using EnqueueAttempt = std::function<absl::StatusOr<v1::EnqueueResponse>(const v1::Command&)>;
+
+// The retry loop of Enqueue, apart from the transport: assigns the id, then calls
+// `attempt` until it succeeds, fails with an error RetriesEnqueue refuses, or runs out of
+// attempts; waits on `clock` between attempts.
+absl::StatusOr<v1::EnqueueResponse> EnqueueWithRetries(v1::Command command,
+                                                       const EnqueueOptions& options,
+                                                       Random& random, Clock& clock,
+                                                       const EnqueueAttempt& attempt);
 
 class AgentClient {
  public:
   // `address`: host:port or unix:/path. With `tls` enabled, mutual TLS: the certificate
   // must name the agent's tenant.
   static std::unique_ptr<AgentClient> Connect(const std::string& address,
-                                              const TlsFiles& tls = TlsFiles());
+                                              const TlsFiles& tls = TlsFiles(),
+                                              Clock& clock = RealClock::Get(),
+                                              Random& random = RealRandom::Get());
 
   absl::StatusOr<v1::OutboxRecord> Enqueue(const std::string& target_method,
                                            const google::protobuf::Message& request,
                                            const v1::Entity& entity,
                                            const EnqueueOptions& options = {});
-  absl::StatusOr<v1::EnqueueResponse> Enqueue(const v1::Command& command, int64_t timeout_ms);
+  // `command` as a producer fills it (method, request, entity; the id is optional).
+  absl::StatusOr<v1::EnqueueResponse> Enqueue(const v1::Command& command,
+                                              const EnqueueOptions& options = {});
+  // Exactly one attempt, nothing added: see the note above on commands without an id.
+  absl::StatusOr<v1::EnqueueResponse> EnqueueOnce(const v1::Command& command,
+                                                  int64_t timeout_ms);
   absl::StatusOr<v1::OutboxRecord> Get(const std::string& command_id);
   v1::Agent::Stub& stub() { return *stub_; }
 
  private:
-  explicit AgentClient(std::unique_ptr<v1::Agent::Stub> stub) : stub_(std::move(stub)) {}
+  AgentClient(std::unique_ptr<v1::Agent::Stub> stub, Clock& clock, Random& random)
+      : stub_(std::move(stub)), clock_(clock), random_(random) {}
   std::unique_ptr<v1::Agent::Stub> stub_;
+  Clock& clock_;
+  Random& random_;
 };
 
 }  // namespace eonce

@@ -277,7 +277,7 @@ int Run() {
     command.set_command_id(id);
     command.set_idempotency_key(key);
     for (int attempt = 0; attempt < 50; ++attempt) {
-      auto r = agent_client->Enqueue(command, 5000);
+      auto r = agent_client->EnqueueOnce(command, 5000);
       if (r.ok()) {
         if (r->created()) enqueued.insert(id); else ++agent_duplicates;
         return true;

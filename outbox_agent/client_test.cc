@@ -1,0 +1,145 @@
+// The client library's promise on the producer -> agent hop: one intent is one command,
+// even when answers are lost. The retry loop alone (scripted attempts, a manual clock),
+// then the real agent behind a proxy that loses its answers.
+#include "outbox_agent/client.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/random.h"
+#include "common/status.h"
+#include "gtest/gtest.h"
+#include "outbox_agent/agent_server.h"
+#include "tests/util/fault_proxy.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+v1::Command Intent(int n) {
+  v1::Command c;
+  c.set_target_method("/eonce.ledger.v1.Ledger/OpenAccount");
+  c.set_request(absl::StrCat("open ", n));
+  c.mutable_entity()->set_type("account");
+  c.mutable_entity()->set_id(absl::StrCat("a", n));
+  return c;
+}
+
+TEST(EnqueueWithRetriesTest, LostAnswersAreRetriedWithTheIdCreatedBeforeTheFirstAttempt) {
+  ManualClock clock;
+  SeededRandom random(7);
+  std::vector<std::string> ids;
+  std::vector<absl::Status> script = {absl::UnavailableError("reset"),
+                                      absl::DeadlineExceededError("late")};
+  int64_t started = clock.NowMs();
+  auto answer = EnqueueWithRetries(Intent(1), EnqueueOptions(), random, clock,
+                                   [&](const v1::Command& c) -> absl::StatusOr<v1::EnqueueResponse> {
+                                     ids.push_back(c.command_id());
+                                     if (ids.size() <= script.size()) return script[ids.size() - 1];
+                                     v1::EnqueueResponse r;
+                                     *r.mutable_record()->mutable_command() = c;
+                                     return r;
+                                   });
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0].size(), 32u);
+  EXPECT_EQ(ids[1], ids[0]);
+  EXPECT_EQ(ids[2], ids[0]);
+  EXPECT_EQ(answer->record().command().command_id(), ids[0]);
+  // Two waits, each within the backoff's bound.
+  EXPECT_LE(clock.NowMs() - started, 2 * EnqueueOptions().max_backoff_ms);
+}
+
+TEST(EnqueueWithRetriesTest, GivenIdsAreKeptOtherErrorsAreFinalAndAttemptsAreBounded) {
+  ManualClock clock;
+  SeededRandom random(7);
+  v1::Command given = Intent(2);
+  given.set_command_id("mine");
+  int calls = 0;
+  auto refused = EnqueueWithRetries(given, EnqueueOptions(), random, clock,
+                                    [&](const v1::Command& c) -> absl::StatusOr<v1::EnqueueResponse> {
+                                      ++calls;
+                                      EXPECT_EQ(c.command_id(), "mine");
+                                      return absl::InvalidArgumentError("entity.type");
+                                    });
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(calls, 1);
+
+  EnqueueOptions options;
+  options.max_attempts = 4;
+  calls = 0;
+  auto gone = EnqueueWithRetries(Intent(3), options, random, clock,
+                                 [&](const v1::Command&) -> absl::StatusOr<v1::EnqueueResponse> {
+                                   ++calls;
+                                   return absl::UnavailableError("connection refused");
+                                 });
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(calls, 4);
+}
+
+class LostAnswersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AgentServerOptions options;
+    options.data_dir = testing::FreshDir("agent");
+    options.tenant = "acme";
+    options.default_sidecar = "127.0.0.1:1";  // nothing is sent: records stay as stored
+    options.startup_info_wait_ms = 0;
+    auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    agent_ = std::move(*agent);
+    std::string direct = "127.0.0.1:" + std::to_string(agent_->port());
+    auto proxy = testing::FaultProxy::Start(direct, 11);
+    ASSERT_TRUE(proxy.ok()) << proxy.status();
+    proxy_ = std::move(*proxy);
+    direct_ = AgentClient::Connect(direct);
+  }
+
+  int64_t Stored() {
+    grpc::ClientContext context;
+    v1::StatsResponse stats;
+    EXPECT_TRUE(direct_->stub().Stats(&context, v1::StatsRequest(), &stats).ok());
+    int64_t total = 0;
+    for (const auto& c : stats.counts()) total += c.count();
+    return total;
+  }
+
+  std::unique_ptr<AgentServer> agent_;
+  std::unique_ptr<testing::FaultProxy> proxy_;
+  std::unique_ptr<AgentClient> direct_;
+};
+
+// Half of the agent's answers are lost after it stored the command. Producers that give
+// no id still end with one record per intent; a producer whose id is created late (by the
+// agent, at each attempt) stores some intents twice, which the same count catches.
+TEST_F(LostAnswersTest, OneIntentIsOneRecordWhenAnswersAreLost) {
+  constexpr int kIntents = 30;
+  proxy_->SetLoseResponseRatio(0.5);
+  auto client = AgentClient::Connect(proxy_->address());
+  EnqueueOptions options;
+  options.max_attempts = 30;
+  options.base_backoff_ms = 1;
+  options.max_backoff_ms = 20;
+  for (int n = 0; n < kIntents; ++n) {
+    auto stored = client->Enqueue(Intent(n), options);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+  }
+  EXPECT_GT(proxy_->responses_lost(), 0);
+  EXPECT_EQ(Stored(), kIntents);
+
+  // The negative control: the same retries, with the id left to the agent.
+  int64_t lost_before = proxy_->responses_lost();
+  for (int n = kIntents; n < 2 * kIntents; ++n) {
+    absl::StatusOr<v1::EnqueueResponse> stored = absl::UnavailableError("not tried");
+    for (int attempt = 0; attempt < 30 && !stored.ok(); ++attempt) {
+      stored = client->EnqueueOnce(Intent(n), 2'000);
+    }
+    ASSERT_TRUE(stored.ok()) << stored.status();
+  }
+  ASSERT_GT(proxy_->responses_lost(), lost_before);
+  EXPECT_GT(Stored(), 2 * kIntents) << "late ids must turn a lost answer into a second record";
+}
+
+}  // namespace
+}  // namespace eonce
