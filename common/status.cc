@@ -46,7 +46,8 @@ absl::Status FromRocks(const rocksdb::Status& status, absl::string_view what) {
   if (status.IsCorruption()) {
     return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", message);
   }
-  if (status.IsInvalidArgument()) return absl::InvalidArgumentError(message);
+  // RocksDB's InvalidArgument is about how the store was used (a closed family, bad
+  // options), never about the caller's request: a store error, not a rejection.
   if (status.IsIOError() || status.IsBusy() || status.IsTimedOut() ||
       status.IsTryAgain() || status.IsShutdownInProgress()) {
     return Error(absl::StatusCode::kUnavailable, "STORE_ERROR", message);

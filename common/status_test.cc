@@ -34,6 +34,9 @@ TEST(StatusTest, RocksStatusMapsToSpecificCodes) {
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(FromRocks(rocksdb::Status::IOError("eio"), "put").code(),
             absl::StatusCode::kUnavailable);
+  absl::Status misuse = FromRocks(rocksdb::Status::InvalidArgument("no such family"), "put");
+  EXPECT_EQ(misuse.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(ReasonOf(misuse), "STORE_ERROR");
   EXPECT_EQ(FromRocks(rocksdb::Status::Corruption("bad"), "get").code(),
             absl::StatusCode::kDataLoss);
   EXPECT_NE(FromRocks(rocksdb::Status::IOError("eio"), "put").message().find("put"),

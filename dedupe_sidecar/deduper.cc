@@ -174,6 +174,7 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
     ctx->Answer(valid);
     return;
   }
+
   ctx->actor = command.actor().empty() ? caller.actor : command.actor();
   ctx->scoped_key = ScopedKey(caller.tenant, command.idempotency_key());
   if (!command.tenant().empty() && command.tenant() != caller.tenant) {
@@ -358,8 +359,9 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
              reply.result.code() == 0 ? "committed" : "rejected");
       return;
     case ForwardReply::Kind::kNotApplied:
+    case ForwardReply::Kind::kRefused:
     case ForwardReply::Kind::kUnknown: {
-      bool not_applied = reply.kind == ForwardReply::Kind::kNotApplied;
+      bool not_applied = reply.kind != ForwardReply::Kind::kUnknown;
       absl::Status answer;
       {
         StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
@@ -375,6 +377,10 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
             store_.Write(**record, Record::STARTED, false).IgnoreError();
           }
         }
+      }
+      if (reply.kind == ForwardReply::Kind::kRefused) {
+        ctx->Answer(Refused(*ctx, reply.result));
+        return;
       }
       if (not_applied) {
         stats_.upstream_unavailable++;
@@ -396,6 +402,26 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
       return;
     }
   }
+}
+
+absl::Status Deduper::Refused(const Context& ctx, const v1::CallResult& result) {
+  stats_.refused++;
+  Audit(ctx, "refused", CodeName(result.code()));
+  std::string why = absl::StrCat(CodeName(result.code()),
+                                 result.message().empty() ? "" : ": ",
+                                 result.message().substr(0, 200));
+  if (static_cast<absl::StatusCode>(result.code()) == absl::StatusCode::kUnimplemented) {
+    // gRPC answers UNIMPLEMENTED both for a method the service lacks and for request
+    // bytes it cannot parse: either way the command itself is wrong.
+    return Error(absl::StatusCode::kInvalidArgument, "UPSTREAM_UNIMPLEMENTED",
+                 absl::StrCat("target_method / request: the business answered ", why, " for ",
+                              ctx.command.target_method().substr(0, 256),
+                              " (no such method, or a request it cannot parse); nothing was "
+                              "applied and the key is free"));
+  }
+  return Error(absl::StatusCode::kFailedPrecondition, "UPSTREAM_REFUSED",
+               absl::StrCat("the business refused the sidecar's call (", why,
+                            "); nothing was applied and the key is free"));
 }
 
 void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,

@@ -89,6 +89,7 @@ struct DeduperStats {
   std::atomic<int64_t> pending{0};          // unknown outcomes awaiting recovery
   std::atomic<int64_t> upstream_unavailable{0};
   std::atomic<int64_t> fenced{0};           // late answers refused by their token
+  std::atomic<int64_t> refused{0};          // turned away by the business, key freed
   std::atomic<int64_t> store_errors{0};
   std::atomic<int64_t> forwards{0};
   LatencyHistogram forward_latency;
@@ -136,6 +137,9 @@ class Deduper {
   void Finish(const std::shared_ptr<Context>& ctx, uint64_t token, const v1::CallResult& result,
               int64_t entity_revision, const char* decision);
   absl::StatusOr<v1::SubmitResponse> Replay(const Context& ctx, const Record& record);
+  // The answer to a call the business turned away (upstream.h): INVALID_ARGUMENT
+  // UPSTREAM_UNIMPLEMENTED, or FAILED_PRECONDITION UPSTREAM_REFUSED.
+  absl::Status Refused(const Context& ctx, const v1::CallResult& result);
   v1::SubmitResponse Response(const Context& ctx, const Record& record,
                               v1::Disposition disposition) const;
   void Audit(const Context& ctx, const char* decision, const std::string& result,

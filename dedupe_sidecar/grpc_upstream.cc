@@ -37,15 +37,19 @@ bool IsTerminalBusinessCode(grpc::StatusCode code) {
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::NOT_FOUND:
     case grpc::StatusCode::ALREADY_EXISTS:
-    case grpc::StatusCode::PERMISSION_DENIED:
     case grpc::StatusCode::FAILED_PRECONDITION:
     case grpc::StatusCode::ABORTED:
     case grpc::StatusCode::OUT_OF_RANGE:
-    case grpc::StatusCode::UNIMPLEMENTED:
       return true;
     default:
       return false;
   }
+}
+
+// Turned away before the business ran: no such method, or the caller is not let in.
+bool IsRefusal(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNIMPLEMENTED || code == grpc::StatusCode::UNAUTHENTICATED ||
+         code == grpc::StatusCode::PERMISSION_DENIED;
 }
 
 }  // namespace
@@ -66,8 +70,10 @@ ForwardReply GrpcUpstream::Classify(
     absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()),
                      &reply.entity_revision);
   }
-  if (status.ok() || IsTerminalBusinessCode(status.error_code())) {
-    reply.kind = ForwardReply::Kind::kAnswered;
+  if (status.ok() || IsTerminalBusinessCode(status.error_code()) ||
+      IsRefusal(status.error_code())) {
+    reply.kind = IsRefusal(status.error_code()) ? ForwardReply::Kind::kRefused
+                                                : ForwardReply::Kind::kAnswered;
     reply.result.set_code(static_cast<int>(status.error_code()));
     if (status.ok()) {
       reply.result.set_response(response);

@@ -281,7 +281,8 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
     call.actor = Metadata(*context_, kActorHeader);
     call.deadline_ms = clock_.NowMs() + forward_timeout_ms_;
     upstream_.Forward(std::move(call), [this](ForwardReply reply) {
-      if (reply.kind == ForwardReply::Kind::kAnswered) {
+      if (reply.kind == ForwardReply::Kind::kAnswered ||
+          reply.kind == ForwardReply::Kind::kRefused) {
         Answer(reply.result);
       } else {
         Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, reply.detail));
@@ -438,11 +439,13 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
        {{{"outcome", "parked"}}, n(st.parked)},
        {{{"outcome", "outcome_pending"}}, n(st.pending)},
        {{{"outcome", "upstream_unavailable"}}, n(st.upstream_unavailable)},
+       {{{"outcome", "upstream_refused"}}, n(st.refused)},
        {{{"outcome", "store_error"}}, n(st.store_errors)}}));
   out.push_back(CounterFamily("eonce_sidecar_dedupe_hits_total",
                               "Duplicates answered from a stored record.", {{{}, n(st.replayed)}}));
   out.push_back(CounterFamily("eonce_sidecar_conflicts_total",
-                              "Keys reused with another payload.", {{{}, n(st.conflicts)}}));
+                              "Keys reused with another payload or command id.",
+                              {{{}, n(st.conflicts)}}));
   out.push_back(CounterFamily("eonce_sidecar_in_progress_total",
                               "Duplicates answered IN_PROGRESS.", {{{}, n(st.in_progress)}}));
   out.push_back(CounterFamily("eonce_sidecar_authorization_denials_total",

@@ -7,6 +7,10 @@
 //                 outcome, stored and replayed
 //   not applied   the business proved it did not apply the call (it was never sent, or
 //                 it refused with `eonce-not-applied: true`): safe to retry
+//   refused       the call was turned away before the business ran it, for a reason that
+//                 says nothing about the business: UNIMPLEMENTED (no such method),
+//                 UNAUTHENTICATED, PERMISSION_DENIED. Not applied, and not an outcome to
+//                 store: the key stays free
 //   unknown       anything else (deadline, connection lost after sending, cancelled):
 //                 the business may or may not have applied it
 #ifndef EONCE_DEDUPE_SIDECAR_UPSTREAM_H_
@@ -40,9 +44,9 @@ struct ForwardCall {
 };
 
 struct ForwardReply {
-  enum class Kind { kAnswered, kNotApplied, kUnknown };
+  enum class Kind { kAnswered, kNotApplied, kRefused, kUnknown };
   Kind kind = Kind::kUnknown;
-  v1::CallResult result;  // kAnswered: the business status and bytes
+  v1::CallResult result;  // kAnswered, kRefused: the business status and bytes
   std::string detail;     // otherwise: what happened, for logs and the caller
   int64_t entity_revision = 0;
 };

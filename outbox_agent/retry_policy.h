@@ -4,7 +4,8 @@
 // bottom; the first row whose code and reason match wins:
 //
 //   code                 reason                 class
-//   ALREADY_EXISTS       *                      conflict (terminal)
+//   ALREADY_EXISTS       *                      conflict (terminal): IDEMPOTENCY_CONFLICT,
+//                                               KEY_REUSED
 //   UNAVAILABLE          (a sidecar reason)     retryable, honouring its retry delay
 //   UNAVAILABLE          (none: the transport)  unknown outcome -> reconcile first
 //   RESOURCE_EXHAUSTED   *                      retryable, with pushback
@@ -12,11 +13,13 @@
 //   CANCELLED            *                      unknown outcome
 //   FAILED_PRECONDITION  OUTCOME_UNKNOWN        parked at the sidecar: unknown, slow retry
 //   FAILED_PRECONDITION  RECORD_EXPIRED         expired
-//   INVALID_ARGUMENT     *                      rejected (terminal)
+//   INVALID_ARGUMENT     *                      rejected (terminal), UPSTREAM_UNIMPLEMENTED
+//                                               included
 //   PERMISSION_DENIED    *                      rejected (terminal)
 //   UNAUTHENTICATED      *                      pause all replay until renewed
 //   anything else                               unclassified: retry, dead-letter after
-//                                               max_unclassified of them
+//                                               max_unclassified of them (UPSTREAM_REFUSED,
+//                                               a store's INTERNAL STORE_ERROR)
 //
 // Backoff is "full jitter": a uniform draw in [0, min(max, base * 2^attempt)], never
 // below the server's retry delay. Randomness is injected, so tests are deterministic.

@@ -274,6 +274,50 @@ TEST_P(SidecarLedgerTest, UnreachableBusinessIsRefusedWithNothingStored) {
   EXPECT_EQ(state.state(), v1::RECORD_NOT_SEEN);
 }
 
+// A typo in the method, or bytes the service cannot parse, say nothing about the
+// business: they are refused, nothing is stored, and the key stays free for the command
+// once it is corrected.
+TEST_P(SidecarLedgerTest, UnimplementedIsRefusedNotStoredAsABusinessAnswer) {
+  auto state_of = [&](const std::string& key) {
+    v1::ReconcileRequest reconcile;
+    reconcile.set_idempotency_key(key);
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "acme");
+    v1::ReconcileResponse state;
+    EXPECT_TRUE(sidecar_stub_->Reconcile(&context, reconcile, &state).ok());
+    return state.state();
+  };
+  v1::Command typo = TransferCommand("typo", 5);
+  typo.set_target_method("/eonce.ledger.v1.Ledger/Tranfser");
+  typo.set_idempotency_key("pay-5");
+  FillPayloadHash(&typo);
+  auto refused = Submit(typo);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReasonOf(refused.status()), "UPSTREAM_UNIMPLEMENTED");
+  EXPECT_NE(refused.status().message().find("Tranfser"), absl::string_view::npos)
+      << refused.status();
+  EXPECT_EQ(state_of("pay-5"), v1::RECORD_NOT_SEEN);
+
+  v1::Command garbage = MakeCommand("garbage", "/eonce.ledger.v1.Ledger/Transfer",
+                                    std::string("\xff\xff\xff\xff", 4));
+  garbage.set_idempotency_key("pay-garbage");
+  FillPayloadHash(&garbage);
+  auto unparsed = Submit(garbage);
+  EXPECT_FALSE(unparsed.ok());
+  EXPECT_EQ(ReasonOf(unparsed.status()), "UPSTREAM_UNIMPLEMENTED") << unparsed.status();
+  EXPECT_EQ(state_of("pay-garbage"), v1::RECORD_NOT_SEEN) << unparsed.status();
+
+  // Corrected, the same key applies once.
+  v1::Command fixed = TransferCommand("fixed", 5);
+  fixed.set_idempotency_key("pay-5");
+  FillPayloadHash(&fixed);
+  auto applied = Submit(fixed);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->disposition(), v1::APPLIED);
+  EXPECT_EQ(applied->result().code(), 0);
+  EXPECT_EQ(EffectsOf("fixed"), 1);
+}
+
 TEST_P(SidecarLedgerTest, GetInfoAdvertisesRetentionAndLimits) {
   grpc::ClientContext context;
   v1::GetInfoResponse info;
