@@ -675,7 +675,10 @@ absl::StatusOr<v1::ListParkedResponse> Deduper::ListParked(const Caller& caller,
 
 v1::GetInfoResponse Deduper::Info() const {
   v1::GetInfoResponse info;
-  info.set_retention_ms(store_.retention_ms());
+  internal::RetentionPromise promise = store_.retention_promise();
+  info.set_retention_ms(promise.advertised_ms());
+  info.set_configured_retention_ms(promise.configured_ms());
+  info.set_retention_full_from_ms(promise.full_from_ms());
   info.set_forensic_retention_ms(store_.forensic_retention_ms());
   info.set_lease_ms(options_.lease_ms);
   info.set_max_key_bytes(static_cast<int64_t>(options_.limits.max_key_bytes));

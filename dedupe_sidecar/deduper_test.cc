@@ -28,8 +28,8 @@ class DeduperTest : public ::testing::Test {
     auto rocks = RocksStore::Open(dir_, families, StoreOptions());
     ASSERT_TRUE(rocks.ok()) << rocks.status();
     rocks_ = std::move(*rocks);
-    RetentionOptions retention{kRetentionMs, kForensicMs};
-    store_ = std::make_unique<RecordStore>(*rocks_, clock_, retention);
+    store_ = std::make_unique<RecordStore>(*rocks_, clock_, retention_);
+    ASSERT_TRUE(store_->SettleRetention().ok());
     audit_ = std::make_unique<AuditLog>(*rocks_, clock_, 10 * kForensicMs);
     if (policy_ == nullptr) policy_ = std::move(*PolicyStore::Open(""));
     options.lease_ms = kLeaseMs;
@@ -103,6 +103,7 @@ class DeduperTest : public ::testing::Test {
   std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<PolicyStore> policy_;
   DeduperOptions options_;
+  RetentionOptions retention_{kRetentionMs, kForensicMs};
   std::unique_ptr<Deduper> deduper_;
 };
 
@@ -214,6 +215,43 @@ TEST_F(DeduperTest, AForwardIsCutOffBeforeItsLeaseEnds) {
   absl::Status refused = ValidateDeduperOptions(valid);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("--lease_ms"), absl::string_view::npos) << refused;
+}
+
+// Records keep the retention they were written under. After a restart with a longer one,
+// GetInfo keeps advertising the old value (which every stored record honours) until every
+// command whose record was written before the change is older than the new value; an
+// agent that believed the new value at once would resend a command whose record is gone
+// and get it applied a second time.
+TEST_F(DeduperTest, ALongerRetentionIsAdvertisedOnlyOnceEveryStoredRecordKeepsIt) {
+  v1::Command c = Cmd("c1");
+  ASSERT_TRUE(Submit(c).ok());
+  EXPECT_EQ(deduper_->Info().retention_ms(), kRetentionMs);
+
+  retention_ = RetentionOptions{20 * kRetentionMs, 20 * kForensicMs};
+  int64_t changed_at = clock_.NowMs();
+  Restart();
+  v1::GetInfoResponse info = deduper_->Info();
+  EXPECT_EQ(info.retention_ms(), kRetentionMs);
+  EXPECT_EQ(info.configured_retention_ms(), 20 * kRetentionMs);
+  EXPECT_EQ(info.retention_full_from_ms(), changed_at + 20 * kRetentionMs);
+
+  // c1's record was written under the old values: past them it is gone, and a resend
+  // would be first seen. The advertised retention is what stops an agent from sending.
+  clock_.AdvanceMs(kForensicMs + 1);
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_NOT_SEEN);
+  EXPECT_LT(deduper_->Info().retention_ms(), kForensicMs + 1);
+
+  // A restart in between keeps the promise.
+  Restart();
+  EXPECT_EQ(deduper_->Info().retention_ms(), kRetentionMs);
+  clock_.SetMs(changed_at + 20 * kRetentionMs);
+  EXPECT_EQ(deduper_->Info().retention_ms(), 20 * kRetentionMs);
+  EXPECT_EQ(deduper_->Info().retention_full_from_ms(), 0);
+
+  // A shorter retention applies at once: stored records only live longer than promised.
+  retention_ = RetentionOptions{kRetentionMs / 2, kForensicMs};
+  Restart();
+  EXPECT_EQ(deduper_->Info().retention_ms(), kRetentionMs / 2);
 }
 
 TEST_F(DeduperTest, DuplicateWhileInFlightGetsInProgressWithRetryDelay) {

@@ -5,11 +5,19 @@
 //   records     the records, framed with their expiry (common/ttl.h)
 //   by_command  (tenant, command id) -> idempotency key, for Reconcile by command id
 //   parked      (tenant, key) of every parked record, for the operator's listing
+//   meta        the retention promise (RetentionPromise)
 // Retention: a finished record answers duplicates for `retention_ms`; then compaction
 // (or a read) turns it into a tombstone (key, payload hash, outcome code) that lives
 // until `forensic_retention_ms`. Started and parked records never expire: a live lease
 // must keep blocking, and a parked record waits for an operator. Reads apply the same
 // rules as the compaction filter, so behaviour never depends on when compaction ran.
+//
+// Each record's trim and drop times are stamped when it is written, so a lengthened
+// retention does not reach records already stored. The advertised retention (what
+// GetInfo tells agents, which send nothing older) therefore stays at the old value until
+// now >= change + new retention, when every command whose record was written under the
+// old value is too old to be sent; a shortened one applies at once (stored records only
+// live longer than promised). SettleRetention keeps this promise across restarts.
 //
 // The store does no locking: the Deduper serializes writers of one key. Thread-safe for
 // concurrent use on different keys. The RocksStore must outlive it.
@@ -22,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/rocks.h"
 #include "common/ttl.h"
@@ -78,6 +87,13 @@ class RecordStore {
   // Forces compaction of every column family (tests, and the periodic reclaimer).
   absl::Status CompactAll();
   RocksStore& rocks() { return store_; }
+  // Reconciles the configured retention with the stored promise; called once at start,
+  // before anything is served. Synced.
+  absl::Status SettleRetention();
+  // The retention that holds for every stored record now (GetInfo's retention_ms).
+  int64_t advertised_retention_ms();
+  // The stored promise as it stands now.
+  internal::RetentionPromise retention_promise();
   int64_t retention_ms() const { return retention_.retention_ms; }
   int64_t forensic_retention_ms() const { return retention_.forensic_retention_ms; }
 
@@ -88,6 +104,8 @@ class RecordStore {
   Clock& clock_;
   const RetentionOptions retention_;
   std::atomic<int64_t> parked_count_{0};
+  absl::Mutex promise_mu_;
+  internal::RetentionPromise promise_ ABSL_GUARDED_BY(promise_mu_);
 };
 
 // (tenant, key) as a RocksDB key; tenant names never contain NUL.

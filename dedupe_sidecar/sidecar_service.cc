@@ -368,6 +368,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   store_options.min_free_bytes = options.store_env == nullptr ? options.min_free_bytes : 0;
   EONCE_ASSIGN_OR_RETURN(s->rocks_, RocksStore::Open(options.data_dir, families, store_options));
   s->records_ = std::make_unique<RecordStore>(*s->rocks_, clock, options.retention);
+  EONCE_RETURN_IF_ERROR(s->records_->SettleRetention());
   s->audit_ = std::make_unique<AuditLog>(*s->rocks_, clock, options.audit_retention_ms);
   Upstream* upstream = options.upstream;
   if (upstream == nullptr) {

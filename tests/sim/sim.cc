@@ -630,6 +630,7 @@ absl::Status World::StartSidecar() {
   for (auto& f : AuditLog::ColumnFamilies(*sidecar_filters_)) families.push_back(f);
   EONCE_ASSIGN_OR_RETURN(sidecar_rocks_, RocksStore::Open(nodes_[kSidecar].dir, families, Store(kSidecar)));
   records_ = std::make_unique<RecordStore>(*sidecar_rocks_, clock_, RetentionOptions());
+  EONCE_RETURN_IF_ERROR(records_->SettleRetention());
   audit_ = std::make_unique<AuditLog>(*sidecar_rocks_, clock_, 90LL * 24 * 3600 * 1000);
   EONCE_ASSIGN_OR_RETURN(policy_, PolicyStore::Open(""));
   DeduperOptions options;
