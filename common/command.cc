@@ -108,6 +108,10 @@ std::string DeriveIdempotencyKey(const v1::Command& command) {
                       ":", command.command_id());
 }
 
+std::string CommandIdOfKey(const std::string& idempotency_key) {
+  return absl::StrCat("key-", HexOf(Sha256(idempotency_key)).substr(0, 32));
+}
+
 void FillPayloadHash(v1::Command* command) {
   command->mutable_payload_hash()->set_version(kPayloadHashVersion);
   command->mutable_payload_hash()->set_sha256(

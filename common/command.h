@@ -45,6 +45,11 @@ absl::Status ValidateName(const std::string& value, size_t max_bytes, const char
 // "<operation>:<entity type>/<entity id>:<command id>", operation = the method's last part.
 std::string DeriveIdempotencyKey(const v1::Command& command);
 
+// The command id of a transparent-mode call that names only its idempotency key: the
+// same for every retry of the key, and valid whatever characters the key holds
+// ("key-" and 32 hex digits of its SHA-256).
+std::string CommandIdOfKey(const std::string& idempotency_key);
+
 // Sets payload_hash to version 1 of the hash of the command's method and request.
 void FillPayloadHash(v1::Command* command);
 

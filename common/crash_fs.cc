@@ -1,5 +1,7 @@
 #include "common/crash_fs.h"
 
+#include "absl/strings/match.h"
+
 #include <unistd.h>
 
 namespace eonce {
@@ -97,7 +99,9 @@ class TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
     if (fs_->no_space()) return IOStatus::NoSpace("injected: no space left on device");
     IOStatus s = target()->Flush(options, dbg);
     if (s.ok() && fs_->real_sync()) s = target()->Sync(options, dbg);
-    if (s.ok()) fs_->Synced(fname_);
+    if (s.ok() && !(fs_->drop_wal_syncs() && absl::EndsWith(fname_, ".log"))) {
+      fs_->Synced(fname_);
+    }
     return s;
   }
 

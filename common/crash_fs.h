@@ -64,6 +64,10 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   // A full disk: syncs fail with "no space" while set. (Failing the appends as well
   // trips an assertion in Debian's RocksDB build once writing resumes.)
   void set_no_space(bool full) { no_space_ = full; }
+  // A negative control: while set, syncing the write-ahead log makes nothing durable, as
+  // if every synced write were written unsynced; a crash then loses them.
+  void set_drop_wal_syncs(bool drop) { drop_wal_syncs_ = drop; }
+  bool drop_wal_syncs() const { return drop_wal_syncs_.load(); }
   bool no_space() const { return no_space_.load(); }
 
   // An Env over this file system, for rocksdb::Options::env.
@@ -94,6 +98,7 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   std::atomic<bool> fail_writes_{false};
   std::atomic<bool> fail_syncs_{false};
   std::atomic<bool> no_space_{false};
+  std::atomic<bool> drop_wal_syncs_{false};
   absl::Mutex mu_;
   std::map<std::string, FileState> files_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<rocksdb::Env> env_;

@@ -14,6 +14,11 @@ namespace {
 // a restarting business come back first.
 constexpr int64_t kPendingRetryMs = 200;
 
+// The hint given with IN_PROGRESS: a forward usually ends within milliseconds, so the
+// duplicate comes back soon rather than after the whole lease; the caller's backoff
+// stretches it if the original is slow.
+constexpr int64_t kInProgressRetryMs = 100;
+
 const char* CodeName(int code) {
   static const char* kNames[] = {
       "OK",        "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
@@ -230,7 +235,7 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
   }
   int64_t now = clock_.NowMs();
 
-  if (!existing->has_value() || options_.disable_dedupe_for_testing) {
+  if (!existing->has_value()) {
     if (!upstream_.Reachable()) {
       stats_.upstream_unavailable++;
       begun.answer = WithRetryAfter(Error(absl::StatusCode::kUnavailable, "UPSTREAM_UNAVAILABLE",
@@ -298,7 +303,7 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
         begun.answer = WithRetryAfter(
             Error(absl::StatusCode::kUnavailable, "IN_PROGRESS",
                   "the original attempt of this command is still in flight"),
-            std::max<int64_t>(1, record.lease_expires_ms() - now));
+            std::clamp<int64_t>(record.lease_expires_ms() - now, 1, kInProgressRetryMs));
         return begun;
       }
       // The lease ran out: take the record over under a new token, then recover.

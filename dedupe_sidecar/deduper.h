@@ -57,9 +57,6 @@ struct DeduperOptions {
   // Names this sidecar as the lease owner.
   std::string instance_id = "sidecar";
   CommandLimits limits;
-  // A test-only switch for the simulation's negative control: forward every command,
-  // as if there were no sidecar. Never set in a binary.
-  bool disable_dedupe_for_testing = false;
 };
 
 // INVALID_ARGUMENT naming the flag to change when the lease does not cover its work.

@@ -4,6 +4,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/crash_fs.h"
+#include "dedupe_sidecar/negative_controls.h"
 #include "common/status.h"
 #include "dedupe_sidecar/fake_upstream.h"
 #include "gtest/gtest.h"
@@ -25,10 +27,15 @@ class DeduperTest : public ::testing::Test {
     filters_ = std::make_unique<RecordStoreFilters>(clock_);
     auto families = RecordStore::ColumnFamilies(*filters_);
     for (auto& f : AuditLog::ColumnFamilies(*filters_)) families.push_back(f);
-    auto rocks = RocksStore::Open(dir_, families, StoreOptions());
+    StoreOptions store_options;
+    store_options.env = fs_->env();
+    auto rocks = RocksStore::Open(dir_, families, store_options);
     ASSERT_TRUE(rocks.ok()) << rocks.status();
     rocks_ = std::move(*rocks);
-    store_ = std::make_unique<RecordStore>(*rocks_, clock_, retention_);
+    store_ = unsynced_states_.empty()
+                 ? std::make_unique<RecordStore>(*rocks_, clock_, retention_)
+                 : std::make_unique<UnsyncedRecordStore>(*rocks_, clock_, retention_,
+                                                         unsynced_states_);
     ASSERT_TRUE(store_->SettleRetention().ok());
     audit_ = std::make_unique<AuditLog>(*rocks_, clock_, 10 * kForensicMs);
     if (policy_ == nullptr) policy_ = std::move(*PolicyStore::Open(""));
@@ -41,12 +48,16 @@ class DeduperTest : public ::testing::Test {
     deduper_.reset();
     audit_.reset();
     store_.reset();
+    if (rocks_ != nullptr) rocks_->CloseWithoutFlush();
     rocks_.reset();
   }
 
-  // A restart: everything in memory goes; the data directory stays.
+  // A crash and a restart: everything in memory goes, and so does every write that was
+  // not synced (the crash file system), so a synced write made unsynced fails a test.
   void Restart(DeduperOptions options = {}) {
+    fs_->Crash();
     Close();
+    fs_->Recover();
     Open(options);
   }
 
@@ -95,6 +106,7 @@ class DeduperTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::shared_ptr<CrashFileSystem> fs_ = NewCrashFileSystem();
   ManualClock clock_;
   FakeUpstream upstream_;
   std::unique_ptr<RecordStoreFilters> filters_;
@@ -104,6 +116,8 @@ class DeduperTest : public ::testing::Test {
   std::unique_ptr<PolicyStore> policy_;
   DeduperOptions options_;
   RetentionOptions retention_{kRetentionMs, kForensicMs};
+  // Negative controls: records in these states are written without a sync.
+  std::set<Record::State> unsynced_states_;
   std::unique_ptr<Deduper> deduper_;
 };
 
@@ -266,7 +280,7 @@ TEST_F(DeduperTest, DuplicateWhileInFlightGetsInProgressWithRetryDelay) {
   EXPECT_EQ(duplicate.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(ReasonOf(duplicate.status()), "IN_PROGRESS");
   ASSERT_TRUE(RetryAfterOf(duplicate.status()).has_value());
-  EXPECT_EQ(*RetryAfterOf(duplicate.status()), kLeaseMs - 1'000);
+  EXPECT_EQ(*RetryAfterOf(duplicate.status()), 100);  // not the lease's remaining 9 s
   EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_PROCESSING);
   upstream_.Release(FakeUpstream::Ok("done"));
   ASSERT_TRUE(original.ok());
@@ -406,6 +420,76 @@ TEST_F(DeduperTest, CrashBetweenForwardAndOutcomeIsRecoveredAfterTheLease) {
   EXPECT_EQ(r->result().response(), "it went through");
   EXPECT_EQ(upstream_.forwards(), 1u);
   EXPECT_EQ(Submit(c)->result().response(), "it went through");
+}
+
+// Two guarantees that rest on synced writes, each observed through a real crash (the
+// crash file system loses what was not synced), then broken by its negative control.
+struct AfterCrash {
+  size_t forwards = 0;
+  std::string reason;  // of the duplicate sent after the crash
+  bool replayed = false;
+  std::string response;
+};
+
+class DurabilityTest : public DeduperTest {
+ protected:
+  // A forward is in flight when the sidecar dies; a duplicate comes after the restart.
+  // Held: the started record blocks it (IN_PROGRESS) and nothing is forwarded again.
+  AfterCrash ForwardInFlightThenCrash() {
+    upstream_.set_hold(true);
+    v1::Command c = Cmd("in-flight");
+    Caller caller;
+    caller.tenant = "acme";
+    deduper_->Submit(caller, c, [](auto) {});
+    Restart();
+    upstream_.set_hold(false);
+    auto duplicate = Submit(c);
+    return AfterCrash{upstream_.forwards(), ReasonOf(duplicate.status()), false, ""};
+  }
+
+  // A command is answered; the sidecar dies; a duplicate comes after the restart.
+  // Held: the duplicate gets the stored answer.
+  AfterCrash AnsweredThenCrash() {
+    upstream_.set_next_reply(FakeUpstream::Ok("the one answer"));
+    v1::Command c = Cmd("answered");
+    EXPECT_TRUE(Submit(c).ok());
+    Restart();
+    auto duplicate = Submit(c);
+    AfterCrash after{upstream_.forwards(), ReasonOf(duplicate.status()), false, ""};
+    if (duplicate.ok()) {
+      after.replayed = duplicate->disposition() == v1::REPLAYED;
+      after.response = duplicate->result().response();
+    }
+    return after;
+  }
+};
+
+TEST_F(DurabilityTest, AStartedRecordSurvivesACrash) {
+  AfterCrash after = ForwardInFlightThenCrash();
+  EXPECT_EQ(after.forwards, 1u);
+  EXPECT_EQ(after.reason, "IN_PROGRESS");
+}
+
+TEST_F(DurabilityTest, AnAnsweredOutcomeSurvivesACrash) {
+  AfterCrash after = AnsweredThenCrash();
+  EXPECT_EQ(after.forwards, 1u);
+  EXPECT_TRUE(after.replayed);
+  EXPECT_EQ(after.response, "the one answer");
+}
+
+TEST_F(DurabilityTest, NegativeControlUnsyncedStartedRecordIsCaught) {
+  unsynced_states_ = {Record::STARTED};
+  Restart();
+  AfterCrash after = ForwardInFlightThenCrash();
+  EXPECT_EQ(after.forwards, 2u) << "the control did not break the guarantee";
+}
+
+TEST_F(DurabilityTest, NegativeControlUnsyncedOutcomeIsCaught) {
+  unsynced_states_ = {Record::COMMITTED, Record::FAILED};
+  Restart();
+  AfterCrash after = AnsweredThenCrash();
+  EXPECT_FALSE(after.replayed) << "the control did not break the guarantee";
+  EXPECT_EQ(after.reason, "IN_PROGRESS");
 }
 
 TEST_F(DeduperTest, LateAnswerOfSupersededForwardNeverOverwritesNewerOutcome) {
@@ -638,11 +722,18 @@ TEST_F(DeduperTest, AuditChainVerifiesAndDetectsTampering) {
   EXPECT_TRUE(verified->ok());
   EXPECT_EQ(verified->events_checked(), 6u);
 
-  // Restart: the chain continues from the stored head.
+  // A crash: audit events are written unsynced (audit_log.h), so the newest ones may
+  // go; those a later synced record write carried to disk stay. Verify wrote the six,
+  // and c5's synced record writes carry them to disk. The chain continues from the
+  // stored head.
+  ASSERT_TRUE(Submit(Cmd("c5")).ok());
   Restart();
+  uint64_t survived = audit_->Verify()->events_checked();
+  EXPECT_GE(survived, 6u);
+  EXPECT_LE(survived, 7u);
   ASSERT_TRUE(Submit(Cmd("c9")).ok());
   EXPECT_TRUE(audit_->Verify()->ok());
-  EXPECT_EQ(audit_->Verify()->events_checked(), 7u);
+  EXPECT_EQ(audit_->Verify()->events_checked(), survived + 1);
 
   // Delete event 3: the gap is found.
   std::string key(8, '\0');
@@ -651,6 +742,35 @@ TEST_F(DeduperTest, AuditChainVerifiesAndDetectsTampering) {
   auto broken = audit_->Verify();
   EXPECT_FALSE(broken->ok());
   EXPECT_EQ(broken->first_bad_seq(), 3u);
+}
+
+// Compaction drops events past their retention in no particular order. Such gaps are
+// not tampering; a missing event that was still within retention is.
+TEST_F(DeduperTest, AuditVerifyAnchorsAfterExpiredEventsAndStillCatchesDeletions) {
+  constexpr int64_t kAuditRetentionMs = 10 * kForensicMs;  // as opened by the fixture
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Submit(Cmd("old" + std::to_string(i))).ok());
+  clock_.AdvanceMs(kAuditRetentionMs / 2);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Submit(Cmd("new" + std::to_string(i))).ok());
+  ASSERT_TRUE(audit_->Flush().ok());
+  clock_.AdvanceMs(kAuditRetentionMs / 2);  // the four old events are past retention
+  auto seq_key = [](int seq) {
+    std::string key(8, '\0');
+    key[7] = static_cast<char>(seq);
+    return key;
+  };
+  // Events are numbered from 1. Compaction happened to drop old event 2 but not yet
+  // its neighbours.
+  ASSERT_TRUE(rocks_->db()->Delete(rocksdb::WriteOptions(), rocks_->cf("audit"), seq_key(2)).ok());
+  auto verified = audit_->Verify();
+  ASSERT_TRUE(verified.ok());
+  EXPECT_TRUE(verified->ok()) << verified->problem();
+  EXPECT_EQ(verified->events_checked(), 3u);
+
+  // A deleted event that was still within retention is found.
+  ASSERT_TRUE(rocks_->db()->Delete(rocksdb::WriteOptions(), rocks_->cf("audit"), seq_key(6)).ok());
+  auto broken = audit_->Verify();
+  EXPECT_FALSE(broken->ok());
+  EXPECT_EQ(broken->first_bad_seq(), 6u);
 }
 
 }  // namespace

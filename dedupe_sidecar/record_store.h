@@ -20,7 +20,8 @@
 // live longer than promised). SettleRetention keeps this promise across restarts.
 //
 // The store does no locking: the Deduper serializes writers of one key. Thread-safe for
-// concurrent use on different keys. The RocksStore must outlive it.
+// concurrent use on different keys. The RocksStore must outlive it. Get, Write and Delete
+// are virtual only so that tests can break the store on purpose (negative_controls.h).
 #ifndef EONCE_DEDUPE_SIDECAR_RECORD_STORE_H_
 #define EONCE_DEDUPE_SIDECAR_RECORD_STORE_H_
 
@@ -66,10 +67,12 @@ class RecordStore {
   static std::vector<ColumnFamilySpec> ColumnFamilies(RecordStoreFilters& filters);
 
   RecordStore(RocksStore& store, Clock& clock, const RetentionOptions& retention);
+  virtual ~RecordStore() = default;
 
   // The record of (tenant, key) as it stands now: absent once dropped, a tombstone once
   // trimmed.
-  absl::StatusOr<std::optional<Record>> Get(const std::string& tenant, const std::string& key);
+  virtual absl::StatusOr<std::optional<Record>> Get(const std::string& tenant,
+                                                    const std::string& key);
   // The idempotency key a command id was submitted under, within the tenant.
   absl::StatusOr<std::optional<std::string>> KeyOfCommand(const std::string& tenant,
                                                           const std::string& command_id);
@@ -77,9 +80,9 @@ class RecordStore {
   // Writes `record` and its index entries in one batch. `sync` says whether the caller
   // needs it on disk before going on (a started record before forwarding, an outcome
   // before answering); `previous` is the state it had, to maintain the parked index.
-  absl::Status Write(const Record& record, Record::State previous, bool sync);
+  virtual absl::Status Write(const Record& record, Record::State previous, bool sync);
   // Removes a record (nothing was applied, so the key is free again).
-  absl::Status Delete(const Record& record, bool sync);
+  virtual absl::Status Delete(const Record& record, bool sync);
 
   absl::StatusOr<std::vector<Record>> ListParked(const std::string& tenant, int limit);
   int64_t parked_count() const { return parked_count_.load(); }

@@ -227,7 +227,7 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
     }
     v1::Command command;
     std::string command_id = Metadata(*context_, kCommandIdHeader);
-    command.set_command_id(command_id.empty() ? key : command_id);
+    command.set_command_id(command_id.empty() ? CommandIdOfKey(key) : command_id);
     command.set_idempotency_key(key);
     command.set_target_method(method);
     command.set_request(std::move(bytes));

@@ -223,7 +223,8 @@ absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::Insert(const v1::Comm
   // Only the head of a lane is due; a later command waits for its turn.
   EONCE_ASSIGN_OR_RETURN(auto ahead, NextInLane(record));
   if (!ahead.has_value()) batch.Put(store_.cf(kDueCf), DueKey(now, command.command_id()), "");
-  EONCE_RETURN_IF_ERROR(store_.Write(&batch, options_.sync_enqueue, "enqueue"));
+  // Synced: Enqueue says yes only to what a crash cannot take back.
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "enqueue"));
   counts_[v1::QUEUED]++;
   return std::make_pair(std::move(record), true);
 }

@@ -45,8 +45,6 @@ struct OutboxStoreOptions {
   int64_t max_pending_records = 1'000'000;
   // How many transitions a record remembers.
   int history_limit = 16;
-  // Enqueue syncs before it answers. Only the simulation's negative control turns it off.
-  bool sync_enqueue = true;
 };
 
 // Final for the outbox: the record will not be sent again unless an operator acts.

@@ -27,7 +27,7 @@ class CaseTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     auto families = CaseCore::ColumnFamilies();
-    for (auto& f : Inbox::ColumnFamilies()) families.push_back(f);
+    for (auto& f : Inbox::ColumnFamilies(clock_)) families.push_back(f);
     auto store = RocksStore::Open(testing::FreshDir("case"), families, StoreOptions());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);

@@ -1,8 +1,8 @@
 // effectsctl: reads a business service's effect ledger.
 //
 //   effectsctl --service=ADDR              every effect, one a line
-//   effectsctl --service=ADDR --counts     effects per command id; exits 1 if any command
-//                                          id has more than one effect
+//   effectsctl --service=ADDR --counts     effects per (tenant, command id); exits 1 if any
+//                                          command has more than one effect
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -16,7 +16,8 @@
 #include "grpcpp/security/credentials.h"
 
 ABSL_FLAG(std::string, service, "127.0.0.1:7101", "the business service's address");
-ABSL_FLAG(bool, counts, false, "print effects per command id and flag duplicates");
+ABSL_FLAG(bool, counts, false,
+          "print effects per (tenant, command id) and flag duplicates");
 ABSL_FLAG(uint64_t, after, 0, "start after this sequence number");
 
 int main(int argc, char** argv) {
@@ -24,7 +25,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   auto stub = eonce::v1::Effects::NewStub(grpc::CreateChannel(
       absl::GetFlag(FLAGS_service), eonce::ChannelCredentials(eonce::TlsFilesFromFlags())));
-  std::map<std::string, int> per_command;
+  // A command id is unique within its tenant: two tenants may use the same one.
+  std::map<std::pair<std::string, std::string>, int> per_command;
   uint64_t after = absl::GetFlag(FLAGS_after);
   int64_t total = 0;
   // Bounded: at most 10,000 pages of 10,000 effects.
@@ -42,7 +44,7 @@ int main(int argc, char** argv) {
     }
     for (const auto& e : response.effects()) {
       ++total;
-      per_command[e.command_id()]++;
+      per_command[{e.tenant(), e.command_id()}]++;
       if (!absl::GetFlag(FLAGS_counts)) {
         std::cout << e.seq() << " " << (e.command_id().empty() ? "-" : e.command_id()) << " "
                   << e.tenant() << " " << e.entity() << " " << e.method() << " amount="
@@ -54,10 +56,12 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_counts)) return 0;
   int duplicated = 0;
-  for (const auto& [id, n] : per_command) {
+  for (const auto& [command, n] : per_command) {
+    const auto& [tenant, id] = command;
     if (n > 1 && !id.empty()) {
       ++duplicated;
-      std::cout << "DUPLICATE " << id << " " << n << "\n";
+      std::cout << "DUPLICATE " << (tenant.empty() ? "-" : tenant) << " " << id << " " << n
+                << "\n";
     }
   }
   std::cout << "effects " << total << " commands " << per_command.size() << " duplicated "

@@ -56,16 +56,60 @@ CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context) {
   return identity;
 }
 
-std::vector<ColumnFamilySpec> Inbox::ColumnFamilies() {
-  return {ColumnFamilySpec{kInboxCf, {}}, ColumnFamilySpec{kEffectsCf, {}}};
+namespace {
+
+// The TTL filter of the inbox column family, owning its counters.
+class InboxTtlFilter : public rocksdb::CompactionFilterFactory {
+ public:
+  explicit InboxTtlFilter(Clock& clock) : inner_(clock, nullptr, stats_) {}
+  std::unique_ptr<rocksdb::CompactionFilter> CreateCompactionFilter(
+      const rocksdb::CompactionFilter::Context& context) override {
+    return inner_.CreateCompactionFilter(context);
+  }
+  const char* Name() const override { return "eonce.InboxTtlFilter"; }
+
+ private:
+  TtlStats stats_;
+  TtlCompactionFilterFactory inner_;
+};
+
+}  // namespace
+
+std::vector<ColumnFamilySpec> Inbox::ColumnFamilies(Clock& clock) {
+  ColumnFamilySpec inbox{kInboxCf, {}};
+  inbox.options.compaction_filter_factory = std::make_shared<InboxTtlFilter>(clock);
+  return {inbox, ColumnFamilySpec{kEffectsCf, {}}};
 }
 
-Inbox::Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* faults)
-    : store_(store), clock_(clock), legacy_mode_(legacy_mode), faults_(faults) {
+Inbox::Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* faults,
+             int64_t entry_retention_ms)
+    : store_(store),
+      clock_(clock),
+      legacy_mode_(legacy_mode),
+      faults_(faults),
+      entry_retention_ms_(entry_retention_ms) {
   std::unique_ptr<rocksdb::Iterator> it(
       store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kEffectsCf)));
   it->SeekToLast();
+  absl::MutexLock lock(&seq_mu_);
   if (it->Valid()) next_effect_seq_ = SeqOfKey(it->key()) + 1;
+}
+
+uint64_t Inbox::TakeSeq() {
+  absl::MutexLock lock(&seq_mu_);
+  uint64_t seq = next_effect_seq_++;
+  uncommitted_seqs_.insert(seq);
+  return seq;
+}
+
+void Inbox::ReleaseSeq(uint64_t seq) {
+  absl::MutexLock lock(&seq_mu_);
+  uncommitted_seqs_.erase(seq);
+}
+
+uint64_t Inbox::CommittedWatermark() {
+  absl::MutexLock lock(&seq_mu_);
+  return uncommitted_seqs_.empty() ? next_effect_seq_ - 1 : *uncommitted_seqs_.begin() - 1;
 }
 
 absl::StatusOr<std::optional<internal::InboxEntry>> Inbox::Lookup(
@@ -76,6 +120,13 @@ absl::StatusOr<std::optional<internal::InboxEntry>> Inbox::Lookup(
   if (status.IsNotFound()) return std::optional<internal::InboxEntry>();
   EONCE_RETURN_IF_ERROR(FromRocks(status, "inbox lookup"));
   internal::InboxEntry entry;
+  Framed framed;
+  if (DecodeFramed(value, &framed) &&
+      entry.ParseFromArray(framed.payload.data(), static_cast<int>(framed.payload.size()))) {
+    if (framed.DroppedAt(clock_.NowMs())) return std::optional<internal::InboxEntry>();
+    return std::optional<internal::InboxEntry>(std::move(entry));
+  }
+  // An entry written before entries were framed: it never expires.
   if (!entry.ParseFromString(value)) {
     return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable inbox entry");
   }
@@ -101,7 +152,12 @@ absl::StatusOr<v1::CallResult> Inbox::Run(const CallIdentity& identity,
   }
 
   rocksdb::WriteBatch batch;
-  uint64_t seq = next_effect_seq_.fetch_add(1);
+  uint64_t seq = TakeSeq();
+  struct Release {
+    Inbox* inbox;
+    uint64_t seq;
+    ~Release() { inbox->ReleaseSeq(seq); }
+  } release{this, seq};
   EONCE_ASSIGN_OR_RETURN(Applied applied, apply(&batch, seq));
   int64_t now = clock_.NowMs();
   if (!applied.effect.has_value()) seq = 0;
@@ -118,7 +174,8 @@ absl::StatusOr<v1::CallResult> Inbox::Run(const CallIdentity& identity,
     *entry.mutable_result() = applied.result;
     entry.set_applied_at_ms(now);
     entry.set_effect_seq(seq);
-    batch.Put(store_.cf(kInboxCf), inbox_key, entry.SerializeAsString());
+    batch.Put(store_.cf(kInboxCf), inbox_key,
+              EncodeFramed(now + entry_retention_ms_, 0, entry.SerializeAsString()));
   }
   if (batch.Count() > 0) {
     // Synced: the effect and its inbox entry must be durable before the answer leaves.
@@ -150,9 +207,12 @@ absl::StatusOr<v1::QueryOutcomeResponse> Inbox::QueryOutcome(const std::string& 
 absl::StatusOr<v1::ListEffectsResponse> Inbox::ListEffects(uint64_t after_seq, int limit) {
   limit = std::clamp(limit <= 0 ? 1000 : limit, 1, 10000);
   v1::ListEffectsResponse response;
+  // Read before the iterator: every effect up to it is already in the store.
+  const uint64_t watermark = CommittedWatermark();
   std::unique_ptr<rocksdb::Iterator> it(
       store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kEffectsCf)));
-  for (it->Seek(SeqKey(after_seq + 1)); it->Valid() && response.effects_size() < limit;
+  for (it->Seek(SeqKey(after_seq + 1));
+       it->Valid() && response.effects_size() < limit && SeqOfKey(it->key()) <= watermark;
        it->Next()) {
     if (!response.add_effects()->ParseFromArray(it->value().data(),
                                                 static_cast<int>(it->value().size()))) {

@@ -15,6 +15,14 @@
 // in parallel and share RocksDB's group commit. In legacy mode the inbox is off: every
 // call applies (the effect ledger still records it, as ground truth).
 //
+// Inbox entries expire `entry_retention_ms` after they were written (TTL compaction, and
+// reads apply the same rule). Keep it at least the sidecar's forensic window, so that
+// QueryOutcome can answer for every command a sidecar may still ask about.
+//
+// Effect sequence numbers are taken before their batch commits, and calls commit in any
+// order; ListEffects shows effects only up to the highest number below which every
+// taken number has committed or been given up, so a reader that tails it never skips one.
+//
 // Thread-safe. The RocksStore must outlive the Inbox.
 #ifndef EONCE_SERVICES_INBOX_INBOX_H_
 #define EONCE_SERVICES_INBOX_INBOX_H_
@@ -23,14 +31,17 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/fault.h"
 #include "common/rocks.h"
 #include "common/striped_lock.h"
+#include "common/ttl.h"
 #include "eonce/internal/records.pb.h"
 #include "eonce/v1/outcome.pb.h"
 #include "grpcpp/server_context.h"
@@ -59,10 +70,15 @@ struct Applied {
 
 class Inbox {
  public:
-  // Column families the inbox needs in the service's store.
-  static std::vector<ColumnFamilySpec> ColumnFamilies();
+  // 31 days: the sidecar's default forensic window (30 days) and a day to spare.
+  static constexpr int64_t kDefaultEntryRetentionMs = 31LL * 24 * 3600 * 1000;
 
-  Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* faults = nullptr);
+  // Column families the inbox needs in the service's store; `clock` drives the TTL
+  // compaction of inbox entries and must outlive the store.
+  static std::vector<ColumnFamilySpec> ColumnFamilies(Clock& clock);
+
+  Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* faults = nullptr,
+        int64_t entry_retention_ms = kDefaultEntryRetentionMs);
 
   // Adds the effect's writes to `batch` and returns the answer. `effect_seq` is the
   // sequence number the effect will have in the ledger (ascending; a rejection leaves a
@@ -98,8 +114,17 @@ class Inbox {
   Clock& clock_;
   const bool legacy_mode_;
   FaultInjector* const faults_;
+  // Takes the next effect sequence number, and gives it back once its batch committed
+  // (or will never commit); ListEffects reads up to the watermark these leave.
+  uint64_t TakeSeq();
+  void ReleaseSeq(uint64_t seq);
+  uint64_t CommittedWatermark();
+
+  const int64_t entry_retention_ms_;
   StripedLocks locks_;
-  std::atomic<uint64_t> next_effect_seq_{1};
+  absl::Mutex seq_mu_;
+  uint64_t next_effect_seq_ ABSL_GUARDED_BY(seq_mu_) = 1;
+  std::set<uint64_t> uncommitted_seqs_ ABSL_GUARDED_BY(seq_mu_);
   std::atomic<int64_t> applied_{0};
   std::atomic<int64_t> repeats_{0};
   std::atomic<int64_t> rejected_{0};

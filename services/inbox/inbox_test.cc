@@ -3,6 +3,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
 
@@ -22,13 +23,14 @@ class CrashAfterApply : public FaultInjector {
 
 class InboxTest : public ::testing::Test {
  protected:
-  void Open(bool legacy, FaultInjector* faults = nullptr) {
+  void Open(bool legacy, FaultInjector* faults = nullptr,
+            int64_t retention_ms = Inbox::kDefaultEntryRetentionMs) {
     inbox_.reset();
     store_.reset();
-    auto store = RocksStore::Open(dir_, Inbox::ColumnFamilies(), StoreOptions());
+    auto store = RocksStore::Open(dir_, Inbox::ColumnFamilies(clock_), StoreOptions());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
-    inbox_ = std::make_unique<Inbox>(*store_, clock_, legacy, faults);
+    inbox_ = std::make_unique<Inbox>(*store_, clock_, legacy, faults, retention_ms);
   }
 
   // A counter effect: each apply adds one to "applies" and records an effect.
@@ -147,6 +149,62 @@ TEST_F(InboxTest, EffectSequenceContinuesAfterReopen) {
   auto after = inbox_->ListEffects(page->effects(1).seq(), 100);
   ASSERT_EQ(after->effects_size(), 1);
   EXPECT_EQ(after->effects(0).command_id(), "c");
+}
+
+// Entries live their retention, then go: reads stop seeing them at once, and compaction
+// removes them from the disk.
+TEST_F(InboxTest, EntriesExpireAfterTheirRetention) {
+  constexpr int64_t kRetentionMs = 60'000;
+  Open(false, nullptr, kRetentionMs);
+  ASSERT_TRUE(Apply("c1").ok());
+  clock_.AdvanceMs(kRetentionMs - 1);
+  EXPECT_TRUE(inbox_->QueryOutcome("acme", "c1")->applied());
+  clock_.AdvanceMs(1);
+  EXPECT_FALSE(inbox_->Lookup("acme", "c1")->has_value());
+  EXPECT_FALSE(inbox_->QueryOutcome("acme", "c1")->applied());
+  rocksdb::CompactRangeOptions compact;
+  compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  ASSERT_TRUE(store_->db()->Flush(rocksdb::FlushOptions(), store_->cf("inbox")).ok());
+  ASSERT_TRUE(store_->db()->CompactRange(compact, store_->cf("inbox"), nullptr, nullptr).ok());
+  std::string raw;
+  EXPECT_TRUE(store_->db()
+                  ->Get(rocksdb::ReadOptions(), store_->cf("inbox"), std::string("acme") + '\0' + "c1",
+                        &raw)
+                  .IsNotFound());
+  EXPECT_EQ(EffectsFor("c1"), 1);  // the effect ledger is ground truth and stays
+}
+
+// Numbers are taken before their batch commits. A reader tailing the ledger must never
+// be shown a later effect while an earlier one may still commit, or it would move past
+// the earlier one and never see it.
+TEST_F(InboxTest, ListEffectsNeverShowsAnEffectPastOneStillCommitting) {
+  Open(false);
+  absl::Notification entered, release;
+  std::thread slow([&] {
+    CallIdentity id;
+    id.command_id = "slow";
+    id.tenant = "acme";
+    auto r = inbox_->Run(id, {"x"}, [&](rocksdb::WriteBatch*, uint64_t) -> absl::StatusOr<Applied> {
+      entered.Notify();
+      release.WaitForNotification();
+      Applied applied;
+      applied.effect = v1::Effect();
+      return applied;
+    });
+    EXPECT_TRUE(r.ok());
+  });
+  entered.WaitForNotification();
+  ASSERT_TRUE(Apply("fast").ok());  // a higher number, committed first
+  auto page = inbox_->ListEffects(0, 100);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->effects_size(), 0);
+  EXPECT_EQ(page->last_seq(), 0u);
+  release.Notify();
+  slow.join();
+  page = inbox_->ListEffects(page->last_seq(), 100);
+  ASSERT_EQ(page->effects_size(), 2);
+  EXPECT_EQ(page->effects(0).command_id(), "slow");
+  EXPECT_EQ(page->effects(1).command_id(), "fast");
 }
 
 }  // namespace

@@ -19,6 +19,9 @@ ABSL_FLAG(std::string, listen, "",
 ABSL_FLAG(std::string, data_dir, "", "RocksDB data directory (required)");
 ABSL_FLAG(bool, legacy, false, "legacy mode: no inbox and no Outcome service; every call applies");
 ABSL_FLAG(int64_t, drain_ms, 5000, "how long in-flight calls may finish on SIGTERM");
+ABSL_FLAG(int64_t, inbox_retention_ms, eonce::Inbox::kDefaultEntryRetentionMs,
+          "how long an inbox entry answers repeats and QueryOutcome (31 days); at least the "
+          "sidecar's --forensic_retention_ms");
 ABSL_FLAG(double, lose_answer_ratio, 0.0,
           "chaos: the share of applied calls whose answer is lost (UNAVAILABLE after the "
           "effect is durable); for demos and fault tests");
@@ -34,11 +37,15 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
   EONCE_RETURN_IF_ERROR(ValidateTlsFiles(options.tls));
   std::unique_ptr<ServiceHost> host(new ServiceHost());
-  for (auto& family : Inbox::ColumnFamilies()) families.push_back(family);
+  if (options.inbox_retention_ms <= 0) {
+    return absl::InvalidArgumentError("inbox_retention_ms: must be positive");
+  }
+  for (auto& family : Inbox::ColumnFamilies(clock)) families.push_back(family);
   StoreOptions store_options;
   store_options.min_free_bytes = options.min_free_bytes;
   EONCE_ASSIGN_OR_RETURN(host->store_, RocksStore::Open(options.data_dir, families, store_options));
-  host->inbox_ = std::make_unique<Inbox>(*host->store_, clock, options.legacy_mode, options.faults);
+  host->inbox_ = std::make_unique<Inbox>(*host->store_, clock, options.legacy_mode, options.faults,
+                                         options.inbox_retention_ms);
   host->pool_ = std::make_unique<WorkPool>(64, 4096);
   EONCE_ASSIGN_OR_RETURN(host->service_, setup(*host->store_, *host->inbox_, host->pool_.get()));
   host->effects_service_ = std::make_unique<EffectsServiceImpl>(*host->inbox_);
@@ -121,6 +128,7 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   if (options.listen_address.empty()) options.listen_address = default_listen;
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.legacy_mode = absl::GetFlag(FLAGS_legacy);
+  options.inbox_retention_ms = absl::GetFlag(FLAGS_inbox_retention_ms);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   ServerFlags shared = ServerFlagsFromFlags();
   options.tls = shared.tls;

@@ -31,6 +31,8 @@ struct ServiceHostOptions {
   std::string listen_address = "127.0.0.1:0";
   std::string data_dir;
   bool legacy_mode = false;
+  // How long inbox entries live (Inbox); at least the sidecar's forensic window.
+  int64_t inbox_retention_ms = Inbox::kDefaultEntryRetentionMs;
   FaultInjector* faults = nullptr;
   // Prometheus endpoint, "host:port"; empty: none.
   std::string metrics_address;

@@ -10,7 +10,7 @@ class LedgerTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     auto families = LedgerCore::ColumnFamilies();
-    for (auto& f : Inbox::ColumnFamilies()) families.push_back(f);
+    for (auto& f : Inbox::ColumnFamilies(clock_)) families.push_back(f);
     auto store = RocksStore::Open(testing::FreshDir("ledger"), families, StoreOptions());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);

@@ -113,9 +113,20 @@ TEST_F(CliTest, OperatorToolsReportWhatHappened) {
     ledger::v1::Account account;
     ASSERT_TRUE(direct->OpenAccount(&context, again, &account).ok());
   }
+  // The same command id under two tenants is two commands, not a duplicate.
+  for (const char* tenant : {"acme", "globex"}) {
+    grpc::ClientContext context;
+    context.AddMetadata(kCommandIdHeader, "shared-id");
+    context.AddMetadata(kTenantHeader, tenant);
+    ledger::v1::OpenAccountRequest open;
+    open.set_id(std::string("shared-") + tenant);
+    ledger::v1::Account account;
+    ASSERT_TRUE(direct->OpenAccount(&context, open, &account).ok());
+  }
   ToolRun dup = Tool(effects + " --counts");
   EXPECT_EQ(dup.exit_code, 1) << dup.out;
-  EXPECT_NE(dup.out.find("DUPLICATE bypass 2"), std::string::npos) << dup.out;
+  EXPECT_NE(dup.out.find("DUPLICATE - bypass 2"), std::string::npos) << dup.out;
+  EXPECT_EQ(dup.out.find("shared-id"), std::string::npos) << dup.out;
 
   std::string agent = "outbox_agent/outboxctl --agent=" + Address(agent_->port());
   ToolRun stats = Tool(agent + " stats");

@@ -201,9 +201,11 @@ TEST_P(SidecarLedgerTest, TransparentModeDedupesByHeaderAndRefusesUnkeyedMutatio
   t.set_to("b");
   t.set_amount(10);
   ledger::v1::TransferResponse first, second;
+  // README's key shape, '/' and ':' included: the command id is derived from it.
+  const std::string key = "Transfer:account/a:pay-42";
   {
     grpc::ClientContext context;
-    context.AddMetadata("idempotency-key", "pay-42");
+    context.AddMetadata("idempotency-key", key);
     context.AddMetadata(kTenantHeader, "acme");
     grpc::Status status = transparent_->Transfer(&context, t, &first);
     ASSERT_TRUE(status.ok()) << status.error_message();
@@ -211,14 +213,14 @@ TEST_P(SidecarLedgerTest, TransparentModeDedupesByHeaderAndRefusesUnkeyedMutatio
   }
   {
     grpc::ClientContext context;
-    context.AddMetadata("idempotency-key", "pay-42");
+    context.AddMetadata("idempotency-key", key);
     context.AddMetadata(kTenantHeader, "acme");
     ASSERT_TRUE(transparent_->Transfer(&context, t, &second).ok());
     EXPECT_EQ(second.SerializeAsString(), first.SerializeAsString());
     auto replayed = context.GetServerInitialMetadata().find("eonce-replayed");
     ASSERT_NE(replayed, context.GetServerInitialMetadata().end());
   }
-  EXPECT_EQ(EffectsOf("pay-42"), 1);
+  EXPECT_EQ(EffectsOf(CommandIdOfKey(key)), 1);
   {
     grpc::ClientContext context;
     context.AddMetadata(kTenantHeader, "acme");

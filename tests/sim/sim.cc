@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/crash_fs.h"
+#include "dedupe_sidecar/negative_controls.h"
 #include "common/log.h"
 #include "common/random.h"
 #include "common/rocks.h"
@@ -234,6 +235,24 @@ class World {
     Trace("VIOLATION " + what);
   }
 
+  // --- what the business is sent, not only what it applies -----------------------------
+  // A sidecar may forward a command again only once the business proved that the last
+  // forward was not applied (an outcome query said so, or the call provably never ran).
+  // Checked where the sidecar issues each forward, so a double forward is seen even
+  // behind an inbox that would have absorbed it, and whatever the network does later.
+  void ForwardIssued(const std::string& tenant, const std::string& command_id) {
+    ForwardLog& log = forward_log_[{tenant, command_id}];
+    if (log.forwards > 0 && !log.proven_not_applied) {
+      Violation(absl::StrCat("forwarded again without proof that it was not applied: ",
+                             command_id, " (forward ", log.forwards + 1, ")"));
+    }
+    log.forwards++;
+    log.proven_not_applied = false;
+  }
+  void ProvenNotApplied(const std::string& tenant, const std::string& command_id) {
+    forward_log_[{tenant, command_id}].proven_not_applied = true;
+  }
+
   // --- the network ---------------------------------------------------------------------
   bool Partitioned() {
     if (!faults_active_) return false;
@@ -357,6 +376,12 @@ class World {
   std::set<std::string> accepted_;
   std::set<std::string> abandoned_;
   Projection projection_;
+
+  struct ForwardLog {
+    int forwards = 0;
+    bool proven_not_applied = false;
+  };
+  std::map<std::pair<std::string, std::string>, ForwardLog> forward_log_;
 };
 
 absl::Status NodeFaults::Hit(FaultPoint point) { return world_.Fire(node_, point); }
@@ -468,12 +493,18 @@ class SimUpstream : public Upstream {
   explicit SimUpstream(World& w) : w_(w) {}
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override {
+    w_.ForwardIssued(call.tenant, call.command_id);
     auto state = std::make_shared<bool>(false);
     int caller = w_.node(kSidecar).up ? w_.node(kSidecar).incarnation : -1;
-    auto finish = [this, state, caller, done](ForwardReply reply) {
+    auto finish = [this, state, caller, done, tenant = call.tenant,
+                   command_id = call.command_id](ForwardReply reply) {
       if (*state) return;
       *state = true;
       if (!w_.Alive(kSidecar, caller)) return;
+      if (reply.kind == ForwardReply::Kind::kNotApplied ||
+          reply.kind == ForwardReply::Kind::kRefused) {
+        w_.ProvenNotApplied(tenant, command_id);
+      }
       done(std::move(reply));
     };
     w_.loop_.At(call.deadline_ms, [finish] {
@@ -520,10 +551,12 @@ class SimUpstream : public Upstream {
                     std::function<void(absl::StatusOr<v1::QueryOutcomeResponse>)> done) override {
     auto state = std::make_shared<bool>(false);
     int caller = w_.node(kSidecar).up ? w_.node(kSidecar).incarnation : -1;
-    auto finish = [this, state, caller, done](absl::StatusOr<v1::QueryOutcomeResponse> r) {
+    auto finish = [this, state, caller, done, tenant,
+                   command_id](absl::StatusOr<v1::QueryOutcomeResponse> r) {
       if (*state) return;
       *state = true;
       if (!w_.Alive(kSidecar, caller)) return;
+      if (r.ok() && !r->applied()) w_.ProvenNotApplied(tenant, command_id);
       done(std::move(r));
     };
     w_.loop_.At(deadline_ms, [finish] { finish(absl::DeadlineExceededError("deadline")); });
@@ -570,9 +603,9 @@ absl::Status World::StartAgent() {
   EONCE_ASSIGN_OR_RETURN(agent_rocks_, RocksStore::Open(nodes_[kAgent].dir,
                                                         OutboxStore::ColumnFamilies(*agent_filters_),
                                                         Store(kAgent)));
-  OutboxStoreOptions store_options;
-  store_options.sync_enqueue = !options_.unsynced_enqueue;
-  outbox_store_ = std::make_unique<OutboxStore>(*agent_rocks_, clock_, store_options);
+  // The negative control: the agent's synced writes (Enqueue's among them) reach no disk.
+  nodes_[kAgent].fs->set_drop_wal_syncs(options_.unsynced_enqueue);
+  outbox_store_ = std::make_unique<OutboxStore>(*agent_rocks_, clock_, OutboxStoreOptions());
   EONCE_RETURN_IF_ERROR(outbox_store_->RecoverAfterRestart().status());
   EONCE_ASSIGN_OR_RETURN(credential_, CredentialState::Load(*outbox_store_, kTenant, "agent", 1));
   feed_ = std::make_unique<StateFeed>(1 << 16, 4);
@@ -629,7 +662,11 @@ absl::Status World::StartSidecar() {
   auto families = RecordStore::ColumnFamilies(*sidecar_filters_);
   for (auto& f : AuditLog::ColumnFamilies(*sidecar_filters_)) families.push_back(f);
   EONCE_ASSIGN_OR_RETURN(sidecar_rocks_, RocksStore::Open(nodes_[kSidecar].dir, families, Store(kSidecar)));
-  records_ = std::make_unique<RecordStore>(*sidecar_rocks_, clock_, RetentionOptions());
+  // The negative control: a sidecar that remembers nothing forwards every command.
+  records_ = options_.disable_sidecar_dedupe
+                 ? std::make_unique<ForgettingRecordStore>(*sidecar_rocks_, clock_,
+                                                           RetentionOptions())
+                 : std::make_unique<RecordStore>(*sidecar_rocks_, clock_, RetentionOptions());
   EONCE_RETURN_IF_ERROR(records_->SettleRetention());
   audit_ = std::make_unique<AuditLog>(*sidecar_rocks_, clock_, 90LL * 24 * 3600 * 1000);
   EONCE_ASSIGN_OR_RETURN(policy_, PolicyStore::Open(""));
@@ -637,7 +674,6 @@ absl::Status World::StartSidecar() {
   options.lease_ms = 2'500;
   options.forward_timeout_ms = 1'000;
   options.outcome_query_timeout_ms = 1'000;
-  options.disable_dedupe_for_testing = options_.disable_sidecar_dedupe;
   deduper_ = std::make_unique<Deduper>(*records_, *audit_, *upstream_, *policy_, clock_, options,
                                        nodes_[kSidecar].faults.get());
   return absl::OkStatus();
@@ -655,7 +691,7 @@ void World::StopSidecar() {
 
 absl::Status World::StartBusiness() {
   auto families = LedgerCore::ColumnFamilies();
-  for (auto& f : Inbox::ColumnFamilies()) families.push_back(f);
+  for (auto& f : Inbox::ColumnFamilies(clock_)) families.push_back(f);
   EONCE_ASSIGN_OR_RETURN(business_rocks_, RocksStore::Open(nodes_[kBusiness].dir, families, Store(kBusiness)));
   inbox_ = std::make_unique<Inbox>(*business_rocks_, clock_, config_.legacy,
                                    nodes_[kBusiness].faults.get());

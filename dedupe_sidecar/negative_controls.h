@@ -1,0 +1,41 @@
+// Negative controls: record stores broken on purpose, so that a test can prove that the
+// suite catches the bug each one stands for. Test code only (testonly); nothing in a
+// binary can reach them.
+//   ForgettingRecordStore   remembers nothing: every command looks first seen, as if
+//                           there were no sidecar
+//   UnsyncedRecordStore     writes records in one state without syncing them: the
+//                           `started` record before a forward, or the outcome before an
+//                           answer
+#ifndef EONCE_DEDUPE_SIDECAR_NEGATIVE_CONTROLS_H_
+#define EONCE_DEDUPE_SIDECAR_NEGATIVE_CONTROLS_H_
+
+#include <set>
+
+#include "dedupe_sidecar/record_store.h"
+
+namespace eonce {
+
+class ForgettingRecordStore : public RecordStore {
+ public:
+  using RecordStore::RecordStore;
+  absl::StatusOr<std::optional<Record>> Get(const std::string&, const std::string&) override {
+    return std::optional<Record>();
+  }
+};
+
+class UnsyncedRecordStore : public RecordStore {
+ public:
+  UnsyncedRecordStore(RocksStore& store, Clock& clock, const RetentionOptions& retention,
+                      std::set<Record::State> unsynced)
+      : RecordStore(store, clock, retention), unsynced_(std::move(unsynced)) {}
+  absl::Status Write(const Record& record, Record::State previous, bool sync) override {
+    return RecordStore::Write(record, previous, sync && unsynced_.count(record.state()) == 0);
+  }
+
+ private:
+  const std::set<Record::State> unsynced_;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_NEGATIVE_CONTROLS_H_
