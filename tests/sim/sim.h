@@ -31,6 +31,8 @@ struct SimOptions {
   bool unsynced_enqueue = false;        // the outbox says yes before the record is durable
   // Every fault point armed, and a harsher network; the negative controls use it.
   bool harsh = false;
+  // Never a legacy business (the inbox hides double forwards from the effect checks).
+  bool inbox_business = false;
   bool print_trace = false;
 };
 

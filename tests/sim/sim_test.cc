@@ -76,6 +76,25 @@ TEST(SimTest, NegativeControlWithoutSidecarDedupeIsCaught) {
   EXPECT_GT(report.violations, 0) << "the checker missed duplicate effects";
 }
 
+// Behind an inbox no second effect happens, so only the check on what the business was
+// sent can see a sidecar that forwards duplicates.
+TEST(SimTest, NegativeControlWithoutSidecarDedupeIsCaughtBehindAnInbox) {
+  SimOptions broken;
+  broken.disable_sidecar_dedupe = true;
+  broken.inbox_business = true;
+  for (uint64_t seed = 1; seed <= 2; ++seed) {
+    SimOptions one = broken;
+    one.seed = seed;
+    SimResult result = RunSeed(one);
+    ASSERT_FALSE(result.legacy);
+    int double_forwards = 0;
+    for (const std::string& v : result.violations) {
+      double_forwards += v.find("forwarded again without proof") != std::string::npos;
+    }
+    EXPECT_GT(double_forwards, 0) << "seed " << seed << ": the checker missed double forwards";
+  }
+}
+
 TEST(SimTest, NegativeControlWithUnsyncedEnqueueIsCaught) {
   SimOptions broken;
   broken.harsh = true;
