@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/crash_fs.h"
 #include "dedupe_sidecar/negative_controls.h"
+#include "outbox_agent/client.h"
 #include "common/log.h"
 #include "common/random.h"
 #include "common/rocks.h"
@@ -97,6 +98,8 @@ struct Config {
   int accounts = 3;
   int transfers = 12;
   double duplicate_enqueue = 0.2;
+  // The agent stored the command but its answer never reached the producer.
+  double lose_enqueue_answer = 0;
   std::array<double, kFaultPoints> fault_probability{};
   LinkFaults agent_link, business_link;
   std::vector<std::pair<int64_t, int64_t>> partitions;  // [start, end) of agent<->sidecar
@@ -127,6 +130,7 @@ Config DrawConfig(Random& r, const SimOptions& options) {
   // sidecar's channel has gRPC retries off, and the deploy guide forbids a retrying proxy
   // on that hop. An inbox-mode business dedupes copies itself, so they are simulated.
   if (c.legacy) c.business_link.duplicate = 0;
+  c.lose_enqueue_answer = r.Uniform(100) / 100.0 * (options.harsh ? 0.3 : 0.15);
   int partitions = static_cast<int>(r.Uniform(3));
   for (int i = 0; i < partitions; ++i) {
     int64_t start = static_cast<int64_t>(r.Uniform(kFaultPhaseMs - 3000));
@@ -375,6 +379,8 @@ class World {
   std::vector<v1::Command> commands_;
   std::set<std::string> accepted_;
   std::set<std::string> abandoned_;
+  std::set<int> accepted_intents_;
+  int64_t abandoned_intents_ = 0;
   Projection projection_;
 
   struct ForwardLog {
@@ -711,7 +717,9 @@ void World::StopBusiness() {
 
 v1::Command World::MakeCommand(int index) {
   v1::Command c;
-  c.set_command_id(absl::StrCat("c", index));
+  // Some producers give no command id: the client library creates one before the first
+  // attempt (World::Enqueue).
+  if (index % 3 != 2) c.set_command_id(absl::StrCat("c", index));
   if (index < config_.accounts) {
     ledger::v1::OpenAccountRequest open;
     open.set_id(absl::StrCat("a", index));
@@ -736,9 +744,13 @@ v1::Command World::MakeCommand(int index) {
 }
 
 void World::Enqueue(int index, int tries_left) {
-  const v1::Command& command = commands_[index];
+  v1::Command& command = commands_[index];
+  // What the client library does before its first attempt (outbox_agent/client.h); the
+  // negative control leaves the id to the agent, which creates one per attempt.
+  if (!options_.late_ids) AssignCommandId(&command, workload_random_);
   if (tries_left <= 0) {
     abandoned_.insert(command.command_id());
+    ++abandoned_intents_;
     return;
   }
   if (!nodes_[kAgent].up) {
@@ -746,10 +758,14 @@ void World::Enqueue(int index, int tries_left) {
     return;
   }
   auto r = outbox_->Enqueue(command);
-  Trace(absl::StrCat("enqueue ", command.command_id(), " ",
-                     r.ok() ? (r->created() ? "created" : "existing") : r.status().ToString()));
-  if (r.ok()) {
-    accepted_.insert(command.command_id());
+  bool answer_lost = r.ok() && workload_random_.Chance(config_.lose_enqueue_answer);
+  Trace(absl::StrCat("enqueue ", index, " ",
+                     r.ok() ? r->record().command().command_id() : "", " ",
+                     r.ok() ? (r->created() ? "created" : "existing") : r.status().ToString(),
+                     answer_lost ? " answer lost" : ""));
+  if (r.ok() && !answer_lost) {
+    accepted_.insert(r->record().command().command_id());
+    accepted_intents_.insert(index);
     return;
   }
   // The producer did not get a yes: it tries again, with the same command id.
@@ -921,6 +937,14 @@ void World::Check() {
     if (!id.empty() && accepted_.count(id) == 0) {
       Violation(absl::StrCat("loss: ", id, " has an effect but the outbox never accepted it"));
     }
+  }
+  // One intent, one record: a lost Enqueue answer must not become a second command.
+  int64_t records = 0;
+  for (int64_t n : outbox_store_->CountsByState()) records += n;
+  if (records > static_cast<int64_t>(accepted_intents_.size()) + abandoned_intents_) {
+    Violation(absl::StrCat("the outbox holds ", records, " records for ",
+                           accepted_intents_.size(),
+                           " accepted intents: a retry was stored as a second command"));
   }
   auto total = ledger_->GetTotal();
   if (!total.ok() || total->total_balance() != total->total_minted()) {

@@ -29,6 +29,7 @@ struct SimOptions {
   // Negative controls: each must make the checker report a violation.
   bool disable_sidecar_dedupe = false;  // the sidecar forwards everything
   bool unsynced_enqueue = false;        // the outbox says yes before the record is durable
+  bool late_ids = false;                // producers leave the command id to the agent
   // Every fault point armed, and a harsher network; the negative controls use it.
   bool harsh = false;
   // Never a legacy business (the inbox hides double forwards from the effect checks).

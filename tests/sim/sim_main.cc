@@ -15,7 +15,8 @@ ABSL_FLAG(int64_t, seed, -1, "replay this one seed, printing its trace");
 ABSL_FLAG(bool, trace, false, "print every run's trace");
 ABSL_FLAG(std::string, work_dir, "/tmp", "where runs keep their data while they run");
 ABSL_FLAG(std::string, negative_control, "",
-          "break the system on purpose to see the checker fail: no_dedupe or unsynced_enqueue");
+          "break the system on purpose to see the checker fail: no_dedupe, "
+          "no_dedupe_inbox, unsynced_enqueue or late_ids");
 ABSL_FLAG(int32_t, repeat, 1, "with --seed: run it this many times in one process");
 ABSL_FLAG(bool, harsh, false, "arm every fault point and make the network worse");
 
@@ -29,10 +30,17 @@ int main(int argc, char** argv) {
   const std::string control = absl::GetFlag(FLAGS_negative_control);
   if (control == "no_dedupe") {
     options.base.disable_sidecar_dedupe = true;
+  } else if (control == "no_dedupe_inbox") {
+    options.base.disable_sidecar_dedupe = true;
+    options.base.inbox_business = true;
   } else if (control == "unsynced_enqueue") {
     options.base.unsynced_enqueue = true;
+  } else if (control == "late_ids") {
+    options.base.late_ids = true;
   } else if (!control.empty()) {
-    std::fprintf(stderr, "sim: negative_control must be no_dedupe or unsynced_enqueue\n");
+    std::fprintf(stderr,
+                 "sim: negative_control must be no_dedupe, no_dedupe_inbox, unsynced_enqueue "
+                 "or late_ids\n");
     return 2;
   }
   if (absl::GetFlag(FLAGS_seed) >= 0) {

@@ -95,6 +95,14 @@ TEST(SimTest, NegativeControlWithoutSidecarDedupeIsCaughtBehindAnInbox) {
   }
 }
 
+TEST(SimTest, NegativeControlWithLateCommandIdsIsCaught) {
+  SimOptions broken;
+  broken.harsh = true;
+  broken.late_ids = true;
+  CampaignReport report = Campaign(1, 10, broken);
+  EXPECT_GT(report.violations, 0) << "the checker missed intents stored twice";
+}
+
 TEST(SimTest, NegativeControlWithUnsyncedEnqueueIsCaught) {
   SimOptions broken;
   broken.harsh = true;
