@@ -19,59 +19,13 @@
 #include "gtest/gtest.h"
 #include "outbox_agent/outbox.h"
 #include "outbox_agent/replayer.h"
+#include "tests/util/in_process_sidecar.h"
 #include "tests/util/temp_dir.h"
 
 namespace eonce {
 namespace {
 
-// The agent's SidecarClient, calling the Deduper in process. `before_answer` runs before
-// each Submit answer reaches the agent; `mismatch_accepted` makes it a sidecar whose
-// Reconcile trusts the key alone (the negative control).
-class InProcessSidecar : public SidecarClient {
- public:
-  explicit InProcessSidecar(Deduper& deduper) : deduper_(deduper) {}
-
-  void Submit(const v1::Command& command, const Session& session, int64_t /*deadline_ms*/,
-              std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) override {
-    deduper_.Submit(CallerOf(session), command,
-                    [this, done = std::move(done)](absl::StatusOr<v1::SubmitResponse> answer) {
-                      if (before_answer) before_answer();
-                      done(std::move(answer));
-                    });
-  }
-
-  void Reconcile(const v1::Command& command, const Session& session, int64_t /*deadline_ms*/,
-                 std::function<void(absl::StatusOr<v1::ReconcileResponse>)> done) override {
-    v1::ReconcileRequest request = ReconcileRequestFor(command);
-    if (mismatch_accepted) {
-      request.clear_expect_command_id();
-      request.clear_expect_payload_sha256();
-    }
-    auto answer = deduper_.Reconcile(CallerOf(session), request);
-    if (mismatch_accepted && answer.ok()) {
-      answer->set_command_id(command.command_id());
-      answer->clear_payload_sha256();
-    }
-    done(std::move(answer));
-  }
-
-  std::optional<int64_t> RetentionMs(const std::string&) override {
-    return deduper_.Info().retention_ms();
-  }
-
-  std::function<void()> before_answer;
-  bool mismatch_accepted = false;
-
- private:
-  static Caller CallerOf(const Session& session) {
-    Caller caller;
-    caller.tenant = session.tenant;
-    caller.actor = session.actor;
-    caller.credential_epoch = session.epoch;
-    return caller;
-  }
-  Deduper& deduper_;
-};
+using testing::InProcessSidecar;
 
 enum class Ending { kAcked, kRejected, kConflict };
 
