@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
+#include "common/crash_fs.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
 
@@ -14,10 +15,19 @@ class OutboxStoreTest : public ::testing::Test {
  protected:
   OutboxStoreTest() : dir_(testing::FreshDir("outbox")) { Open(); }
 
+  // Opens the store; when it is open already, first a crash: whatever was not synced is
+  // lost (the crash file system), so a synced write made unsynced fails a test.
   void Open(OutboxStoreOptions options = {}) {
     store_.reset();
-    rocks_.reset();
-    auto rocks = RocksStore::Open(dir_, OutboxStore::ColumnFamilies(filters_), StoreOptions());
+    if (rocks_ != nullptr) {
+      fs_->Crash();
+      rocks_->CloseWithoutFlush();
+      rocks_.reset();
+      fs_->Recover();
+    }
+    StoreOptions store_options;
+    store_options.env = fs_->env();
+    auto rocks = RocksStore::Open(dir_, OutboxStore::ColumnFamilies(filters_), store_options);
     ASSERT_TRUE(rocks.ok()) << rocks.status();
     rocks_ = std::move(*rocks);
     store_ = std::make_unique<OutboxStore>(*rocks_, clock_, options);
@@ -45,6 +55,7 @@ class OutboxStoreTest : public ::testing::Test {
   std::vector<std::string> Due() { return *store_->Due(clock_.NowMs(), 100); }
 
   std::string dir_;
+  std::shared_ptr<CrashFileSystem> fs_ = NewCrashFileSystem();
   ManualClock clock_;
   OutboxStore::Filters filters_{clock_};
   std::unique_ptr<RocksStore> rocks_;
@@ -125,9 +136,11 @@ TEST_F(OutboxStoreTest, CountsListingAndOldestWaiting) {
   auto page2 = store_->List(v1::QUEUED, "c1", 10);
   ASSERT_EQ(page2->size(), 1u);
   EXPECT_EQ((*page2)[0].command().command_id(), "c2");
-  // Counts survive a restart.
+  // Counts survive a crash (a synced write carries the unsynced transition with it).
+  ASSERT_TRUE(store_->Insert(Cmd("c4", "d")).ok());
   Open();
-  EXPECT_EQ(store_->CountsByState()[v1::QUEUED], 2);
+  EXPECT_EQ(store_->CountsByState()[v1::QUEUED], 3);
+  EXPECT_EQ(store_->CountsByState()[v1::ACKED], 1);
 }
 
 // Pages across states: each record once, whatever state the page boundaries fall in.
@@ -176,6 +189,7 @@ TEST_F(OutboxStoreTest, RestartTurnsInFlightRecordsUnknownAndDue) {
                        return absl::OkStatus();
                      }, false).ok());
   ASSERT_TRUE(Move("c2", v1::SENDING).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("c3", "c")).ok());  // synced: the moves above are durable
   Open();
   EXPECT_EQ(*store_->RecoverAfterRestart(), 2);
   for (const char* id : {"c1", "c2"}) {
@@ -183,7 +197,7 @@ TEST_F(OutboxStoreTest, RestartTurnsInFlightRecordsUnknownAndDue) {
     EXPECT_EQ((*r)->state(), v1::UNKNOWN) << id;
     EXPECT_FALSE((*r)->has_claim());
   }
-  EXPECT_EQ(Due().size(), 2u);
+  EXPECT_EQ(Due(), (std::vector<std::string>{"c1", "c2", "c3"}));
 }
 
 TEST_F(OutboxStoreTest, FinalRecordsAreDroppedAfterForensicRetention) {
@@ -199,6 +213,17 @@ TEST_F(OutboxStoreTest, FinalRecordsAreDroppedAfterForensicRetention) {
   EXPECT_FALSE(store_->Get("done")->has_value());
   EXPECT_TRUE(store_->Get("dead")->has_value());  // waits for an operator
   EXPECT_GE(filters_.stats.dropped.load(), 1);
+}
+
+// Enqueue says yes only to what a crash cannot take back; transitions are unsynced and
+// a crash may take them back, to a state a restart reconciles.
+TEST_F(OutboxStoreTest, AnEnqueuedCommandSurvivesACrashAndAnUnsyncedMoveMayNot) {
+  ASSERT_TRUE(store_->Insert(Cmd("c1", "a")).ok());
+  ASSERT_TRUE(Move("c1", v1::SENDING).ok());
+  Open();
+  auto r = store_->Get("c1");
+  ASSERT_TRUE(r.ok() && r->has_value()) << "an acknowledged Enqueue was lost";
+  EXPECT_EQ((*r)->state(), v1::QUEUED);
 }
 
 TEST_F(OutboxStoreTest, CredentialPersists) {

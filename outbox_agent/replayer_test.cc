@@ -2,6 +2,7 @@
 // RocksDB outbox and a scripted sidecar.
 #include "outbox_agent/replayer.h"
 
+#include "common/crash_fs.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
 #include "outbox_agent/fake_sidecar_client.h"
@@ -15,13 +16,22 @@ class ReplayerTest : public ::testing::Test {
  protected:
   ReplayerTest() : dir_(testing::FreshDir("replayer")) { Open(); }
 
+  // Opens the agent; when it is open already, first a crash that loses every write that
+  // was not synced (the crash file system).
   void Open() {
     replayer_.reset();
     outbox_.reset();
     credential_.reset();
     store_.reset();
-    rocks_.reset();
-    auto rocks = RocksStore::Open(dir_, OutboxStore::ColumnFamilies(filters_), StoreOptions());
+    if (rocks_ != nullptr) {
+      fs_->Crash();
+      rocks_->CloseWithoutFlush();
+      rocks_.reset();
+      fs_->Recover();
+    }
+    StoreOptions store_options;
+    store_options.env = fs_->env();
+    auto rocks = RocksStore::Open(dir_, OutboxStore::ColumnFamilies(filters_), store_options);
     ASSERT_TRUE(rocks.ok()) << rocks.status();
     rocks_ = std::move(*rocks);
     store_ = std::make_unique<OutboxStore>(*rocks_, clock_, OutboxStoreOptions());
@@ -60,6 +70,7 @@ class ReplayerTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::shared_ptr<CrashFileSystem> fs_ = NewCrashFileSystem();
   ManualClock clock_;
   SeededRandom random_{1234};
   FakeSidecarClient sidecar_;
@@ -392,12 +403,9 @@ TEST_F(ReplayerTest, RestartReconcilesWhatWasInFlight) {
   ASSERT_EQ(replayer_->Pump(), 1);
   EXPECT_EQ(StateOf("c1"), v1::SENDING);
   sidecar_.Release(Fail(absl::StatusCode::kCancelled, nullptr));  // the process dies
-  // Model the crash: the record is still SENDING on disk when the agent restarts.
-  ASSERT_TRUE(store_->Mutate("c1", "crash", [](OutboxRecord* r) {
-                       r->set_state(v1::SENDING);
-                       r->mutable_claim()->set_token(99);
-                       return absl::OkStatus();
-                     }, false).ok());
+  // The answer's transition was never written; another command's synced Enqueue made
+  // SENDING durable; then the crash.
+  Enqueue("c2", "b");
   Open();
   EXPECT_EQ(StateOf("c1"), v1::UNKNOWN);
   sidecar_.set_hold(false);
@@ -406,6 +414,7 @@ TEST_F(ReplayerTest, RestartReconcilesWhatWasInFlight) {
   committed.set_command_id("c1");
   committed.mutable_result()->set_response("it was applied");
   sidecar_.AnswerReconcile(committed);
+  clock_.AdvanceMs(options_.retry.max_backoff_ms);
   replayer_->Pump();
   EXPECT_EQ(StateOf("c1"), v1::ACKED);
   EXPECT_EQ(Get("c1").result().response(), "it was applied");
