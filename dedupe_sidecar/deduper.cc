@@ -48,11 +48,6 @@ absl::Status CheckOwner(const Record& record, const std::string& command_id,
   return absl::OkStatus();
 }
 
-// Whether `token` still holds the record: a started record carrying that fencing token.
-bool HeldBy(const std::optional<Record>& record, uint64_t token) {
-  return record.has_value() && record->state() == Record::STARTED &&
-         record->fencing_token() == token;
-}
 
 }  // namespace
 
@@ -371,7 +366,7 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
       {
         StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
         auto record = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
-        if (record.ok() && HeldBy(*record, token)) {
+        if (record.ok() && store_.HeldBy(*record, token)) {
           if (not_applied) {
             // Nothing was applied: free the key. Not synced: if the delete is lost, the
             // record's lease runs out and recovery asks the business, which says so.
@@ -439,7 +434,7 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
     if (!existing.ok()) {
       stats_.store_errors++;
       answer = existing.status();
-    } else if (!HeldBy(*existing, token)) {
+    } else if (!store_.HeldBy(*existing, token)) {
       // A newer attempt holds the record: this answer is stale and must not overwrite.
       stats_.fenced++;
       if (existing->has_value() && Finished(**existing) && !(*existing)->tombstone()) {
@@ -512,7 +507,7 @@ void Deduper::OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
     if (!existing.ok()) {
       stats_.store_errors++;
       answer = existing.status();
-    } else if (!HeldBy(*existing, token)) {
+    } else if (!store_.HeldBy(*existing, token)) {
       stats_.fenced++;
       answer = WithRetryAfter(Error(absl::StatusCode::kUnavailable, "IN_PROGRESS",
                                     "a newer attempt of this command holds it"),

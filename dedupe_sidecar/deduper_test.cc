@@ -32,10 +32,14 @@ class DeduperTest : public ::testing::Test {
     auto rocks = RocksStore::Open(dir_, families, store_options);
     ASSERT_TRUE(rocks.ok()) << rocks.status();
     rocks_ = std::move(*rocks);
-    store_ = unsynced_states_.empty()
-                 ? std::make_unique<RecordStore>(*rocks_, clock_, retention_)
-                 : std::make_unique<UnsyncedRecordStore>(*rocks_, clock_, retention_,
-                                                         unsynced_states_);
+    if (unfenced_) {
+      store_ = std::make_unique<UnfencedRecordStore>(*rocks_, clock_, retention_);
+    } else if (!unsynced_states_.empty()) {
+      store_ = std::make_unique<UnsyncedRecordStore>(*rocks_, clock_, retention_,
+                                                     unsynced_states_);
+    } else {
+      store_ = std::make_unique<RecordStore>(*rocks_, clock_, retention_);
+    }
     ASSERT_TRUE(store_->SettleRetention().ok());
     audit_ = std::make_unique<AuditLog>(*rocks_, clock_, 10 * kForensicMs);
     if (policy_ == nullptr) policy_ = std::move(*PolicyStore::Open(""));
@@ -118,6 +122,7 @@ class DeduperTest : public ::testing::Test {
   RetentionOptions retention_{kRetentionMs, kForensicMs};
   // Negative controls: records in these states are written without a sync.
   std::set<Record::State> unsynced_states_;
+  bool unfenced_ = false;
   std::unique_ptr<Deduper> deduper_;
 };
 
@@ -492,28 +497,55 @@ TEST_F(DurabilityTest, NegativeControlUnsyncedOutcomeIsCaught) {
   EXPECT_EQ(after.reason, "IN_PROGRESS");
 }
 
-TEST_F(DeduperTest, LateAnswerOfSupersededForwardNeverOverwritesNewerOutcome) {
-  upstream_.set_hold(true);
-  v1::Command c = Cmd("c1");
+// Two forwards of one command race: the first's lease ran out, recovery forwarded again
+// under a new token, and the first answer comes back late.
+struct Race {
   absl::StatusOr<v1::SubmitResponse> stale = absl::InternalError("pending");
-  Caller caller;
-  caller.tenant = "acme";
-  deduper_->Submit(caller, c, [&](auto r) { stale = r; });
-  clock_.AdvanceMs(kLeaseMs + 1);
-  upstream_.set_outcome(v1::QueryOutcomeResponse());  // not applied (yet)
   absl::StatusOr<v1::SubmitResponse> fresh = absl::InternalError("pending");
-  deduper_->Submit(caller, c, [&](auto r) { fresh = r; });
-  ASSERT_EQ(upstream_.held(), 2u);
-  EXPECT_EQ(upstream_.call(1).fencing_token, 2u);
-  // Tokens: the first forward (1) is released after the second (2) is gone.
-  upstream_.Release(FakeUpstream::Ok("from token 1"));
-  EXPECT_FALSE(stale.ok());
-  EXPECT_EQ(ReasonOf(stale.status()), "IN_PROGRESS");
-  upstream_.Release(FakeUpstream::Ok("from token 2"));
-  ASSERT_TRUE(fresh.ok());
-  EXPECT_EQ(fresh->result().response(), "from token 2");
-  EXPECT_EQ(deduper_->stats().fenced.load(), 1);
-  EXPECT_EQ(Submit(c)->result().response(), "from token 2");
+  std::string stored;  // what a duplicate gets afterwards
+  int64_t fenced = 0;
+};
+
+class FencingTest : public DeduperTest {
+ protected:
+  Race LateAnswerOfASupersededForward() {
+    Race race;
+    upstream_.set_hold(true);
+    v1::Command c = Cmd("c1");
+    Caller caller;
+    caller.tenant = "acme";
+    deduper_->Submit(caller, c, [&](auto r) { race.stale = r; });
+    clock_.AdvanceMs(kLeaseMs + 1);
+    upstream_.set_outcome(v1::QueryOutcomeResponse());  // not applied (yet)
+    deduper_->Submit(caller, c, [&](auto r) { race.fresh = r; });
+    EXPECT_EQ(upstream_.held(), 2u);
+    EXPECT_EQ(upstream_.call(1).fencing_token, 2u);
+    upstream_.Release(FakeUpstream::Ok("from token 1"));  // the superseded one, late
+    upstream_.Release(FakeUpstream::Ok("from token 2"));
+    upstream_.set_hold(false);
+    auto duplicate = Submit(c);
+    race.stored = duplicate.ok() ? duplicate->result().response() : duplicate.status().ToString();
+    race.fenced = deduper_->stats().fenced.load();
+    return race;
+  }
+};
+
+TEST_F(FencingTest, LateAnswerOfSupersededForwardNeverOverwritesNewerOutcome) {
+  Race race = LateAnswerOfASupersededForward();
+  EXPECT_FALSE(race.stale.ok());
+  EXPECT_EQ(ReasonOf(race.stale.status()), "IN_PROGRESS");
+  ASSERT_TRUE(race.fresh.ok()) << race.fresh.status();
+  EXPECT_EQ(race.fresh->result().response(), "from token 2");
+  EXPECT_EQ(race.fenced, 1);
+  EXPECT_EQ(race.stored, "from token 2");
+}
+
+TEST_F(FencingTest, NegativeControlWithoutFencingIsCaught) {
+  unfenced_ = true;
+  Restart();
+  Race race = LateAnswerOfASupersededForward();
+  EXPECT_NE(race.stored, "from token 2") << "the control did not break the guarantee";
+  EXPECT_TRUE(race.stale.ok());  // the superseded forward's answer was stored
 }
 
 TEST_F(DeduperTest, SameKeyUnderAnotherTenantIsIndependentAndRevealsNothing) {

@@ -6,6 +6,8 @@
 //   UnsyncedRecordStore     writes records in one state without syncing them: the
 //                           `started` record before a forward, or the outcome before an
 //                           answer
+//   UnfencedRecordStore     fencing off: any token holds a started record, so a late
+//                           answer of a superseded forward may write
 #ifndef EONCE_DEDUPE_SIDECAR_NEGATIVE_CONTROLS_H_
 #define EONCE_DEDUPE_SIDECAR_NEGATIVE_CONTROLS_H_
 
@@ -20,6 +22,14 @@ class ForgettingRecordStore : public RecordStore {
   using RecordStore::RecordStore;
   absl::StatusOr<std::optional<Record>> Get(const std::string&, const std::string&) override {
     return std::optional<Record>();
+  }
+};
+
+class UnfencedRecordStore : public RecordStore {
+ public:
+  using RecordStore::RecordStore;
+  bool HeldBy(const std::optional<Record>& record, uint64_t) const override {
+    return record.has_value() && record->state() == Record::STARTED;
   }
 };
 

@@ -130,6 +130,11 @@ absl::Status RecordStore::Write(const Record& record, Record::State previous, bo
   return absl::OkStatus();
 }
 
+bool RecordStore::HeldBy(const std::optional<Record>& record, uint64_t token) const {
+  return record.has_value() && record->state() == Record::STARTED &&
+         record->fencing_token() == token;
+}
+
 absl::Status RecordStore::Delete(const Record& record, bool sync) {
   rocksdb::WriteBatch batch;
   std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());

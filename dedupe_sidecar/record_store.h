@@ -83,6 +83,9 @@ class RecordStore {
   virtual absl::Status Write(const Record& record, Record::State previous, bool sync);
   // Removes a record (nothing was applied, so the key is free again).
   virtual absl::Status Delete(const Record& record, bool sync);
+  // Fencing: whether `token` still holds the record, i.e. it is a started record carrying
+  // that token. A worker whose token no longer holds must not write the record.
+  virtual bool HeldBy(const std::optional<Record>& record, uint64_t token) const;
 
   absl::StatusOr<std::vector<Record>> ListParked(const std::string& tenant, int limit);
   int64_t parked_count() const { return parked_count_.load(); }
