@@ -175,6 +175,14 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
     return;
   }
 
+  if (upstream_.Implements(command.target_method()) == std::optional<bool>(false)) {
+    stats_.invalid++;
+    ctx->Answer(Error(absl::StatusCode::kInvalidArgument, "UNKNOWN_METHOD",
+                      absl::StrCat("target_method: the business service does not implement ",
+                                   command.target_method().substr(0, 256),
+                                   "; nothing was written")));
+    return;
+  }
   ctx->actor = command.actor().empty() ? caller.actor : command.actor();
   ctx->scoped_key = ScopedKey(caller.tenant, command.idempotency_key());
   if (!command.tenant().empty() && command.tenant() != caller.tenant) {

@@ -321,6 +321,36 @@ TEST_F(DeduperTest, ProvenNotAppliedIsNotStoredAndMayBeRetried) {
   EXPECT_EQ(upstream_.forwards(), 2u);
 }
 
+TEST_F(DeduperTest, AMethodTheBusinessLacksIsRefusedBeforeAnythingIsWritten) {
+  upstream_.set_methods(std::set<std::string>{"/eonce.ledger.v1.Ledger/Transfer"});
+  v1::Command typo = Cmd("typo");
+  typo.set_target_method("/eonce.ledger.v1.Ledger/Tranfser");
+  typo.set_idempotency_key("pay-1");
+  FillPayloadHash(&typo);
+  auto refused = Submit(typo);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReasonOf(refused.status()), "UNKNOWN_METHOD");
+  EXPECT_EQ(upstream_.forwards(), 0u);
+  EXPECT_EQ(StateOf("pay-1"), v1::RECORD_NOT_SEEN);
+  EXPECT_TRUE(Submit(Cmd("known")).ok());
+}
+
+// Without a catalog (no reflection), the business's UNIMPLEMENTED is a refusal: nothing
+// stored, the key stays free.
+TEST_F(DeduperTest, UnimplementedFromTheBusinessFreesTheKey) {
+  ForwardReply unimplemented = FakeUpstream::Rejected(12, "");
+  unimplemented.kind = ForwardReply::Kind::kRefused;
+  upstream_.set_next_reply(unimplemented);
+  v1::Command c = Cmd("c1");
+  auto refused = Submit(c);
+  EXPECT_EQ(ReasonOf(refused.status()), "UPSTREAM_UNIMPLEMENTED");
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_NOT_SEEN);
+  upstream_.set_next_reply(FakeUpstream::Ok("applied"));
+  auto applied = Submit(c);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->result().response(), "applied");
+}
+
 TEST_F(DeduperTest, UnreachableBusinessIsRefusedBeforeAnythingIsWritten) {
   upstream_.set_reachable(false);
   v1::Command c = Cmd("c1");

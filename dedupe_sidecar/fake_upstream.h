@@ -7,6 +7,9 @@
 
 #include <deque>
 #include <functional>
+#include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -79,6 +82,16 @@ class FakeUpstream : public Upstream {
   }
 
   void set_next_reply(ForwardReply reply) { absl::MutexLock l(&mu_); next_reply_ = reply; }
+  // What Implements answers: nullopt (unknown, the default) or this set.
+  void set_methods(std::optional<std::set<std::string>> methods) {
+    absl::MutexLock l(&mu_);
+    methods_ = std::move(methods);
+  }
+  std::optional<bool> Implements(const std::string& method) override {
+    absl::MutexLock l(&mu_);
+    if (!methods_.has_value()) return std::nullopt;
+    return methods_->count(method) > 0;
+  }
   void set_hold(bool hold) { absl::MutexLock l(&mu_); hold_ = hold; }
   void set_reachable(bool r) { absl::MutexLock l(&mu_); reachable_ = r; }
   void set_outcome(absl::StatusOr<v1::QueryOutcomeResponse> o) {
@@ -93,6 +106,7 @@ class FakeUpstream : public Upstream {
  private:
   absl::Mutex mu_;
   std::vector<ForwardCall> calls_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::set<std::string>> methods_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> queried_ ABSL_GUARDED_BY(mu_);
   std::deque<std::function<void(ForwardReply)>> held_ ABSL_GUARDED_BY(mu_);
   ForwardReply next_reply_ ABSL_GUARDED_BY(mu_) = Ok("ok");

@@ -60,7 +60,8 @@ GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Cloc
       // gRPC's own retries would re-send a mutation; the sidecar decides retries.
       channel_(NewChannel(address, tls, max_message_bytes)),
       generic_(channel_),
-      outcome_(v1::Outcome::NewStub(channel_)) {}
+      outcome_(v1::Outcome::NewStub(channel_)),
+      methods_(channel_, clock) {}
 
 ForwardReply GrpcUpstream::Classify(
     const grpc::Status& status, const std::string& response,

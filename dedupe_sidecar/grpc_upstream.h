@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/tls.h"
+#include "dedupe_sidecar/method_catalog.h"
 #include "dedupe_sidecar/upstream.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/channel.h"
@@ -30,6 +31,9 @@ class GrpcUpstream : public Upstream {
                     int64_t deadline_ms,
                     std::function<void(absl::StatusOr<v1::QueryOutcomeResponse>)> done) override;
   bool Reachable() override;
+  std::optional<bool> Implements(const std::string& method) override {
+    return methods_.Implements(method);
+  }
 
   // How a finished call's status is classified (exposed for tests).
   static ForwardReply Classify(const grpc::Status& status, const std::string& response,
@@ -40,6 +44,7 @@ class GrpcUpstream : public Upstream {
   std::shared_ptr<grpc::Channel> channel_;
   grpc::GenericStub generic_;
   std::unique_ptr<v1::Outcome::Stub> outcome_;
+  MethodCatalog methods_;
 };
 
 }  // namespace eonce

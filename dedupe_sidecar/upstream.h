@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -64,6 +65,10 @@ class Upstream {
   // False when the business is known to be unreachable right now, so that a first-seen
   // command is refused before anything is written.
   virtual bool Reachable() = 0;
+  // Whether the business implements `method`, when that can be known (the real one asks
+  // the business by server reflection); a command for a method it lacks is refused
+  // before anything is written. nullopt: unknown, forward and see.
+  virtual std::optional<bool> Implements(const std::string& /*method*/) { return std::nullopt; }
 };
 
 }  // namespace eonce

@@ -289,15 +289,19 @@ TEST_P(SidecarLedgerTest, UnimplementedIsRefusedNotStoredAsABusinessAnswer) {
     EXPECT_TRUE(sidecar_stub_->Reconcile(&context, reconcile, &state).ok());
     return state.state();
   };
+  // The sidecar learned the ledger's methods by server reflection: a typo is refused
+  // before anything is written or forwarded.
+  const int64_t forwards_before = sidecar_->deduper().stats().forwards.load();
   v1::Command typo = TransferCommand("typo", 5);
   typo.set_target_method("/eonce.ledger.v1.Ledger/Tranfser");
   typo.set_idempotency_key("pay-5");
   FillPayloadHash(&typo);
   auto refused = Submit(typo);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ReasonOf(refused.status()), "UPSTREAM_UNIMPLEMENTED");
+  EXPECT_EQ(ReasonOf(refused.status()), "UNKNOWN_METHOD");
   EXPECT_NE(refused.status().message().find("Tranfser"), absl::string_view::npos)
       << refused.status();
+  EXPECT_EQ(sidecar_->deduper().stats().forwards.load(), forwards_before);
   EXPECT_EQ(state_of("pay-5"), v1::RECORD_NOT_SEEN);
 
   v1::Command garbage = MakeCommand("garbage", "/eonce.ledger.v1.Ledger/Transfer",
