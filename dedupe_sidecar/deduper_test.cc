@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/crash_fs.h"
+#include "tests/util/crash.h"
 #include "dedupe_sidecar/negative_controls.h"
 #include "common/status.h"
 #include "dedupe_sidecar/fake_upstream.h"
@@ -59,9 +60,10 @@ class DeduperTest : public ::testing::Test {
   // A crash and a restart: everything in memory goes, and so does every write that was
   // not synced (the crash file system), so a synced write made unsynced fails a test.
   void Restart(DeduperOptions options = {}) {
-    fs_->Crash();
-    Close();
-    fs_->Recover();
+    deduper_.reset();
+    audit_.reset();
+    store_.reset();
+    testing::CrashStore(*fs_, rocks_);
     Open(options);
   }
 

@@ -27,6 +27,8 @@ ABSL_FLAG(int64_t, retention_margin_ms, 12LL * 3600 * 1000,
           "stop sending this long before the sidecar's retention ends");
 ABSL_FLAG(int64_t, base_backoff_ms, 100, "first retry delay ceiling");
 ABSL_FLAG(int64_t, max_backoff_ms, 30'000, "largest retry delay");
+ABSL_FLAG(int64_t, parked_recheck_ms, 60'000,
+          "how often a command parked at the sidecar (unknown outcome) is asked about again");
 ABSL_FLAG(int64_t, submit_timeout_ms, 10'000, "deadline of one Submit");
 ABSL_FLAG(int64_t, claim_ttl_ms, 30'000, "how long a claim lasts before it is taken over");
 ABSL_FLAG(int64_t, max_pending_records, 1'000'000, "waiting records before Enqueue refuses");
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
   o.replay.retry.retention_margin_ms = absl::GetFlag(FLAGS_retention_margin_ms);
   o.replay.retry.base_backoff_ms = absl::GetFlag(FLAGS_base_backoff_ms);
   o.replay.retry.max_backoff_ms = absl::GetFlag(FLAGS_max_backoff_ms);
+  o.replay.retry.parked_recheck_ms = absl::GetFlag(FLAGS_parked_recheck_ms);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   eonce::ServerFlags shared = eonce::ServerFlagsFromFlags();
   o.tls = shared.tls;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
 #include "common/crash_fs.h"
+#include "tests/util/crash.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
 
@@ -19,12 +20,7 @@ class OutboxStoreTest : public ::testing::Test {
   // lost (the crash file system), so a synced write made unsynced fails a test.
   void Open(OutboxStoreOptions options = {}) {
     store_.reset();
-    if (rocks_ != nullptr) {
-      fs_->Crash();
-      rocks_->CloseWithoutFlush();
-      rocks_.reset();
-      fs_->Recover();
-    }
+    testing::CrashStore(*fs_, rocks_);
     StoreOptions store_options;
     store_options.env = fs_->env();
     auto rocks = RocksStore::Open(dir_, OutboxStore::ColumnFamilies(filters_), store_options);

@@ -3,6 +3,7 @@
 #include "outbox_agent/replayer.h"
 
 #include "common/crash_fs.h"
+#include "tests/util/crash.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
 #include "outbox_agent/fake_sidecar_client.h"
@@ -23,12 +24,7 @@ class ReplayerTest : public ::testing::Test {
     outbox_.reset();
     credential_.reset();
     store_.reset();
-    if (rocks_ != nullptr) {
-      fs_->Crash();
-      rocks_->CloseWithoutFlush();
-      rocks_.reset();
-      fs_->Recover();
-    }
+    testing::CrashStore(*fs_, rocks_);
     StoreOptions store_options;
     store_options.env = fs_->env();
     auto rocks = RocksStore::Open(dir_, OutboxStore::ColumnFamilies(filters_), store_options);

@@ -10,9 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/command.h"
 #include "common/tls.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
 #include "outbox_agent/outbox_store.h"
 
 namespace eonce::testing {
@@ -295,6 +297,44 @@ std::map<std::string, int> EffectsByCommand(const std::string& service_address) 
     after = response.last_seq();
   }
   return counts;
+}
+
+int ResolveParkedFromTheLedger(const std::string& sidecar_address,
+                               const std::string& ledger_address) {
+  auto admin = v1::SidecarAdmin::NewStub(Channel(sidecar_address));
+  v1::ListParkedRequest list;
+  list.set_limit(1000);
+  v1::ListParkedResponse parked;
+  auto context = Context(5000);
+  context->AddMetadata(kTenantHeader, "acme");
+  if (!admin->ListParked(context.get(), list, &parked).ok() || parked.records_size() == 0) {
+    return 0;
+  }
+  std::map<std::string, int> effects = EffectsByCommand(ledger_address);
+  int resolved = 0;
+  for (const auto& record : parked.records()) {
+    v1::ResolveParkedRequest resolve;
+    resolve.set_idempotency_key(record.idempotency_key());
+    resolve.set_applied(effects[record.command_id()] > 0);
+    resolve.set_operator_note("checked the ledger's effect ledger");
+    v1::ResolveParkedResponse response;
+    auto call = Context(5000);
+    call->AddMetadata(kTenantHeader, "acme");
+    resolved += admin->ResolveParked(call.get(), resolve, &response).ok();
+  }
+  return resolved;
+}
+
+int64_t Waiting(const std::string& agent_address) {
+  auto agent = v1::Agent::NewStub(Channel(agent_address));
+  v1::StatsResponse stats;
+  auto context = Context(5000);
+  if (!agent->Stats(context.get(), v1::StatsRequest(), &stats).ok()) return -1;
+  int64_t waiting = 0;
+  for (const auto& c : stats.counts()) {
+    if (!IsFinal(c.state())) waiting += c.count();
+  }
+  return waiting;
 }
 
 Verdict WaitAndCheck(const std::string& agent_address, const std::string& ledger_address,

@@ -123,6 +123,15 @@ struct Verdict {
   std::string ToString() const;
 };
 
+// The operator's runbook for parked outcomes (a legacy business), with the effect ledger
+// as the truth: each parked record is resolved as applied (when its command has an
+// effect) or not applied. Returns how many were resolved.
+int ResolveParkedFromTheLedger(const std::string& sidecar_address,
+                               const std::string& ledger_address);
+
+// How many of the agent's records are not final; -1 when it cannot be asked.
+int64_t Waiting(const std::string& agent_address);
+
 // Waits (up to `timeout_ms`) until the agent has nothing waiting, then reads every record
 // and the ledger's effects and total.
 Verdict WaitAndCheck(const std::string& agent_address, const std::string& ledger_address,

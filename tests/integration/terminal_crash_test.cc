@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "outbox_agent/outbox.h"
 #include "outbox_agent/replayer.h"
+#include "tests/util/crash.h"
 #include "tests/util/in_process_sidecar.h"
 #include "tests/util/temp_dir.h"
 
@@ -81,9 +82,11 @@ class TerminalCrash : public ::testing::Test {
 
   // kill -9 and a power cut: whatever the agent did not sync is gone.
   void CrashAgent() {
-    agent_fs_->Crash();
-    StopAgent();
-    agent_fs_->Recover();
+    replayer_.reset();
+    outbox_.reset();
+    credential_.reset();
+    store_.reset();
+    testing::CrashStore(*agent_fs_, agent_rocks_);
     StartAgent();
   }
 
