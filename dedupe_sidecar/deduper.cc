@@ -48,7 +48,6 @@ absl::Status CheckOwner(const Record& record, const std::string& command_id,
   return absl::OkStatus();
 }
 
-
 }  // namespace
 
 struct Deduper::Context {
@@ -174,7 +173,7 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
     ctx->Answer(valid);
     return;
   }
-
+  // Before anything is written: a method the business does not have (server reflection).
   if (upstream_.Implements(command.target_method()) == std::optional<bool>(false)) {
     stats_.invalid++;
     ctx->Answer(Error(absl::StatusCode::kInvalidArgument, "UNKNOWN_METHOD",

@@ -5,8 +5,9 @@
 // waiting the verdict comes from the ledger's effect ledger: every acknowledged command
 // is final, none is lost, none has two effects, and the money is conserved.
 //
-// CI runs three seeds (one per Bazel shard); EONCE_KILL_RUNS=N (bazel test --test_env, or
-// ./eonce faults N) runs N seeds each, and EONCE_KILL_COMMANDS changes the load.
+// CI runs four seeds (one per Bazel shard), the fourth in front of a ledger without an
+// inbox; EONCE_KILL_RUNS=N (bazel test --test_env, or ./eonce faults N) runs N seeds each,
+// and EONCE_KILL_COMMANDS changes the load.
 #include <chrono>
 #include <cstdlib>
 #include <random>
