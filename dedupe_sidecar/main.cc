@@ -28,7 +28,8 @@ ABSL_FLAG(int64_t, max_request_bytes, 1 << 20, "largest request message");
 ABSL_FLAG(bool, replay_after_revocation, false,
           "answer duplicates of commands finished before a revocation with the stored answer");
 ABSL_FLAG(bool, refuse_unkeyed_mutations, true,
-          "transparent mode: refuse calls without idempotency-key to methods listed as mutating");
+          "transparent mode: refuse calls without idempotency-key to methods the policy does "
+          "not list readonly (false forwards them unkeyed, without dedupe)");
 ABSL_FLAG(std::string, instance_id, "sidecar", "this sidecar's name as a lease owner");
 ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight calls may finish on SIGTERM");
 ABSL_FLAG(std::string, metrics_listen, "",

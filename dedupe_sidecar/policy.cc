@@ -45,7 +45,7 @@ absl::StatusOr<Policy> Policy::Parse(const std::string& text) {
     auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat("policy line ", line_number, ": ", why));
     };
-    if (policy.allows_.size() + policy.revokes_.size() + policy.mutating_.size() >= kMaxRules) {
+    if (policy.allows_.size() + policy.revokes_.size() + policy.read_only_.size() >= kMaxRules) {
       return bad(absl::StrCat("more than ", kMaxRules, " rules"));
     }
     if (words[0] == "allow") {
@@ -65,11 +65,12 @@ absl::StatusOr<Policy> Policy::Parse(const std::string& text) {
         }
       }
       policy.revokes_.push_back(revoke);
-    } else if (words[0] == "mutating") {
+    } else if (words[0] == "readonly" || words[0] == "mutating") {
       if (words.size() != 2 || !absl::StartsWith(words[1], "/")) {
-        return bad("mutating takes one /package.Service/Method");
+        return bad(absl::StrCat(words[0], " takes one /package.Service/Method"));
       }
-      policy.mutating_.insert(words[1]);
+      // `mutating` is what every method not listed readonly is; it is kept parseable.
+      if (words[0] == "readonly") policy.read_only_.insert(words[1]);
     } else {
       return bad(absl::StrCat("unknown rule \"", words[0], "\""));
     }
@@ -94,7 +95,7 @@ PolicyDecision Policy::Check(const std::string& tenant, const std::string& actor
   return PolicyDecision{false, "POLICY_DENIED"};
 }
 
-bool Policy::IsMutating(const std::string& method) const { return mutating_.contains(method); }
+bool Policy::IsReadOnly(const std::string& method) const { return read_only_.contains(method); }
 
 PolicyStore::PolicyStore(std::string path, Policy policy)
     : path_(std::move(path)), policy_(std::make_shared<const Policy>(std::move(policy))) {}
@@ -148,8 +149,8 @@ PolicyDecision PolicyStore::Check(const std::string& tenant, const std::string& 
   return std::atomic_load(&policy_)->Check(tenant, actor, method, credential_epoch);
 }
 
-bool PolicyStore::IsMutating(const std::string& method) {
-  return std::atomic_load(&policy_)->IsMutating(method);
+bool PolicyStore::IsReadOnly(const std::string& method) {
+  return std::atomic_load(&policy_)->IsReadOnly(method);
 }
 
 int64_t PolicyStore::reloads() const {

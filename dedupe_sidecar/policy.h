@@ -5,13 +5,17 @@
 //   allow    <tenant> <actor|*> <method|*>      may run the method
 //   revoke   <tenant> <actor|*> [below_epoch=N] credentials are revoked (all, or those
 //                                               issued under an epoch below N)
-//   mutating <method>                           a transparent-mode call to this method
-//                                               needs an idempotency key
+//   readonly <method>                           changes nothing: a transparent-mode call
+//                                               to it may come without an idempotency key
+//   mutating <method>                           deprecated, accepted and ignored: every
+//                                               method not listed readonly is mutating
 //
-// A command is allowed when an allow rule matches it and no revoke rule does. Every
-// Submit is checked, duplicates included, so idempotency never works around a
-// revocation. With no policy file every call is allowed (a development default that the
-// sidecar logs at startup).
+// A call is allowed when an allow rule matches it and no revoke rule does. Every call
+// the sidecar forwards is checked, keyed or not, duplicates included, so idempotency
+// never works around a revocation. The sidecar fails closed: a call without an
+// idempotency key is forwarded only to a method listed readonly, so with no policy file
+// (where every keyed call is allowed, a development default the sidecar logs at
+// startup) every unkeyed call is refused.
 //
 // PolicyStore reloads the file when its modification time or size changes; a file that
 // does not parse keeps the previous policy and the error is reported. Thread-safe.
@@ -44,7 +48,8 @@ class Policy {
 
   PolicyDecision Check(const std::string& tenant, const std::string& actor,
                        const std::string& method, int64_t credential_epoch) const;
-  bool IsMutating(const std::string& method) const;
+  // Listed `readonly`: safe to forward without an idempotency key.
+  bool IsReadOnly(const std::string& method) const;
 
  private:
   struct Allow {
@@ -57,7 +62,7 @@ class Policy {
   bool allow_all_ = false;
   std::vector<Allow> allows_;
   std::vector<Revoke> revokes_;
-  absl::flat_hash_set<std::string> mutating_;
+  absl::flat_hash_set<std::string> read_only_;
 };
 
 class PolicyStore {
@@ -67,7 +72,7 @@ class PolicyStore {
 
   PolicyDecision Check(const std::string& tenant, const std::string& actor,
                        const std::string& method, int64_t credential_epoch);
-  bool IsMutating(const std::string& method);
+  bool IsReadOnly(const std::string& method);
 
   // Reloads if the file changed. Returns the parse error of a bad new file (the old
   // policy stays); OK when nothing changed or the reload worked.

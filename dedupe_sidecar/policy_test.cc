@@ -38,16 +38,21 @@ TEST(PolicyTest, RevocationsWinOverAllows) {
   EXPECT_TRUE(policy->Check("acme", "bob", kTransfer, 1).allowed);
 }
 
-TEST(PolicyTest, MutatingMethodsAreListed) {
-  auto policy = Policy::Parse("mutating /eonce.ledger.v1.Ledger/Transfer\n");
+TEST(PolicyTest, OnlyMethodsListedReadOnlyAreReadOnly) {
+  auto policy = Policy::Parse(
+      "readonly /eonce.ledger.v1.Ledger/GetAccount\n"
+      "mutating /eonce.ledger.v1.Ledger/Transfer\n");
   ASSERT_TRUE(policy.ok());
-  EXPECT_TRUE(policy->IsMutating(kTransfer));
-  EXPECT_FALSE(policy->IsMutating("/eonce.ledger.v1.Ledger/GetAccount"));
+  EXPECT_TRUE(policy->IsReadOnly("/eonce.ledger.v1.Ledger/GetAccount"));
+  EXPECT_FALSE(policy->IsReadOnly(kTransfer));
+  EXPECT_FALSE(policy->IsReadOnly("/eonce.ledger.v1.Ledger/OpenAccount"));  // not listed
+  EXPECT_FALSE(Policy::AllowAll().IsReadOnly("/eonce.ledger.v1.Ledger/GetAccount"));
 }
 
 TEST(PolicyTest, MalformedLinesAreNamed) {
   const char* bad[] = {"allow acme alice", "allow * a /b.C/D", "revoke acme",
-                       "revoke acme a below_epoch=x", "mutating Transfer", "permit a b c"};
+                       "revoke acme a below_epoch=x", "mutating Transfer", "readonly Get",
+                       "permit a b c"};
   for (const char* text : bad) {
     auto policy = Policy::Parse(std::string("# ok\n") + text + "\n");
     EXPECT_EQ(policy.status().code(), absl::StatusCode::kInvalidArgument) << text;

@@ -215,10 +215,13 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
     const std::string method = context_->method();
     const std::string key = Metadata(*context_, kTransparentKeyHeader);
     if (key.empty()) {
-      if (refuse_unkeyed_ && policy_.IsMutating(method)) {
+      // Fails closed: without a key, only a method the policy lists readonly goes on.
+      if (refuse_unkeyed_ && !policy_.IsReadOnly(method)) {
         Finish(ToGrpcStatus(
             Error(absl::StatusCode::kFailedPrecondition, "IDEMPOTENCY_KEY_REQUIRED",
-                  absl::StrCat(method, " changes state: send an idempotency-key header")),
+                  absl::StrCat(method.substr(0, 256),
+                               " is not listed readonly in the sidecar's policy: send an "
+                               "idempotency-key header")),
             context_));
         return;
       }
@@ -277,8 +280,29 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
       Finish(ToGrpcStatus(caller.status(), context_));
       return;
     }
+    if (caller->tenant.empty()) {
+      deduper_.CountDenied();
+      Finish(ToGrpcStatus(Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY",
+                                "the caller has no tenant (client certificate or eonce-tenant)"),
+                          context_));
+      return;
+    }
+    // The same policy as for commands: a read is a call like any other.
+    PolicyDecision decision =
+        policy_.Check(caller->tenant, caller->actor, method, caller->credential_epoch);
+    if (!decision.allowed) {
+      deduper_.CountDenied();
+      LogWarn("pass-through refused", {{"tenant", caller->tenant},
+                                       {"actor", caller->actor},
+                                       {"operation", method.substr(0, 256)},
+                                       {"reason", decision.reason}});
+      Finish(ToGrpcStatus(Error(absl::StatusCode::kPermissionDenied, decision.reason,
+                                absl::StrCat("not allowed: ", decision.reason)),
+                          context_));
+      return;
+    }
     call.tenant = caller->tenant;
-    call.actor = Metadata(*context_, kActorHeader);
+    call.actor = caller->actor;
     call.deadline_ms = clock_.NowMs() + forward_timeout_ms_;
     upstream_.Forward(std::move(call), [this](ForwardReply reply) {
       if (reply.kind == ForwardReply::Kind::kAnswered ||
@@ -358,7 +382,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   std::unique_ptr<SidecarServer> s(new SidecarServer());
   EONCE_ASSIGN_OR_RETURN(s->policy_, PolicyStore::Open(options.policy_file));
   if (options.policy_file.empty()) {
-    LogWarn("no policy file: every tenant and actor may run every method");
+    LogWarn("no policy file: every tenant and actor may run every method with an "
+            "idempotency key; calls without one are refused (no method is listed readonly)");
   }
   s->filters_ = std::make_unique<RecordStoreFilters>(clock);
   auto families = RecordStore::ColumnFamilies(*s->filters_);

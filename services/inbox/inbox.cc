@@ -204,24 +204,29 @@ absl::StatusOr<v1::QueryOutcomeResponse> Inbox::QueryOutcome(const std::string& 
   return response;
 }
 
-absl::StatusOr<v1::ListEffectsResponse> Inbox::ListEffects(uint64_t after_seq, int limit) {
+absl::StatusOr<v1::ListEffectsResponse> Inbox::ListEffects(uint64_t after_seq, int limit,
+                                                           const std::string& tenant) {
   limit = std::clamp(limit <= 0 ? 1000 : limit, 1, 10000);
   v1::ListEffectsResponse response;
   // Read before the iterator: every effect up to it is already in the store.
   const uint64_t watermark = CommittedWatermark();
   std::unique_ptr<rocksdb::Iterator> it(
       store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kEffectsCf)));
-  for (it->Seek(SeqKey(after_seq + 1));
-       it->Valid() && response.effects_size() < limit && SeqOfKey(it->key()) <= watermark;
-       it->Next()) {
-    if (!response.add_effects()->ParseFromArray(it->value().data(),
-                                                static_cast<int>(it->value().size()))) {
+  int scanned = 0;
+  for (it->Seek(SeqKey(after_seq + 1)); it->Valid() && response.effects_size() < limit &&
+                                        SeqOfKey(it->key()) <= watermark &&
+                                        scanned < kMaxEffectsScanned;
+       it->Next(), ++scanned) {
+    v1::Effect effect;
+    if (!effect.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
       return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable effect");
     }
     response.set_last_seq(SeqOfKey(it->key()));
+    if (!tenant.empty() && effect.tenant() != tenant) continue;
+    *response.add_effects() = std::move(effect);
   }
   EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "list effects"));
-  if (response.effects_size() == 0) response.set_last_seq(after_seq);
+  if (response.last_seq() == 0) response.set_last_seq(after_seq);
   return response;
 }
 

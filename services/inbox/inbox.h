@@ -100,7 +100,13 @@ class Inbox {
   absl::StatusOr<v1::QueryOutcomeResponse> QueryOutcome(const std::string& tenant,
                                                        const std::string& command_id);
 
-  absl::StatusOr<v1::ListEffectsResponse> ListEffects(uint64_t after_seq, int limit);
+  // Effects after `after_seq`, at most `limit`. With `tenant`, only that tenant's: the
+  // sidecar names the caller's tenant on every call it forwards, so a tenant never reads
+  // another's effects through it. last_seq says where the next page starts (a page scans
+  // at most kMaxEffectsScanned entries).
+  absl::StatusOr<v1::ListEffectsResponse> ListEffects(uint64_t after_seq, int limit,
+                                                      const std::string& tenant = "");
+  static constexpr int kMaxEffectsScanned = 100'000;
 
   bool legacy_mode() const { return legacy_mode_; }
 

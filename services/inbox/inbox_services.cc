@@ -17,8 +17,11 @@ grpc::ServerUnaryReactor* OutcomeServiceImpl::QueryOutcome(
 grpc::ServerUnaryReactor* EffectsServiceImpl::ListEffects(
     grpc::CallbackServerContext* context, const v1::ListEffectsRequest* request,
     v1::ListEffectsResponse* response) {
-  return FinishUnary(context, inbox_.ListEffects(request->after_seq(), request->limit()),
-                    response);
+  // Through the sidecar the caller's tenant is always named: only its effects are shown.
+  CallIdentity identity = IdentityFromMetadata(*context);
+  return FinishUnary(context,
+                     inbox_.ListEffects(request->after_seq(), request->limit(), identity.tenant),
+                     response);
 }
 
 grpc::ServerUnaryReactor* RunMutation(

@@ -68,7 +68,7 @@ int FuzzPolicy(const uint8_t* data, size_t size) {
   PolicyDecision decision = policy->Check("acme", "alice", "/a.B/C", 3);
   Require(decision.allowed || decision.reason == "POLICY_DENIED" ||
           decision.reason == "CREDENTIAL_REVOKED");
-  (void)policy->IsMutating("/a.B/C");
+  (void)policy->IsReadOnly("/a.B/C");
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // The real sidecar in front of the real ledger, over real gRPC on loopback ports, with
 // real RocksDB data directories: through Submit and through transparent mode, with the
 // ledger in its idempotent and its legacy mode.
+#include <map>
 #include <memory>
 
 #include "common/clock.h"
@@ -47,7 +48,14 @@ class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
 
     std::string policy_path = testing::FreshDir("policy") + "/policy";
     FILE* f = fopen(policy_path.c_str(), "w");
-    fputs("allow acme * *\nmutating /eonce.ledger.v1.Ledger/Transfer\n", f);
+    fputs(
+        "allow acme * *\n"
+        "allow beta * /eonce.ledger.v1.Ledger/OpenAccount\n"
+        "allow beta * /eonce.v1.Effects/ListEffects\n"
+        "revoke acme mallory\n"
+        "readonly /eonce.ledger.v1.Ledger/GetAccount\n"
+        "readonly /eonce.v1.Effects/ListEffects\n",
+        f);
     fclose(f);
     SidecarServerOptions options;
     options.data_dir = testing::FreshDir("sidecar");
@@ -229,8 +237,9 @@ TEST_P(SidecarLedgerTest, TransparentModeDedupesByHeaderAndRefusesUnkeyedMutatio
     EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   }
   {
-    // Reads are not listed as mutating: they pass through.
+    // Reads listed readonly pass through without a key.
     grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "acme");
     ledger::v1::GetAccountRequest get;
     get.set_id("a");
     ledger::v1::Account account;
@@ -238,6 +247,117 @@ TEST_P(SidecarLedgerTest, TransparentModeDedupesByHeaderAndRefusesUnkeyedMutatio
     EXPECT_EQ(account.balance(), 990);
   }
   EXPECT_EQ(Balance("a"), 990);
+}
+
+// Every call the sidecar forwards is checked against identity and policy, keyed or not,
+// and a call without a key goes on only to a method the policy lists readonly.
+TEST_P(SidecarLedgerTest, PassThroughFailsClosed) {
+  auto get_account = [&](const std::string& tenant, const std::string& actor) {
+    grpc::ClientContext context;
+    if (!tenant.empty()) context.AddMetadata(kTenantHeader, tenant);
+    if (!actor.empty()) context.AddMetadata(kActorHeader, actor);
+    ledger::v1::GetAccountRequest get;
+    get.set_id("a");
+    ledger::v1::Account account;
+    grpc::Status status = transparent_->GetAccount(&context, get, &account);
+    return status.ok() ? std::string("OK") : FromGrpcStatus(status, &context).ToString();
+  };
+  EXPECT_EQ(get_account("acme", "alice"), "OK");  // the right identity reads
+  EXPECT_NE(get_account("beta", "bob").find("POLICY_DENIED"), std::string::npos);
+  EXPECT_NE(get_account("acme", "mallory").find("CREDENTIAL_REVOKED"), std::string::npos);
+  EXPECT_NE(get_account("", "").find("NO_IDENTITY"), std::string::npos);
+
+  // A mutation without a key is refused, whoever asks: nothing moves.
+  ledger::v1::TransferRequest t;
+  t.set_from("a");
+  t.set_to("b");
+  t.set_amount(10);
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "acme");
+    ledger::v1::TransferResponse none;
+    grpc::Status status = transparent_->Transfer(&context, t, &none);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  EXPECT_EQ(Balance("a"), 1000);
+
+  // Effects through the sidecar: each tenant sees its own only.
+  {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "beta");
+    context.AddMetadata("idempotency-key", "open-beta-1");
+    ledger::v1::OpenAccountRequest open;
+    open.set_id("beta-1");
+    open.set_initial_balance(5);
+    ledger::v1::Account account;
+    grpc::Status status = transparent_->OpenAccount(&context, open, &account);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  auto effects_seen_by = [&](const std::string& tenant) {
+    auto stub = v1::Effects::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(sidecar_->port()), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, tenant);
+    v1::ListEffectsRequest request;
+    request.set_limit(1000);
+    v1::ListEffectsResponse response;
+    grpc::Status status = stub->ListEffects(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    std::map<std::string, int> by_tenant;
+    for (const auto& e : response.effects()) by_tenant[e.tenant()]++;
+    return by_tenant;
+  };
+  auto beta = effects_seen_by("beta");
+  EXPECT_EQ(beta.size(), 1u);
+  EXPECT_EQ(beta["beta"], 1);
+  auto acme = effects_seen_by("acme");
+  EXPECT_EQ(acme.count("beta"), 0u);
+  EXPECT_EQ(acme["acme"], 2);  // the two accounts the fixture opened
+}
+
+// Without a policy file nothing is listed readonly: every unkeyed call is refused, reads
+// included, and keyed commands still run.
+TEST_P(SidecarLedgerTest, WithoutAPolicyFileUnkeyedCallsAreRefused) {
+  SidecarServerOptions options;
+  options.data_dir = testing::FreshDir("open-sidecar");
+  options.upstream_address = "127.0.0.1:" + std::to_string(ledger_->port());
+  options.deduper.lease_ms = 2'000;
+  options.deduper.forward_timeout_ms = 1'000;
+  options.deduper.outcome_query_timeout_ms = 500;
+  auto open = SidecarServer::Start(options, RealClock::Get());
+  ASSERT_TRUE(open.ok()) << open.status();
+  auto stub = ledger::v1::Ledger::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string((*open)->port()), grpc::InsecureChannelCredentials()));
+  ledger::v1::TransferRequest t;
+  t.set_from("a");
+  t.set_to("b");
+  t.set_amount(10);
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "acme");
+    ledger::v1::TransferResponse none;
+    EXPECT_EQ(stub->Transfer(&context, t, &none).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "acme");
+    ledger::v1::GetAccountRequest get;
+    get.set_id("a");
+    ledger::v1::Account account;
+    EXPECT_EQ(stub->GetAccount(&context, get, &account).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  EXPECT_EQ(Balance("a"), 1000);
+  {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "acme");
+    context.AddMetadata("idempotency-key", "keyed-transfer");
+    ledger::v1::TransferResponse moved;
+    ASSERT_TRUE(stub->Transfer(&context, t, &moved).ok());
+  }
+  EXPECT_EQ(Balance("a"), 990);
+  ASSERT_TRUE((*open)->Shutdown(1000).ok());
 }
 
 TEST_P(SidecarLedgerTest, LostAnswerIsRecoveredExactlyOrParkedByMode) {
