@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 
@@ -154,7 +155,12 @@ void HealthPort::SetServing(bool serving) {
 }
 
 void ApplyServerLimits(grpc::ServerBuilder& builder, int max_message_bytes,
-                       int max_concurrent_streams) {
+                       int max_concurrent_streams, int64_t memory_quota_bytes) {
+  if (memory_quota_bytes > 0) {
+    grpc::ResourceQuota quota("eonce-server");
+    quota.Resize(static_cast<size_t>(memory_quota_bytes));
+    builder.SetResourceQuota(quota);
+  }
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.SetMaxSendMessageSize(max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, max_concurrent_streams);

@@ -76,9 +76,10 @@ void SetServing(grpc::Server& server, HealthPort* health_port, bool serving);
 void StopServing(std::unique_ptr<grpc::Server>& server, std::unique_ptr<HealthPort>& health_port,
                  int64_t drain_ms);
 
-// The limits every server applies: message size and concurrent streams.
+// The limits every server applies: message size, concurrent streams, and (when
+// `memory_quota_bytes` > 0) a gRPC resource quota on the memory its calls may take.
 void ApplyServerLimits(grpc::ServerBuilder& builder, int max_message_bytes,
-                       int max_concurrent_streams);
+                       int max_concurrent_streams, int64_t memory_quota_bytes = 0);
 
 // Writes a single line "listening on <address>" for the scripts that start us.
 void AnnounceListening(const char* name, const std::string& address, int port);

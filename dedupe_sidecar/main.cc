@@ -31,6 +31,11 @@ ABSL_FLAG(bool, refuse_unkeyed_mutations, true,
           "transparent mode: refuse calls without idempotency-key to methods the policy does "
           "not list readonly (false forwards them unkeyed, without dedupe)");
 ABSL_FLAG(std::string, instance_id, "sidecar", "this sidecar's name as a lease owner");
+ABSL_FLAG(int32_t, max_in_flight, 1024,
+          "calls in flight at once; past it calls are refused (RESOURCE_EXHAUSTED, OVERLOADED)");
+ABSL_FLAG(int32_t, max_in_flight_per_tenant, 256,
+          "calls of one tenant in flight at once (RESOURCE_EXHAUSTED, TENANT_OVERLOADED)");
+ABSL_FLAG(int64_t, memory_quota_mb, 256, "memory gRPC may use for this server's calls");
 ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight calls may finish on SIGTERM");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus endpoint, host:port (e.g. 0.0.0.0:9100); empty: no endpoint");
@@ -57,6 +62,9 @@ int main(int argc, char** argv) {
   o.deduper.limits.max_request_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_bytes));
   o.max_message_bytes = static_cast<int>(o.deduper.limits.max_request_bytes) + (1 << 20);
   o.refuse_unkeyed_mutations = absl::GetFlag(FLAGS_refuse_unkeyed_mutations);
+  o.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  o.max_in_flight_per_tenant = absl::GetFlag(FLAGS_max_in_flight_per_tenant);
+  o.memory_quota_bytes = absl::GetFlag(FLAGS_memory_quota_mb) << 20;
   o.compaction_interval_ms = absl::GetFlag(FLAGS_compaction_interval_ms);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   eonce::ServerFlags shared = eonce::ServerFlagsFromFlags();

@@ -61,8 +61,13 @@ absl::Status Draining() {
 
 class SidecarServiceImpl : public v1::Sidecar::CallbackService {
  public:
-  SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining, WorkPool& pool)
-      : deduper_(deduper), clock_(clock), draining_(draining), pool_(pool) {}
+  SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining, WorkPool& pool,
+                     Admission& admission)
+      : deduper_(deduper),
+        clock_(clock),
+        draining_(draining),
+        pool_(pool),
+        admission_(admission) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
                                    const v1::SubmitRequest* request,
@@ -77,11 +82,20 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
       reactor->Finish(ToGrpcStatus(caller.status(), context));
       return reactor;
     }
+    // Before anything is written: one tenant's flood must not starve the others.
+    absl::StatusOr<Admission::Ticket> admitted = admission_.Admit(caller->tenant);
+    if (!admitted.ok()) {
+      reactor->Finish(ToGrpcStatus(admitted.status(), context));
+      return reactor;
+    }
+    auto ticket = std::make_shared<Admission::Ticket>(std::move(*admitted));
     bool posted = pool_.Post([this, caller = *std::move(caller), context, request, response,
-                              reactor] {
+                              reactor, ticket] {
       deduper_.Submit(caller, request->command(),
-                      [context, reactor, response](absl::StatusOr<v1::SubmitResponse> result) {
+                      [context, reactor, response,
+                       ticket](absl::StatusOr<v1::SubmitResponse> result) {
                         if (result.ok()) *response = std::move(*result);
+                        ticket->Release();
                         reactor->Finish(ToGrpcStatus(result.status(), context));
                       });
     });
@@ -117,6 +131,7 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
   Clock& clock_;
   std::atomic<bool>& draining_;
   WorkPool& pool_;
+  Admission& admission_;
 };
 
 class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
@@ -187,12 +202,13 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
  public:
   TransparentReactor(grpc::GenericCallbackServerContext* context, Deduper& deduper,
                      Upstream& upstream, PolicyStore& policy, Clock& clock, bool refuse_unkeyed,
-                     int64_t forward_timeout_ms, bool draining)
+                     int64_t forward_timeout_ms, bool draining, Admission& admission)
       : context_(context),
         deduper_(deduper),
         upstream_(upstream),
         policy_(policy),
         clock_(clock),
+        admission_(admission),
         refuse_unkeyed_(refuse_unkeyed),
         forward_timeout_ms_(forward_timeout_ms) {
     if (draining) {
@@ -242,6 +258,7 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
       Finish(ToGrpcStatus(caller.status(), context_));
       return;
     }
+    if (!Admit(caller->tenant)) return;
     deduper_.Submit(*caller, command, [this](absl::StatusOr<v1::SubmitResponse> result) {
       if (!result.ok()) {
         Finish(ToGrpcStatus(result.status(), context_));
@@ -301,6 +318,7 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
                           context_));
       return;
     }
+    if (!Admit(caller->tenant)) return;
     call.tenant = caller->tenant;
     call.actor = caller->actor;
     call.deadline_ms = clock_.NowMs() + forward_timeout_ms_;
@@ -314,11 +332,24 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
     });
   }
 
+  // Takes a place for this call (kept until the reactor is done), or answers the refusal.
+  bool Admit(const std::string& tenant) {
+    absl::StatusOr<Admission::Ticket> admitted = admission_.Admit(tenant);
+    if (!admitted.ok()) {
+      Finish(ToGrpcStatus(admitted.status(), context_));
+      return false;
+    }
+    ticket_ = std::move(*admitted);
+    return true;
+  }
+
   grpc::GenericCallbackServerContext* context_;
   Deduper& deduper_;
   Upstream& upstream_;
   PolicyStore& policy_;
   Clock& clock_;
+  Admission& admission_;
+  Admission::Ticket ticket_;
   const bool refuse_unkeyed_;
   const int64_t forward_timeout_ms_;
   grpc::ByteBuffer request_;
@@ -328,19 +359,21 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
 class TransparentService : public grpc::CallbackGenericService {
  public:
   TransparentService(Deduper& deduper, Upstream& upstream, PolicyStore& policy, Clock& clock,
-                     bool refuse_unkeyed, int64_t forward_timeout_ms, std::atomic<bool>& draining)
+                     bool refuse_unkeyed, int64_t forward_timeout_ms, std::atomic<bool>& draining,
+                     Admission& admission)
       : deduper_(deduper),
         upstream_(upstream),
         policy_(policy),
         clock_(clock),
         refuse_unkeyed_(refuse_unkeyed),
         forward_timeout_ms_(forward_timeout_ms),
-        draining_(draining) {}
+        draining_(draining),
+        admission_(admission) {}
 
   grpc::ServerGenericBidiReactor* CreateReactor(
       grpc::GenericCallbackServerContext* context) override {
     return new TransparentReactor(context, deduper_, upstream_, policy_, clock_, refuse_unkeyed_,
-                                  forward_timeout_ms_, draining_.load());
+                                  forward_timeout_ms_, draining_.load(), admission_);
   }
 
  private:
@@ -351,6 +384,7 @@ class TransparentService : public grpc::CallbackGenericService {
   const bool refuse_unkeyed_;
   const int64_t forward_timeout_ms_;
   std::atomic<bool>& draining_;
+  Admission& admission_;
 };
 
 }  // namespace
@@ -369,6 +403,14 @@ absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
         "forensic_retention_ms: must not be shorter than retention_ms");
   }
   EONCE_RETURN_IF_ERROR(ValidateDeduperOptions(o.deduper));
+  if (o.max_in_flight < 1 || o.max_in_flight_per_tenant < 1 ||
+      o.max_in_flight_per_tenant > o.max_in_flight) {
+    return absl::InvalidArgumentError(
+        "max_in_flight_per_tenant: must be at least 1 and at most max_in_flight");
+  }
+  if (o.memory_quota_bytes < (16ll << 20)) {
+    return absl::InvalidArgumentError("memory_quota_mb: must be at least 16");
+  }
   if (o.deduper.limits.max_request_bytes + 64 * 1024 > static_cast<size_t>(o.max_message_bytes)) {
     return absl::InvalidArgumentError(
         "max_message_bytes: must exceed max_request_bytes by at least 64 KiB of envelope");
@@ -404,17 +446,20 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   s->pool_ = std::make_unique<WorkPool>(64, 4096);
   s->deduper_ = std::make_unique<Deduper>(*s->records_, *s->audit_, *upstream, *s->policy_,
                                           clock, options.deduper, options.faults, s->pool_.get());
-  s->sidecar_service_ =
-      std::make_unique<SidecarServiceImpl>(*s->deduper_, clock, s->draining_, *s->pool_);
+  s->admission_ = std::make_unique<Admission>(options.max_in_flight,
+                                              options.max_in_flight_per_tenant);
+  s->sidecar_service_ = std::make_unique<SidecarServiceImpl>(*s->deduper_, clock, s->draining_,
+                                                             *s->pool_, *s->admission_);
   s->admin_service_ = std::make_unique<SidecarAdminImpl>(*s->deduper_, *s->audit_, clock);
   s->transparent_service_ = std::make_unique<TransparentService>(
       *s->deduper_, *upstream, *s->policy_, clock, options.refuse_unkeyed_mutations,
-      options.deduper.forward_timeout_ms, s->draining_);
+      options.deduper.forward_timeout_ms, s->draining_, *s->admission_);
 
   EnableStandardServices();
   grpc::ServerBuilder builder;
   EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, options.tls, &s->port_));
-  ApplyServerLimits(builder, options.max_message_bytes, options.max_concurrent_streams);
+  ApplyServerLimits(builder, options.max_message_bytes, options.max_concurrent_streams,
+                    options.memory_quota_bytes);
   builder.RegisterService(s->sidecar_service_.get());
   builder.RegisterService(s->admin_service_.get());
   builder.RegisterCallbackGenericService(s->transparent_service_.get());
@@ -477,6 +522,12 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
   out.push_back(CounterFamily("eonce_sidecar_authorization_denials_total",
                               "Submits refused by the policy or the caller's identity.",
                               {{{}, n(st.denied)}}));
+  out.push_back(CounterFamily("eonce_sidecar_admission_refused_total",
+                              "Calls refused because too many were in flight (in all or for "
+                              "their tenant); nothing was recorded.",
+                              {{{}, static_cast<double>(admission_->refused())}}));
+  out.push_back(GaugeFamily("eonce_sidecar_calls_in_flight", "Calls admitted and not yet answered.",
+                            {{{}, static_cast<double>(admission_->in_flight())}}));
   out.push_back(CounterFamily("eonce_sidecar_forwards_total", "Calls forwarded to the business.",
                               {{{}, n(st.forwards)}}));
   out.push_back(CounterFamily("eonce_sidecar_recovered_total",

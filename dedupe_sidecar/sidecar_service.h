@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
+#include "common/admission.h"
 #include "common/clock.h"
 #include "common/fault.h"
 #include "common/metrics.h"
@@ -46,6 +47,12 @@ struct SidecarServerOptions {
   bool refuse_unkeyed_mutations = true;
   int max_message_bytes = 4 << 20;
   int max_concurrent_streams = 1024;
+  // Calls in flight (Submit and transparent mode), in all and per tenant; past either a
+  // call is refused with RESOURCE_EXHAUSTED before anything is written (Admission).
+  int max_in_flight = 1024;
+  int max_in_flight_per_tenant = 256;
+  // The memory gRPC may use for this server's calls (a gRPC resource quota).
+  int64_t memory_quota_bytes = 256ll << 20;
   int64_t policy_reload_ms = 1'000;
   // How often every column family is compacted, so that expired records go even when no
   // writes arrive. 0 = leave it to RocksDB's periodic compaction.
@@ -108,6 +115,7 @@ class SidecarServer {
   std::unique_ptr<Upstream> owned_upstream_;
   // Submits and the work after each forward run here: synced writes off gRPC's threads.
   std::unique_ptr<WorkPool> pool_;
+  std::unique_ptr<Admission> admission_;
   std::unique_ptr<Deduper> deduper_;
   std::atomic<bool> draining_{false};
   std::unique_ptr<v1::Sidecar::CallbackService> sidecar_service_;
