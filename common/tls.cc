@@ -109,6 +109,34 @@ std::string TenantFromSpiffeId(absl::string_view spiffe_id) {
   return std::string(parts[2]);
 }
 
+std::string OperatorFromSpiffeId(absl::string_view spiffe_id) {
+  constexpr absl::string_view kScheme = "spiffe://";
+  if (!absl::StartsWith(spiffe_id, kScheme)) return "";
+  std::vector<absl::string_view> parts = absl::StrSplit(spiffe_id.substr(kScheme.size()), '/');
+  if (parts.size() != 5 || parts[0].empty() || parts[1] != "tenant" || parts[2].empty() ||
+      parts[3] != "operator") {
+    return "";
+  }
+  return std::string(parts[4]);
+}
+
+std::string CallerOperator(const grpc::ServerContextBase& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) {
+    const auto& metadata = context.client_metadata();
+    auto it = metadata.find(kOperatorHeader);
+    return it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+  }
+  std::set<std::string> operators;
+  for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_PEER_URI_PROPERTY_NAME}) {
+    for (const grpc::string_ref& uri : auth->FindPropertyValues(property)) {
+      std::string named = OperatorFromSpiffeId(absl::string_view(uri.data(), uri.size()));
+      if (!named.empty()) operators.insert(std::move(named));
+    }
+  }
+  return operators.size() == 1 ? *operators.begin() : "";
+}
+
 absl::StatusOr<std::string> CallerTenant(const grpc::ServerContextBase& context) {
   std::string claimed;
   const auto& metadata = context.client_metadata();

@@ -62,6 +62,15 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsF
 // id names none.
 std::string TenantFromSpiffeId(absl::string_view spiffe_id);
 
+// The operator named by a SPIFFE id "spiffe://domain/tenant/<tenant>/operator/<name>";
+// empty if the id names none.
+std::string OperatorFromSpiffeId(absl::string_view spiffe_id);
+
+// The operator a caller is: from its client certificate when it has one (a certificate
+// naming two operators names none), else the eonce-operator header (development mode,
+// where headers are trusted). Empty: not an operator.
+std::string CallerOperator(const grpc::ServerContextBase& context);
+
 // Who the caller acts for. For a caller authenticated by a client certificate: the
 // certificate's tenant (PERMISSION_DENIED if it names none, or if the eonce-tenant
 // header claims another). For a plaintext caller: the eonce-tenant header, possibly

@@ -625,9 +625,23 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
   return response;
 }
 
+absl::Status Deduper::RequireOperator(const Caller& caller) {
+  EONCE_RETURN_IF_ERROR(RequireTenant(caller));
+  if (policy_.IsOperator(caller.tenant, caller.operator_name)) return absl::OkStatus();
+  stats_.denied++;
+  LogWarn("operator call refused", {{"tenant", caller.tenant},
+                                    {"operator", caller.operator_name},
+                                    {"actor", caller.actor}});
+  return Error(absl::StatusCode::kPermissionDenied, "OPERATOR_REQUIRED",
+               caller.operator_name.empty()
+                   ? "this call needs an operator identity (a certificate naming "
+                     "spiffe://<domain>/tenant/<tenant>/operator/<name>)"
+                   : "the policy names no such operator for this tenant");
+}
+
 absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
     const Caller& caller, const v1::ResolveParkedRequest& request) {
-  EONCE_RETURN_IF_ERROR(RequireTenant(caller));
+  EONCE_RETURN_IF_ERROR(RequireOperator(caller));
   if (request.idempotency_key().empty() ||
       request.idempotency_key().size() > options_.limits.max_key_bytes) {
     return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
@@ -635,7 +649,7 @@ absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
   }
   Context ctx;
   ctx.caller = caller;
-  ctx.actor = caller.actor;
+  ctx.actor = absl::StrCat("operator:", caller.operator_name);
   std::string scoped = ScopedKey(caller.tenant, request.idempotency_key());
   StripedLocks::Guard guard = locks_.Lock({scoped});
   EONCE_ASSIGN_OR_RETURN(auto existing, store_.Get(caller.tenant, request.idempotency_key()));
@@ -665,7 +679,7 @@ absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
 }
 
 absl::StatusOr<v1::ListParkedResponse> Deduper::ListParked(const Caller& caller, int limit) {
-  EONCE_RETURN_IF_ERROR(RequireTenant(caller));
+  EONCE_RETURN_IF_ERROR(RequireOperator(caller));
   EONCE_ASSIGN_OR_RETURN(auto records, store_.ListParked(caller.tenant, limit));
   v1::ListParkedResponse response;
   for (const Record& record : records) {

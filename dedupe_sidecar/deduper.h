@@ -66,6 +66,9 @@ absl::Status ValidateDeduperOptions(const DeduperOptions& options);
 struct Caller {
   std::string tenant;
   std::string actor;
+  // The operator the caller proved it is (client certificate; a header in development
+  // mode); empty for everyone else.
+  std::string operator_name;
   int64_t credential_epoch = 0;  // the caller's current epoch, echoed in the fence
   int64_t deadline_ms = 0;       // absolute; 0 = none
   grpc::CallbackServerContext* context = nullptr;
@@ -115,6 +118,9 @@ class Deduper {
   const DeduperStats& stats() const { return stats_; }
   // Counts a caller refused at the transport boundary (identity, not policy).
   void CountDenied() { stats_.denied++; }
+  // PERMISSION_DENIED (OPERATOR_REQUIRED) unless the caller is an operator the policy
+  // names for its tenant; UNAUTHENTICATED without a tenant.
+  absl::Status RequireOperator(const Caller& caller);
   const DeduperOptions& options() const { return options_; }
 
  private:

@@ -418,18 +418,26 @@ TEST_F(DeduperTest, LegacyBusinessLeavesUnknownOutcomeParkedForAnOperator) {
   Caller op;
   op.tenant = "acme";
   op.actor = "operator";
+  Caller not_operator = op;
+  EXPECT_EQ(ReasonOf(deduper_->ListParked(not_operator, 10).status()), "OPERATOR_REQUIRED");
+  op.operator_name = "oncall";
   auto listed = deduper_->ListParked(op, 10);
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->records_size(), 1);
   EXPECT_EQ(listed->records(0).command_id(), "c1");
   Caller other_tenant;
   other_tenant.tenant = "globex";
+  other_tenant.operator_name = "oncall";
   EXPECT_EQ(deduper_->ListParked(other_tenant, 10)->records_size(), 0);
 
   v1::ResolveParkedRequest resolve;
   resolve.set_idempotency_key(c.idempotency_key());
   resolve.set_applied(true);
   resolve.mutable_result()->set_response("confirmed by the ledger team");
+  // Any workload of the tenant could free the key for a second forward: not without the
+  // operator role.
+  EXPECT_EQ(ReasonOf(deduper_->ResolveParked(not_operator, resolve).status()),
+            "OPERATOR_REQUIRED");
   ASSERT_TRUE(deduper_->ResolveParked(op, resolve).ok());
   auto after = Submit(c);
   ASSERT_TRUE(after.ok());

@@ -45,7 +45,9 @@ absl::StatusOr<Policy> Policy::Parse(const std::string& text) {
     auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat("policy line ", line_number, ": ", why));
     };
-    if (policy.allows_.size() + policy.revokes_.size() + policy.read_only_.size() >= kMaxRules) {
+    if (policy.allows_.size() + policy.revokes_.size() + policy.read_only_.size() +
+            policy.operators_.size() >=
+        kMaxRules) {
       return bad(absl::StrCat("more than ", kMaxRules, " rules"));
     }
     if (words[0] == "allow") {
@@ -65,6 +67,9 @@ absl::StatusOr<Policy> Policy::Parse(const std::string& text) {
         }
       }
       policy.revokes_.push_back(revoke);
+    } else if (words[0] == "operator") {
+      if (words.size() != 3 || words[1] == "*") return bad("operator takes <tenant> <name|*>");
+      policy.operators_.emplace_back(words[1], words[2]);
     } else if (words[0] == "readonly" || words[0] == "mutating") {
       if (words.size() != 2 || !absl::StartsWith(words[1], "/")) {
         return bad(absl::StrCat(words[0], " takes one /package.Service/Method"));
@@ -96,6 +101,15 @@ PolicyDecision Policy::Check(const std::string& tenant, const std::string& actor
 }
 
 bool Policy::IsReadOnly(const std::string& method) const { return read_only_.contains(method); }
+
+bool Policy::IsOperator(const std::string& tenant, const std::string& name) const {
+  if (name.empty()) return false;
+  if (allow_all_) return true;
+  for (const auto& [t, n] : operators_) {
+    if (t == tenant && Matches(n, name)) return true;
+  }
+  return false;
+}
 
 PolicyStore::PolicyStore(std::string path, Policy policy)
     : path_(std::move(path)), policy_(std::make_shared<const Policy>(std::move(policy))) {}
@@ -151,6 +165,10 @@ PolicyDecision PolicyStore::Check(const std::string& tenant, const std::string& 
 
 bool PolicyStore::IsReadOnly(const std::string& method) {
   return std::atomic_load(&policy_)->IsReadOnly(method);
+}
+
+bool PolicyStore::IsOperator(const std::string& tenant, const std::string& name) {
+  return std::atomic_load(&policy_)->IsOperator(tenant, name);
 }
 
 int64_t PolicyStore::reloads() const {

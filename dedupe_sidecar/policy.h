@@ -5,6 +5,9 @@
 //   allow    <tenant> <actor|*> <method|*>      may run the method
 //   revoke   <tenant> <actor|*> [below_epoch=N] credentials are revoked (all, or those
 //                                               issued under an epoch below N)
+//   operator <tenant> <name|*>                  may use SidecarAdmin (parked outcomes, the
+//                                               audit log) and the effect and outcome
+//                                               calls through the sidecar, for the tenant
 //   readonly <method>                           changes nothing: a transparent-mode call
 //                                               to it may come without an idempotency key
 //   mutating <method>                           deprecated, accepted and ignored: every
@@ -50,6 +53,9 @@ class Policy {
                        const std::string& method, int64_t credential_epoch) const;
   // Listed `readonly`: safe to forward without an idempotency key.
   bool IsReadOnly(const std::string& method) const;
+  // Whether `name` (a proven operator identity) may operate for `tenant`. Without a
+  // policy file any named operator may (development).
+  bool IsOperator(const std::string& tenant, const std::string& name) const;
 
  private:
   struct Allow {
@@ -63,6 +69,7 @@ class Policy {
   std::vector<Allow> allows_;
   std::vector<Revoke> revokes_;
   absl::flat_hash_set<std::string> read_only_;
+  std::vector<std::pair<std::string, std::string>> operators_;  // (tenant, name or *)
 };
 
 class PolicyStore {
@@ -73,6 +80,7 @@ class PolicyStore {
   PolicyDecision Check(const std::string& tenant, const std::string& actor,
                        const std::string& method, int64_t credential_epoch);
   bool IsReadOnly(const std::string& method);
+  bool IsOperator(const std::string& tenant, const std::string& name);
 
   // Reloads if the file changed. Returns the parse error of a bad new file (the old
   // policy stays); OK when nothing changed or the reload worked.

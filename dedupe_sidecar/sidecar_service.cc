@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/command.h"
@@ -43,6 +44,7 @@ absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clo
   Caller caller;
   caller.tenant = std::move(*tenant);
   caller.actor = Metadata(*context, kActorHeader);
+  caller.operator_name = CallerOperator(*context);
   absl::SimpleAtoi(Metadata(*context, kCredentialEpochHeader), &caller.credential_epoch);
   auto deadline = context->deadline();
   auto now = std::chrono::system_clock::now();
@@ -155,8 +157,8 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
     absl::StatusOr<v1::QueryAuditResponse> result;
     if (!caller.ok()) {
       result = caller.status();
-    } else if (caller->tenant.empty()) {
-      result = Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
+    } else if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) {
+      result = allowed;
     } else if (auto events = audit_.Query(caller->tenant, *request); !events.ok()) {
       result = events.status();
     } else {
@@ -171,10 +173,10 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
                                         const v1::VerifyAuditRequest* /*request*/,
                                         v1::VerifyAuditResponse* response) override {
     // The check walks the whole chain but answers only whether it holds and how long it
-    // is; still, only an identified caller may ask.
+    // is; still, only an operator may ask.
     absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
-    if (caller.ok() && caller->tenant.empty()) {
-      caller = Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
+    if (caller.ok()) {
+      if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) caller = allowed;
     }
     if (!caller.ok())
       return FinishUnary<v1::VerifyAuditResponse>(context, caller.status(), response);
@@ -303,6 +305,14 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
                                 "the caller has no tenant (client certificate or eonce-tenant)"),
                           context_));
       return;
+    }
+    // The business's own ledger and outcomes are an operator's business.
+    if (absl::StartsWith(method, "/eonce.v1.Effects/") ||
+        absl::StartsWith(method, "/eonce.v1.Outcome/")) {
+      if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) {
+        Finish(ToGrpcStatus(allowed, context_));
+        return;
+      }
     }
     // The same policy as for commands: a read is a call like any other.
     PolicyDecision decision =

@@ -20,6 +20,9 @@
 
 ABSL_FLAG(std::string, sidecar, "127.0.0.1:7100", "the sidecar's address");
 ABSL_FLAG(std::string, tenant, "", "the tenant to act within (required)");
+ABSL_FLAG(std::string, operator_name, "",
+          "who you are as an operator, without mutual TLS (development); with it, your "
+          "certificate says");
 ABSL_FLAG(std::string, command_id, "", "a command id");
 ABSL_FLAG(std::string, key, "", "an idempotency key");
 ABSL_FLAG(bool, applied, false, "resolve: the business did apply the command");
@@ -33,6 +36,9 @@ std::unique_ptr<grpc::ClientContext> Context() {
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   context->AddMetadata("eonce-tenant", absl::GetFlag(FLAGS_tenant));
   context->AddMetadata("eonce-actor", "sidecarctl");
+  if (!absl::GetFlag(FLAGS_operator_name).empty()) {
+    context->AddMetadata("eonce-operator", absl::GetFlag(FLAGS_operator_name));
+  }
   return context;
 }
 

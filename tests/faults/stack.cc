@@ -307,6 +307,7 @@ int ResolveParkedFromTheLedger(const std::string& sidecar_address,
   v1::ListParkedResponse parked;
   auto context = Context(5000);
   context->AddMetadata(kTenantHeader, "acme");
+  context->AddMetadata(kOperatorHeader, "kill-test");
   if (!admin->ListParked(context.get(), list, &parked).ok() || parked.records_size() == 0) {
     return 0;
   }
@@ -320,6 +321,7 @@ int ResolveParkedFromTheLedger(const std::string& sidecar_address,
     v1::ResolveParkedResponse response;
     auto call = Context(5000);
     call->AddMetadata(kTenantHeader, "acme");
+    call->AddMetadata(kOperatorHeader, "kill-test");
     resolved += admin->ResolveParked(call.get(), resolve, &response).ok();
   }
   return resolved;

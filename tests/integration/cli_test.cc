@@ -84,7 +84,12 @@ TEST_F(CliTest, OperatorToolsReportWhatHappened) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
-  std::string sidecar = " --sidecar=" + Address(sidecar_->port()) + " --tenant=acme ";
+  std::string sidecar =
+      " --sidecar=" + Address(sidecar_->port()) + " --tenant=acme --operator_name=oncall ";
+  ToolRun not_operator = Tool("dedupe_sidecar/sidecarctl --sidecar=" + Address(sidecar_->port()) +
+                              " --tenant=acme verify");
+  EXPECT_NE(not_operator.exit_code, 0) << not_operator.out;
+  EXPECT_NE(not_operator.out.find("operator"), std::string::npos) << not_operator.out;
   ToolRun verify = Tool("dedupe_sidecar/sidecarctl" + sidecar + "verify");
   EXPECT_EQ(verify.exit_code, 0) << verify.out;
   EXPECT_NE(verify.out.find("intact: 1 events"), std::string::npos) << verify.out;

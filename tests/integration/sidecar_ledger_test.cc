@@ -53,6 +53,8 @@ class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
         "allow beta * /eonce.ledger.v1.Ledger/OpenAccount\n"
         "allow beta * /eonce.v1.Effects/ListEffects\n"
         "revoke acme mallory\n"
+        "operator acme oncall\n"
+        "operator beta oncall\n"
         "readonly /eonce.ledger.v1.Ledger/GetAccount\n"
         "readonly /eonce.v1.Effects/ListEffects\n",
         f);
@@ -293,11 +295,21 @@ TEST_P(SidecarLedgerTest, PassThroughFailsClosed) {
     grpc::Status status = transparent_->OpenAccount(&context, open, &account);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
+  auto effects_stub = v1::Effects::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(sidecar_->port()), grpc::InsecureChannelCredentials()));
+  {
+    // The effect ledger is an operator's business.
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "acme");
+    v1::ListEffectsResponse response;
+    grpc::Status status = effects_stub->ListEffects(&context, v1::ListEffectsRequest(), &response);
+    EXPECT_EQ(ReasonOf(FromGrpcStatus(status, &context)), "OPERATOR_REQUIRED");
+  }
   auto effects_seen_by = [&](const std::string& tenant) {
-    auto stub = v1::Effects::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(sidecar_->port()), grpc::InsecureChannelCredentials()));
+    auto& stub = effects_stub;
     grpc::ClientContext context;
     context.AddMetadata(kTenantHeader, tenant);
+    context.AddMetadata(kOperatorHeader, "oncall");
     v1::ListEffectsRequest request;
     request.set_limit(1000);
     v1::ListEffectsResponse response;

@@ -19,6 +19,8 @@
 
 #include "common/clock.h"
 #include "common/command.h"
+#include "common/grpc_status.h"
+#include "common/status.h"
 #include "dedupe_sidecar/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
@@ -300,26 +302,42 @@ TEST_F(TlsTest, ReconcileAndAuditStayInsideTheTenant) {
     EXPECT_TRUE(s.ok()) << s.error_message();
     return response.state();
   };
-  auto audit = [&](const TlsFiles& who) {
+  // The audit log is an operator's: the certificate must name one.
+  TlsFiles acme_operator =
+      Issue(*pki_, "acme-oncall", "spiffe://eonce.test/tenant/acme/operator/oncall");
+  TlsFiles globex_operator =
+      Issue(*pki_, "globex-oncall", "spiffe://eonce.test/tenant/globex/operator/oncall");
+  auto audit_call = [&](const TlsFiles& who, v1::QueryAuditResponse* response) {
     auto stub = v1::SidecarAdmin::NewStub(FreshChannel(sidecar_->address(), Mtls(who)));
     v1::QueryAuditRequest request;
     request.set_command_id("open-carol");
-    v1::QueryAuditResponse response;
     auto context = Context();
-    grpc::Status s = stub->QueryAudit(context.get(), request, &response);
-    EXPECT_TRUE(s.ok()) << s.error_message();
+    context->AddMetadata(kOperatorHeader, "oncall");  // ignored: the certificate decides
+    grpc::Status s = stub->QueryAudit(context.get(), request, response);
+    return FromGrpcStatus(s, context.get());
+  };
+  auto audit = [&](const TlsFiles& who) {
+    v1::QueryAuditResponse response;
+    absl::Status s = audit_call(who, &response);
+    EXPECT_TRUE(s.ok()) << s;
     return response.events_size();
   };
+  {
+    v1::QueryAuditResponse response;
+    absl::Status refused = audit_call(acme_, &response);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+    EXPECT_EQ(ReasonOf(refused), "OPERATOR_REQUIRED");
+  }
   EXPECT_EQ(reconcile(acme_), v1::RECORD_COMMITTED);
   EXPECT_EQ(reconcile(globex_), v1::RECORD_NOT_SEEN);
   // The audit log is written in the background; acme's events show up shortly.
   int acme_events = 0;
   for (int i = 0; i < 100 && acme_events == 0; ++i) {
-    acme_events = audit(acme_);
+    acme_events = audit(acme_operator);
     if (acme_events == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_GT(acme_events, 0);
-  EXPECT_EQ(audit(globex_), 0);
+  EXPECT_EQ(audit(globex_operator), 0);
 }
 
 // A certificate revoked by its CA is refused once the CA's revocation list is in the

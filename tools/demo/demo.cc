@@ -557,6 +557,7 @@ int Run() {
         grpc::CreateChannel(p->address(), grpc::InsecureChannelCredentials()));
     auto context = Context();
     context->AddMetadata("eonce-tenant", "acme");
+    context->AddMetadata(kOperatorHeader, "demo");
     v1::ListParkedRequest request;
     request.set_limit(1000);
     v1::ListParkedResponse response;
