@@ -197,8 +197,10 @@ absl::StatusOr<std::vector<v1::AuditEvent>> AuditLog::Query(
   return events;
 }
 
-absl::StatusOr<v1::VerifyAuditResponse> AuditLog::Verify() {
+absl::StatusOr<v1::VerifyAuditResponse> AuditLog::Verify(uint64_t after_seq,
+                                                         uint32_t max_events) {
   EONCE_RETURN_IF_ERROR(Flush());
+  if (max_events == 0 || max_events > kMaxVerifyEvents) max_events = kMaxVerifyEvents;
   v1::VerifyAuditResponse response;
   response.set_ok(true);
   std::unique_ptr<rocksdb::Iterator> it(
@@ -207,7 +209,30 @@ absl::StatusOr<v1::VerifyAuditResponse> AuditLog::Verify() {
   uint64_t expected_seq = 0;
   std::string expected_prev;
   const int64_t now = clock_.NowMs();
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+  // Going on after an earlier call: its last event (if still within retention) anchors
+  // the link to this page.
+  if (after_seq > 0) {
+    it->Seek(SeqKey(after_seq));
+    v1::AuditEvent anchor;
+    Framed framed;
+    if (it->Valid() && SeqOf(absl::string_view(it->key().data(), it->key().size())) == after_seq &&
+        ParseEvent(absl::string_view(it->value().data(), it->value().size()), &anchor, &framed) &&
+        !framed.DroppedAt(now)) {
+      first = false;
+      expected_seq = after_seq + 1;
+      expected_prev = anchor.hash();
+    }
+  }
+  // Bounded by entries read, expired ones included, so one call costs at most that.
+  uint32_t scanned = 0;
+  uint64_t last_seq = after_seq;
+  for (after_seq > 0 ? it->Seek(SeqKey(after_seq + 1)) : it->SeekToFirst(); it->Valid();
+       it->Next()) {
+    if (scanned++ >= max_events) {
+      response.set_next_after_seq(last_seq);
+      break;
+    }
+    last_seq = SeqOf(absl::string_view(it->key().data(), it->key().size()));
     v1::AuditEvent event;
     Framed framed;
     uint64_t key_seq = SeqOf(absl::string_view(it->key().data(), it->key().size()));

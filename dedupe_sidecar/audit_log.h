@@ -45,8 +45,12 @@ class AuditLog {
   // Events of one command id or key within `tenant`, oldest first.
   absl::StatusOr<std::vector<v1::AuditEvent>> Query(const std::string& tenant,
                                                    const v1::QueryAuditRequest& request);
-  // Walks the stored chain and reports the first broken link.
-  absl::StatusOr<v1::VerifyAuditResponse> Verify();
+  // Walks the stored chain after `after_seq` (0: from the start) and reports the first
+  // broken link, checking at most `max_events` (bounded to kMaxVerifyEvents) events; the
+  // answer's next_after_seq says where to go on.
+  static constexpr uint32_t kMaxVerifyEvents = 100'000;
+  absl::StatusOr<v1::VerifyAuditResponse> Verify(uint64_t after_seq = 0,
+                                                 uint32_t max_events = kMaxVerifyEvents);
 
   uint64_t appended() const;
 

@@ -845,5 +845,30 @@ TEST_F(DeduperTest, AuditVerifyAnchorsAfterExpiredEventsAndStillCatchesDeletions
   EXPECT_EQ(broken->first_bad_seq(), 6u);
 }
 
+// VerifyAudit is bounded per call: page by page it checks every link, across the pages
+// too, and a deleted event is found in the page that holds it.
+TEST_F(DeduperTest, AuditVerifyGoesPageByPageAndFindsADeletionInALaterPage) {
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(Submit(Cmd("p" + std::to_string(i))).ok());
+  auto walk = [&](uint32_t page_size) {
+    uint64_t after = 0, checked = 0;
+    for (int page = 0; page < 100; ++page) {
+      auto r = audit_->Verify(after, page_size);
+      EXPECT_TRUE(r.ok());
+      checked += r->events_checked();
+      if (!r->ok()) return std::make_pair(checked, r->first_bad_seq());
+      if (r->next_after_seq() == 0) break;
+      after = r->next_after_seq();
+    }
+    return std::make_pair(checked, uint64_t{0});
+  };
+  EXPECT_EQ(walk(2), std::make_pair(uint64_t{7}, uint64_t{0}));
+  EXPECT_EQ(walk(100), std::make_pair(uint64_t{7}, uint64_t{0}));
+  std::string key(8, '\0');
+  key[7] = 6;
+  ASSERT_TRUE(rocks_->db()->Delete(rocksdb::WriteOptions(), rocks_->cf("audit"), key).ok());
+  auto broken = walk(2);
+  EXPECT_EQ(broken.second, 6u);  // found across a page boundary (pages of 2: 1-2, 3-4, 5-...)
+}
+
 }  // namespace
 }  // namespace eonce

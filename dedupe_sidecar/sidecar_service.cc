@@ -138,8 +138,8 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
 
 class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
  public:
-  SidecarAdminImpl(Deduper& deduper, AuditLog& audit, Clock& clock)
-      : deduper_(deduper), audit_(audit), clock_(clock) {}
+  SidecarAdminImpl(Deduper& deduper, AuditLog& audit, Clock& clock, WorkPool& pool)
+      : deduper_(deduper), audit_(audit), clock_(clock), pool_(pool) {}
 
   grpc::ServerUnaryReactor* ListParked(grpc::CallbackServerContext* context,
                                        const v1::ListParkedRequest* request,
@@ -170,7 +170,7 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   }
 
   grpc::ServerUnaryReactor* VerifyAudit(grpc::CallbackServerContext* context,
-                                        const v1::VerifyAuditRequest* /*request*/,
+                                        const v1::VerifyAuditRequest* request,
                                         v1::VerifyAuditResponse* response) override {
     // The check walks the whole chain but answers only whether it holds and how long it
     // is; still, only an operator may ask.
@@ -180,7 +180,22 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
     }
     if (!caller.ok())
       return FinishUnary<v1::VerifyAuditResponse>(context, caller.status(), response);
-    return FinishUnary(context, audit_.Verify(), response);
+    // A long scan: on the work pool, not on a gRPC thread, and bounded per call.
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    bool posted = pool_.Post([this, context, request, response, reactor] {
+      absl::StatusOr<v1::VerifyAuditResponse> result =
+          audit_.Verify(request->after_seq(), request->max_events());
+      if (result.ok()) *response = std::move(*result);
+      reactor->Finish(ToGrpcStatus(result.status(), context));
+    });
+    if (!posted) {
+      reactor->Finish(ToGrpcStatus(
+          WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
+                               "too much work in flight; try again"),
+                         100),
+          context));
+    }
+    return reactor;
   }
 
   grpc::ServerUnaryReactor* ResolveParked(grpc::CallbackServerContext* context,
@@ -197,6 +212,7 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   Deduper& deduper_;
   AuditLog& audit_;
   Clock& clock_;
+  WorkPool& pool_;
 };
 
 // One transparent-mode call: read the request, decide, write the answer.
@@ -460,7 +476,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
                                               options.max_in_flight_per_tenant);
   s->sidecar_service_ = std::make_unique<SidecarServiceImpl>(*s->deduper_, clock, s->draining_,
                                                              *s->pool_, *s->admission_);
-  s->admin_service_ = std::make_unique<SidecarAdminImpl>(*s->deduper_, *s->audit_, clock);
+  s->admin_service_ =
+      std::make_unique<SidecarAdminImpl>(*s->deduper_, *s->audit_, clock, *s->pool_);
   s->transparent_service_ = std::make_unique<TransparentService>(
       *s->deduper_, *upstream, *s->policy_, clock, options.refuse_unkeyed_mutations,
       options.deduper.forward_timeout_ms, s->draining_, *s->admission_);
