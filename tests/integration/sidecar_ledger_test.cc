@@ -126,6 +126,26 @@ class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
     return response;
   }
 
+  static ledger::v1::TransferRequest AToB(int64_t amount) {
+    ledger::v1::TransferRequest t;
+    t.set_from("a");
+    t.set_to("b");
+    t.set_amount(amount);
+    return t;
+  }
+
+  // Twice an unkeyed Transfer through a sidecar: refused each time, nothing moves.
+  void ExpectUnkeyedTransfersRefused(ledger::v1::Ledger::Stub& stub) {
+    for (int i = 0; i < 2; ++i) {
+      grpc::ClientContext context;
+      context.AddMetadata(kTenantHeader, "acme");
+      ledger::v1::TransferResponse none;
+      EXPECT_EQ(stub.Transfer(&context, AToB(10), &none).error_code(),
+                grpc::StatusCode::FAILED_PRECONDITION);
+    }
+    EXPECT_EQ(Balance("a"), 1000);
+  }
+
   int EffectsOf(const std::string& command_id) {
     grpc::ClientContext context;
     v1::ListEffectsRequest request;
@@ -270,18 +290,7 @@ TEST_P(SidecarLedgerTest, PassThroughFailsClosed) {
   EXPECT_NE(get_account("", "").find("NO_IDENTITY"), std::string::npos);
 
   // A mutation without a key is refused, whoever asks: nothing moves.
-  ledger::v1::TransferRequest t;
-  t.set_from("a");
-  t.set_to("b");
-  t.set_amount(10);
-  for (int i = 0; i < 2; ++i) {
-    grpc::ClientContext context;
-    context.AddMetadata(kTenantHeader, "acme");
-    ledger::v1::TransferResponse none;
-    grpc::Status status = transparent_->Transfer(&context, t, &none);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  }
-  EXPECT_EQ(Balance("a"), 1000);
+  ExpectUnkeyedTransfersRefused(*transparent_);
 
   // Effects through the sidecar: each tenant sees its own only.
   {
@@ -340,17 +349,7 @@ TEST_P(SidecarLedgerTest, WithoutAPolicyFileUnkeyedCallsAreRefused) {
   ASSERT_TRUE(open.ok()) << open.status();
   auto stub = ledger::v1::Ledger::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string((*open)->port()), grpc::InsecureChannelCredentials()));
-  ledger::v1::TransferRequest t;
-  t.set_from("a");
-  t.set_to("b");
-  t.set_amount(10);
-  for (int i = 0; i < 2; ++i) {
-    grpc::ClientContext context;
-    context.AddMetadata(kTenantHeader, "acme");
-    ledger::v1::TransferResponse none;
-    EXPECT_EQ(stub->Transfer(&context, t, &none).error_code(),
-              grpc::StatusCode::FAILED_PRECONDITION);
-  }
+  ExpectUnkeyedTransfersRefused(*stub);
   {
     grpc::ClientContext context;
     context.AddMetadata(kTenantHeader, "acme");
@@ -360,13 +359,12 @@ TEST_P(SidecarLedgerTest, WithoutAPolicyFileUnkeyedCallsAreRefused) {
     EXPECT_EQ(stub->GetAccount(&context, get, &account).error_code(),
               grpc::StatusCode::FAILED_PRECONDITION);
   }
-  EXPECT_EQ(Balance("a"), 1000);
   {
     grpc::ClientContext context;
     context.AddMetadata(kTenantHeader, "acme");
     context.AddMetadata("idempotency-key", "keyed-transfer");
     ledger::v1::TransferResponse moved;
-    ASSERT_TRUE(stub->Transfer(&context, t, &moved).ok());
+    ASSERT_TRUE(stub->Transfer(&context, AToB(10), &moved).ok());
   }
   EXPECT_EQ(Balance("a"), 990);
   ASSERT_TRUE((*open)->Shutdown(1000).ok());
