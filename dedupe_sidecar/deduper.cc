@@ -33,9 +33,11 @@ bool Finished(const Record& record) {
   return record.state() == Record::COMMITTED || record.state() == Record::FAILED;
 }
 
+}  // namespace
+
 // A key belongs to the command that first used it, with that command's payload. Another
 // payload or another command id under the key is a terminal conflict, never its answer.
-absl::Status CheckOwner(const Record& record, const std::string& command_id,
+absl::Status Deduper::CheckOwner(const Record& record, const std::string& command_id,
                         const std::string& payload_sha256) {
   if (!payload_sha256.empty() && record.payload_hash() != payload_sha256) {
     return Error(absl::StatusCode::kAlreadyExists, "IDEMPOTENCY_CONFLICT",
@@ -47,8 +49,6 @@ absl::Status CheckOwner(const Record& record, const std::string& command_id,
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 struct Deduper::Context {
   Caller caller;
@@ -71,25 +71,6 @@ struct Deduper::Begun {
   absl::StatusOr<v1::SubmitResponse> answer = absl::InternalError("unset");
   uint64_t token = 0;
 };
-
-absl::Status ValidateDeduperOptions(const DeduperOptions& o) {
-  if (o.forward_timeout_ms <= 0) {
-    return absl::InvalidArgumentError("forward_timeout_ms: must be positive");
-  }
-  if (o.outcome_query_timeout_ms <= 0) {
-    return absl::InvalidArgumentError("outcome_query_timeout_ms: must be positive");
-  }
-  int64_t needed = o.outcome_query_timeout_ms + o.forward_timeout_ms + DeduperOptions::kLeaseSlackMs;
-  if (o.lease_ms < needed) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lease_ms: ", o.lease_ms, " does not cover a recovery: an outcome query (",
-        "outcome_query_timeout_ms ", o.outcome_query_timeout_ms, "), a forward (forward_timeout_ms ",
-        o.forward_timeout_ms, ") and ", DeduperOptions::kLeaseSlackMs,
-        " ms for queueing and synced writes; raise --lease_ms to at least ", needed,
-        " or lower --forward_timeout_ms / --outcome_query_timeout_ms"));
-  }
-  return absl::OkStatus();
-}
 
 Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
                  Clock& clock, DeduperOptions options, FaultInjector* faults, WorkPool* executor)
@@ -560,85 +541,6 @@ void Deduper::OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
   ctx->Answer(answer);
 }
 
-absl::Status Deduper::RequireTenant(const Caller& caller) {
-  if (!caller.tenant.empty()) return absl::OkStatus();
-  return Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY", "the caller has no tenant");
-}
-
-absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
-                                                         const v1::ReconcileRequest& request) {
-  EONCE_RETURN_IF_ERROR(RequireTenant(caller));
-  std::string key = request.idempotency_key();
-  v1::ReconcileResponse response;
-  if (request.lookup_case() == v1::ReconcileRequest::kCommandId) {
-    if (request.command_id().empty() ||
-        request.command_id().size() > options_.limits.max_command_id_bytes) {
-      return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
-                   "command_id: 1..128 bytes");
-    }
-    EONCE_ASSIGN_OR_RETURN(auto found, store_.KeyOfCommand(caller.tenant, request.command_id()));
-    if (!found.has_value()) {
-      response.set_state(v1::RECORD_NOT_SEEN);
-      response.set_command_id(request.command_id());
-      return response;
-    }
-    key = *found;
-  } else if (key.empty() || key.size() > options_.limits.max_key_bytes) {
-    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
-                 "idempotency_key or command_id: required, within limits");
-  }
-  EONCE_ASSIGN_OR_RETURN(auto record, store_.Get(caller.tenant, key));
-  response.set_idempotency_key(key);
-  if (!record.has_value()) {
-    response.set_state(v1::RECORD_NOT_SEEN);
-    return response;
-  }
-  response.set_command_id(record->command_id());
-  response.set_payload_sha256(record->payload_hash());
-  if (absl::Status owner =
-          CheckOwner(*record, request.expect_command_id(), request.expect_payload_sha256());
-      !owner.ok()) {
-    stats_.conflicts++;
-    return owner;
-  }
-  response.mutable_replay()->set_first_seen_ms(record->first_seen_ms());
-  response.mutable_replay()->set_attempts(record->attempts());
-  switch (record->state()) {
-    case Record::STARTED:
-      response.set_state(v1::RECORD_PROCESSING);
-      break;
-    case Record::PARKED:
-      response.set_state(v1::RECORD_UNKNOWN_PARKED);
-      break;
-    case Record::COMMITTED:
-    case Record::FAILED:
-      if (record->tombstone()) {
-        response.set_state(v1::RECORD_EXPIRED);
-      } else {
-        response.set_state(record->state() == Record::COMMITTED ? v1::RECORD_COMMITTED : v1::RECORD_FAILED);
-        *response.mutable_result() = record->result();
-      }
-      break;
-    default:
-      return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "record in no state");
-  }
-  return response;
-}
-
-absl::Status Deduper::RequireOperator(const Caller& caller) {
-  EONCE_RETURN_IF_ERROR(RequireTenant(caller));
-  if (policy_.IsOperator(caller.tenant, caller.operator_name)) return absl::OkStatus();
-  stats_.denied++;
-  LogWarn("operator call refused", {{"tenant", caller.tenant},
-                                    {"operator", caller.operator_name},
-                                    {"actor", caller.actor}});
-  return Error(absl::StatusCode::kPermissionDenied, "OPERATOR_REQUIRED",
-               caller.operator_name.empty()
-                   ? "this call needs an operator identity (a certificate naming "
-                     "spiffe://<domain>/tenant/<tenant>/operator/<name>)"
-                   : "the policy names no such operator for this tenant");
-}
-
 absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
     const Caller& caller, const v1::ResolveParkedRequest& request) {
   EONCE_RETURN_IF_ERROR(RequireOperator(caller));
@@ -676,36 +578,6 @@ absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
     response.set_state(v1::RECORD_NOT_SEEN);
   }
   return response;
-}
-
-absl::StatusOr<v1::ListParkedResponse> Deduper::ListParked(const Caller& caller, int limit) {
-  EONCE_RETURN_IF_ERROR(RequireOperator(caller));
-  EONCE_ASSIGN_OR_RETURN(auto records, store_.ListParked(caller.tenant, limit));
-  v1::ListParkedResponse response;
-  for (const Record& record : records) {
-    v1::ParkedRecord* parked = response.add_records();
-    parked->set_idempotency_key(record.idempotency_key());
-    parked->set_command_id(record.command_id());
-    parked->set_target_method(record.operation());
-    parked->set_actor(record.actor());
-    parked->set_first_seen_ms(record.first_seen_ms());
-    parked->set_fencing_token(record.fencing_token());
-  }
-  return response;
-}
-
-v1::GetInfoResponse Deduper::Info() const {
-  v1::GetInfoResponse info;
-  internal::RetentionPromise promise = store_.retention_promise();
-  info.set_retention_ms(promise.advertised_ms());
-  info.set_configured_retention_ms(promise.configured_ms());
-  info.set_retention_full_from_ms(promise.full_from_ms());
-  info.set_forensic_retention_ms(store_.forensic_retention_ms());
-  info.set_lease_ms(options_.lease_ms);
-  info.set_max_key_bytes(static_cast<int64_t>(options_.limits.max_key_bytes));
-  info.set_max_request_bytes(static_cast<int64_t>(options_.limits.max_request_bytes));
-  info.set_version("eonce-sidecar/0.1.0");
-  return info;
 }
 
 }  // namespace eonce

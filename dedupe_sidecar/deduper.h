@@ -149,6 +149,11 @@ class Deduper {
              uint64_t token = 0);
   // UNAUTHENTICATED for a caller without a tenant.
   static absl::Status RequireTenant(const Caller& caller);
+  // A key belongs to the command that first used it, with that command's payload: a
+  // terminal conflict (IDEMPOTENCY_CONFLICT, KEY_REUSED) otherwise. Empty arguments are
+  // not compared.
+  static absl::Status CheckOwner(const Record& record, const std::string& command_id,
+                                 const std::string& payload_sha256);
   // Runs `work` on the executor if there is one (inline if it is full: an answer that
   // arrived must be handled).
   void Continue(std::function<void()> work);
