@@ -64,12 +64,13 @@ absl::Status Draining() {
 class SidecarServiceImpl : public v1::Sidecar::CallbackService {
  public:
   SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining, WorkPool& pool,
-                     Admission& admission)
+                     Admission& admission, bool identity_from_headers)
       : deduper_(deduper),
         clock_(clock),
         draining_(draining),
         pool_(pool),
-        admission_(admission) {}
+        admission_(admission),
+        identity_from_headers_(identity_from_headers) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
                                    const v1::SubmitRequest* request,
@@ -125,7 +126,9 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context,
                                     const v1::GetInfoRequest* /*request*/,
                                     v1::GetInfoResponse* response) override {
-    return FinishUnary(context, absl::StatusOr<v1::GetInfoResponse>(deduper_.Info()), response);
+    v1::GetInfoResponse info = deduper_.Info();
+    info.set_identity_from_headers(identity_from_headers_);
+    return FinishUnary(context, absl::StatusOr<v1::GetInfoResponse>(std::move(info)), response);
   }
 
  private:
@@ -133,6 +136,7 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
   Clock& clock_;
   std::atomic<bool>& draining_;
   WorkPool& pool_;
+  const bool identity_from_headers_;
   Admission& admission_;
 };
 
@@ -474,8 +478,13 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
                                           clock, options.deduper, options.faults, s->pool_.get());
   s->admission_ = std::make_unique<Admission>(options.max_in_flight,
                                               options.max_in_flight_per_tenant);
-  s->sidecar_service_ = std::make_unique<SidecarServiceImpl>(*s->deduper_, clock, s->draining_,
-                                                             *s->pool_, *s->admission_);
+  if (!options.tls.enabled()) {
+    LogWarn("NO MUTUAL TLS: identities are taken from request headers (eonce-tenant, "
+            "eonce-actor, eonce-operator, eonce-credential-epoch) and trusted as they are; "
+            "development only. GetInfo reports identity_from_headers=true");
+  }
+  s->sidecar_service_ = std::make_unique<SidecarServiceImpl>(
+      *s->deduper_, clock, s->draining_, *s->pool_, *s->admission_, !options.tls.enabled());
   s->admin_service_ =
       std::make_unique<SidecarAdminImpl>(*s->deduper_, *s->audit_, clock, *s->pool_);
   s->transparent_service_ = std::make_unique<TransparentService>(

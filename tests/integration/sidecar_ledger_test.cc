@@ -460,6 +460,7 @@ TEST_P(SidecarLedgerTest, GetInfoAdvertisesRetentionAndLimits) {
   ASSERT_TRUE(sidecar_stub_->GetInfo(&context, v1::GetInfoRequest(), &info).ok());
   EXPECT_EQ(info.retention_ms(), 7LL * 24 * 3600 * 1000);
   EXPECT_EQ(info.lease_ms(), 2'000);
+  EXPECT_TRUE(info.identity_from_headers());  // no mutual TLS here
   EXPECT_EQ(info.max_key_bytes(), 256);
 }
 

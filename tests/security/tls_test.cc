@@ -151,11 +151,13 @@ class TlsTest : public ::testing::Test {
     return stub->Submit(context.get(), request, &response);
   }
 
-  grpc::Status GetInfo(const std::shared_ptr<grpc::ChannelCredentials>& creds) {
+  grpc::Status GetInfo(const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                       v1::GetInfoResponse* response = nullptr) {
     auto stub = v1::Sidecar::NewStub(FreshChannel(sidecar_->address(), creds));
     auto context = Context(3000);
-    v1::GetInfoResponse response;
-    return stub->GetInfo(context.get(), v1::GetInfoRequest(), &response);
+    v1::GetInfoResponse ignored;
+    return stub->GetInfo(context.get(), v1::GetInfoRequest(),
+                         response != nullptr ? response : &ignored);
   }
 
   // The ground truth: how many effects the ledger recorded.
@@ -369,7 +371,9 @@ TEST_F(TlsTest, ARevokedCertificateIsRefused) {
   grpc::Status admitted = info(acme_);
   EXPECT_TRUE(admitted.ok()) << admitted.error_message();
   // Without the list the same certificate is fine: the refusal was the revocation's doing.
-  EXPECT_TRUE(GetInfo(Mtls(stolen)).ok());
+  v1::GetInfoResponse sidecar_info;
+  EXPECT_TRUE(GetInfo(Mtls(stolen), &sidecar_info).ok());
+  EXPECT_FALSE(sidecar_info.identity_from_headers());  // mutual TLS: identities are proven
   EXPECT_TRUE((*server)->Shutdown(1000).ok());
 }
 
