@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/command.h"
@@ -118,6 +119,22 @@ std::string OperatorFromSpiffeId(absl::string_view spiffe_id) {
     return "";
   }
   return std::string(parts[4]);
+}
+
+std::optional<int64_t> CertificateEpoch(const grpc::ServerContextBase& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return std::nullopt;
+  constexpr absl::string_view kPrefix = "urn:eonce:credential-epoch:";
+  std::set<int64_t> epochs;
+  for (const grpc::string_ref& uri : auth->FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME)) {
+    absl::string_view value(uri.data(), uri.size());
+    int64_t epoch = 0;
+    if (absl::StartsWith(value, kPrefix) &&
+        absl::SimpleAtoi(value.substr(kPrefix.size()), &epoch) && epoch > 0) {
+      epochs.insert(epoch);
+    }
+  }
+  return epochs.size() == 1 ? *epochs.begin() : 0;
 }
 
 std::string CallerOperator(const grpc::ServerContextBase& context) {

@@ -14,6 +14,7 @@
 #define EONCE_COMMON_TLS_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -65,6 +66,11 @@ std::string TenantFromSpiffeId(absl::string_view spiffe_id);
 // The operator named by a SPIFFE id "spiffe://domain/tenant/<tenant>/operator/<name>";
 // empty if the id names none.
 std::string OperatorFromSpiffeId(absl::string_view spiffe_id);
+
+// The credential epoch a client certificate carries, as a URI SAN
+// "urn:eonce:credential-epoch:<n>"; nullopt for a caller without a certificate (whose
+// epoch is whatever it says), 0 for a certificate that carries none (or two).
+std::optional<int64_t> CertificateEpoch(const grpc::ServerContextBase& context);
 
 // The operator a caller is: from its client certificate when it has one (a certificate
 // naming two operators names none), else the eonce-operator header (development mode,

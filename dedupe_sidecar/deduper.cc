@@ -173,8 +173,10 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
     return;
   }
 
-  PolicyDecision decision = policy_.Check(caller.tenant, ctx->actor, command.target_method(),
-                                          command.credential_epoch());
+  // Under mutual TLS the epoch is the certificate's: a caller cannot choose it.
+  PolicyDecision decision =
+      policy_.Check(caller.tenant, ctx->actor, command.target_method(),
+                    caller.certificate_epoch.value_or(command.credential_epoch()));
   if (!decision.allowed) {
     if (decision.reason == "CREDENTIAL_REVOKED" && options_.replay_after_revocation) {
       auto record = store_.Get(caller.tenant, command.idempotency_key());

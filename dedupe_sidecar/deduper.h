@@ -22,6 +22,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -70,6 +71,10 @@ struct Caller {
   // mode); empty for everyone else.
   std::string operator_name;
   int64_t credential_epoch = 0;  // the caller's current epoch, echoed in the fence
+  // The epoch its client certificate carries (mutual TLS): what revocations compare,
+  // whatever the command or a header says. Unset without a certificate (development),
+  // where the command's own epoch is compared.
+  std::optional<int64_t> certificate_epoch;
   int64_t deadline_ms = 0;       // absolute; 0 = none
   grpc::CallbackServerContext* context = nullptr;
 };

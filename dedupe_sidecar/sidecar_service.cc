@@ -45,6 +45,7 @@ absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clo
   caller.tenant = std::move(*tenant);
   caller.actor = Metadata(*context, kActorHeader);
   caller.operator_name = CallerOperator(*context);
+  caller.certificate_epoch = CertificateEpoch(*context);
   absl::SimpleAtoi(Metadata(*context, kCredentialEpochHeader), &caller.credential_epoch);
   auto deadline = context->deadline();
   auto now = std::chrono::system_clock::now();
@@ -336,7 +337,8 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
     }
     // The same policy as for commands: a read is a call like any other.
     PolicyDecision decision =
-        policy_.Check(caller->tenant, caller->actor, method, caller->credential_epoch);
+        policy_.Check(caller->tenant, caller->actor, method,
+                      caller->certificate_epoch.value_or(caller->credential_epoch));
     if (!decision.allowed) {
       deduper_.CountDenied();
       LogWarn("pass-through refused", {{"tenant", caller->tenant},

@@ -292,6 +292,46 @@ TEST_F(TlsTest, TheTenantComesFromTheCertificate) {
   EXPECT_EQ(Effects(), 1);
 }
 
+// The credential epoch that a revocation compares comes from the certificate
+// (urn:eonce:credential-epoch:<n>), not from the command or a header the caller writes.
+TEST_F(TlsTest, TheCredentialEpochComesFromTheCertificate) {
+  std::string policy = dir_ + "/epoch-policy";
+  std::ofstream(policy) << "allow acme * *\nrevoke acme teller below_epoch=3\n";
+  TlsFiles sidecar_files = sidecar_tls_;
+  sidecar_files.ca_file = sidecar_ca_;
+  std::vector<std::string> args = {
+      "--listen=127.0.0.1:0", "--data_dir=" + dir_ + "/sidecar-epoch",
+      "--upstream=" + ledger_->address(), "--lease_ms=2000", "--forward_timeout_ms=1000",
+      "--outcome_query_timeout_ms=500", "--policy_file=" + policy};
+  for (auto& a : TlsArgs(sidecar_files)) args.push_back(a);
+  auto sidecar = Process::Start("dedupe_sidecar/dedupe_sidecar", args, dir_ + "/sidecar-epoch.log");
+  ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+  auto submit = [&](const TlsFiles& who, const std::string& account) {
+    auto stub = v1::Sidecar::NewStub(FreshChannel((*sidecar)->address(), Mtls(who)));
+    auto context = Context();
+    context->AddMetadata(kCredentialEpochHeader, "9");  // claims, ignored under mTLS
+    v1::SubmitRequest request;
+    *request.mutable_command() = OpenAccount(account);
+    request.mutable_command()->set_credential_epoch(9);  // the spoof
+    FillPayloadHash(request.mutable_command());
+    v1::SubmitResponse response;
+    grpc::Status s = stub->Submit(context.get(), request, &response);
+    return FromGrpcStatus(s, context.get());
+  };
+  TlsFiles old_epoch = Issue(*pki_, "acme-epoch2",
+                             TenantId("acme", "agent") + ",URI:urn:eonce:credential-epoch:2");
+  TlsFiles no_epoch = acme_;
+  TlsFiles new_epoch = Issue(*pki_, "acme-epoch3",
+                             TenantId("acme", "agent") + ",URI:urn:eonce:credential-epoch:3");
+  absl::Status spoofed = submit(old_epoch, "eve");
+  EXPECT_EQ(spoofed.code(), absl::StatusCode::kPermissionDenied) << spoofed;
+  EXPECT_EQ(ReasonOf(spoofed), "CREDENTIAL_REVOKED");
+  EXPECT_EQ(ReasonOf(submit(no_epoch, "eve")), "CREDENTIAL_REVOKED");
+  absl::Status renewed = submit(new_epoch, "eve");
+  EXPECT_TRUE(renewed.ok()) << renewed;  // the negative control: the right credential works
+  EXPECT_EQ(Effects(), 1);
+}
+
 TEST_F(TlsTest, ReconcileAndAuditStayInsideTheTenant) {
   ASSERT_TRUE(Submit(Mtls(acme_), OpenAccount("carol")).ok());
   auto reconcile = [&](const TlsFiles& who) {
