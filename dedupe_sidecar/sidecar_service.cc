@@ -2,8 +2,6 @@
 
 #include <chrono>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/command.h"
@@ -12,55 +10,13 @@
 #include "common/server.h"
 #include "common/status.h"
 #include "common/tls.h"
+#include "dedupe_sidecar/caller.h"
 #include "dedupe_sidecar/grpc_upstream.h"
+#include "dedupe_sidecar/transparent_service.h"
 #include "grpcpp/server_builder.h"
-#include "grpcpp/support/byte_buffer.h"
 
 namespace eonce {
 namespace {
-
-constexpr char kReplayedHeader[] = "eonce-replayed";
-constexpr char kFirstSeenHeader[] = "eonce-first-seen-ms";
-
-std::string Metadata(const grpc::ServerContextBase& context, const char* name) {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find(name);
-  return it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
-}
-
-// Who is calling: the tenant from the client certificate (or, on a plaintext port, the
-// eonce-tenant header), the actor, the credential epoch and the deadline. Identity is
-// settled here, at the transport boundary; a caller whose certificate does not match the
-// tenant it claims is refused before anything is read or written.
-absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clock,
-                                Deduper& deduper) {
-  absl::StatusOr<std::string> tenant = CallerTenant(*context);
-  if (!tenant.ok()) {
-    deduper.CountDenied();
-    LogWarn("caller refused",
-            {{"reason", std::string(tenant.status().message())}, {"peer", context->peer()}});
-    return tenant.status();
-  }
-  Caller caller;
-  caller.tenant = std::move(*tenant);
-  caller.actor = Metadata(*context, kActorHeader);
-  caller.operator_name = CallerOperator(*context);
-  caller.certificate_epoch = CertificateEpoch(*context);
-  absl::SimpleAtoi(Metadata(*context, kCredentialEpochHeader), &caller.credential_epoch);
-  auto deadline = context->deadline();
-  auto now = std::chrono::system_clock::now();
-  if (deadline < now + std::chrono::hours(24 * 365)) {
-    caller.deadline_ms =
-        clock.NowMs() +
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-  }
-  caller.context = context;
-  return caller;
-}
-
-absl::Status Draining() {
-  return Error(absl::StatusCode::kUnavailable, "DRAINING", "the sidecar is shutting down");
-}
 
 class SidecarServiceImpl : public v1::Sidecar::CallbackService {
  public:
@@ -221,204 +177,6 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
 };
 
 // One transparent-mode call: read the request, decide, write the answer.
-class TransparentReactor : public grpc::ServerGenericBidiReactor {
- public:
-  TransparentReactor(grpc::GenericCallbackServerContext* context, Deduper& deduper,
-                     Upstream& upstream, PolicyStore& policy, Clock& clock, bool refuse_unkeyed,
-                     int64_t forward_timeout_ms, bool draining, Admission& admission)
-      : context_(context),
-        deduper_(deduper),
-        upstream_(upstream),
-        policy_(policy),
-        clock_(clock),
-        admission_(admission),
-        refuse_unkeyed_(refuse_unkeyed),
-        forward_timeout_ms_(forward_timeout_ms) {
-    if (draining) {
-      Finish(ToGrpcStatus(Draining(), context_));
-      return;
-    }
-    StartRead(&request_);
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message"));
-      return;
-    }
-    std::vector<grpc::Slice> slices;
-    std::string bytes;
-    if (request_.Dump(&slices).ok()) {
-      for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-    const std::string method = context_->method();
-    const std::string key = Metadata(*context_, kTransparentKeyHeader);
-    if (key.empty()) {
-      // Fails closed: without a key, only a method the policy lists readonly goes on.
-      if (refuse_unkeyed_ && !policy_.IsReadOnly(method)) {
-        Finish(ToGrpcStatus(
-            Error(absl::StatusCode::kFailedPrecondition, "IDEMPOTENCY_KEY_REQUIRED",
-                  absl::StrCat(method.substr(0, 256),
-                               " is not listed readonly in the sidecar's policy: send an "
-                               "idempotency-key header")),
-            context_));
-        return;
-      }
-      PassThrough(method, std::move(bytes));
-      return;
-    }
-    v1::Command command;
-    std::string command_id = Metadata(*context_, kCommandIdHeader);
-    command.set_command_id(command_id.empty() ? CommandIdOfKey(key) : command_id);
-    command.set_idempotency_key(key);
-    command.set_target_method(method);
-    command.set_request(std::move(bytes));
-    command.mutable_entity()->set_type("transparent");
-    command.mutable_entity()->set_id("call");
-    FillPayloadHash(&command);
-    absl::StatusOr<Caller> caller = CallerOf(context_, clock_, deduper_);
-    if (!caller.ok()) {
-      Finish(ToGrpcStatus(caller.status(), context_));
-      return;
-    }
-    if (!Admit(caller->tenant)) return;
-    deduper_.Submit(*caller, command, [this](absl::StatusOr<v1::SubmitResponse> result) {
-      if (!result.ok()) {
-        Finish(ToGrpcStatus(result.status(), context_));
-        return;
-      }
-      if (result->disposition() == v1::REPLAYED) {
-        context_->AddInitialMetadata(kReplayedHeader, "true");
-        context_->AddInitialMetadata(kFirstSeenHeader,
-                                     absl::StrCat(result->replay().first_seen_ms()));
-      }
-      Answer(result->result());
-    });
-  }
-
-  void OnWriteDone(bool /*ok*/) override {}
-  void OnDone() override { delete this; }
-
- private:
-  void Answer(const v1::CallResult& result) {
-    if (result.code() != 0) {
-      Finish(grpc::Status(static_cast<grpc::StatusCode>(result.code()), result.message(),
-                          result.error_details()));
-      return;
-    }
-    grpc::Slice slice(result.response());
-    response_ = grpc::ByteBuffer(&slice, 1);
-    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
-  }
-
-  void PassThrough(const std::string& method, std::string bytes) {
-    ForwardCall call;
-    call.method = method;
-    call.request = std::move(bytes);
-    absl::StatusOr<Caller> caller = CallerOf(context_, clock_, deduper_);
-    if (!caller.ok()) {
-      Finish(ToGrpcStatus(caller.status(), context_));
-      return;
-    }
-    if (caller->tenant.empty()) {
-      deduper_.CountDenied();
-      Finish(ToGrpcStatus(Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY",
-                                "the caller has no tenant (client certificate or eonce-tenant)"),
-                          context_));
-      return;
-    }
-    // The business's own ledger and outcomes are an operator's business.
-    if (absl::StartsWith(method, "/eonce.v1.Effects/") ||
-        absl::StartsWith(method, "/eonce.v1.Outcome/")) {
-      if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) {
-        Finish(ToGrpcStatus(allowed, context_));
-        return;
-      }
-    }
-    // The same policy as for commands: a read is a call like any other.
-    PolicyDecision decision =
-        policy_.Check(caller->tenant, caller->actor, method,
-                      caller->certificate_epoch.value_or(caller->credential_epoch));
-    if (!decision.allowed) {
-      deduper_.CountDenied();
-      LogWarn("pass-through refused", {{"tenant", caller->tenant},
-                                       {"actor", caller->actor},
-                                       {"operation", method.substr(0, 256)},
-                                       {"reason", decision.reason}});
-      Finish(ToGrpcStatus(Error(absl::StatusCode::kPermissionDenied, decision.reason,
-                                absl::StrCat("not allowed: ", decision.reason)),
-                          context_));
-      return;
-    }
-    if (!Admit(caller->tenant)) return;
-    call.tenant = caller->tenant;
-    call.actor = caller->actor;
-    call.deadline_ms = clock_.NowMs() + forward_timeout_ms_;
-    upstream_.Forward(std::move(call), [this](ForwardReply reply) {
-      if (reply.kind == ForwardReply::Kind::kAnswered ||
-          reply.kind == ForwardReply::Kind::kRefused) {
-        Answer(reply.result);
-      } else {
-        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, reply.detail));
-      }
-    });
-  }
-
-  // Takes a place for this call (kept until the reactor is done), or answers the refusal.
-  bool Admit(const std::string& tenant) {
-    absl::StatusOr<Admission::Ticket> admitted = admission_.Admit(tenant);
-    if (!admitted.ok()) {
-      Finish(ToGrpcStatus(admitted.status(), context_));
-      return false;
-    }
-    ticket_ = std::move(*admitted);
-    return true;
-  }
-
-  grpc::GenericCallbackServerContext* context_;
-  Deduper& deduper_;
-  Upstream& upstream_;
-  PolicyStore& policy_;
-  Clock& clock_;
-  Admission& admission_;
-  Admission::Ticket ticket_;
-  const bool refuse_unkeyed_;
-  const int64_t forward_timeout_ms_;
-  grpc::ByteBuffer request_;
-  grpc::ByteBuffer response_;
-};
-
-class TransparentService : public grpc::CallbackGenericService {
- public:
-  TransparentService(Deduper& deduper, Upstream& upstream, PolicyStore& policy, Clock& clock,
-                     bool refuse_unkeyed, int64_t forward_timeout_ms, std::atomic<bool>& draining,
-                     Admission& admission)
-      : deduper_(deduper),
-        upstream_(upstream),
-        policy_(policy),
-        clock_(clock),
-        refuse_unkeyed_(refuse_unkeyed),
-        forward_timeout_ms_(forward_timeout_ms),
-        draining_(draining),
-        admission_(admission) {}
-
-  grpc::ServerGenericBidiReactor* CreateReactor(
-      grpc::GenericCallbackServerContext* context) override {
-    return new TransparentReactor(context, deduper_, upstream_, policy_, clock_, refuse_unkeyed_,
-                                  forward_timeout_ms_, draining_.load(), admission_);
-  }
-
- private:
-  Deduper& deduper_;
-  Upstream& upstream_;
-  PolicyStore& policy_;
-  Clock& clock_;
-  const bool refuse_unkeyed_;
-  const int64_t forward_timeout_ms_;
-  std::atomic<bool>& draining_;
-  Admission& admission_;
-};
-
 }  // namespace
 
 absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {

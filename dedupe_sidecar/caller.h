@@ -1,0 +1,29 @@
+// How the sidecar's gRPC services settle who is calling, once, at the transport boundary.
+#ifndef EONCE_DEDUPE_SIDECAR_CALLER_H_
+#define EONCE_DEDUPE_SIDECAR_CALLER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "dedupe_sidecar/deduper.h"
+#include "grpcpp/server_context.h"
+
+namespace eonce {
+
+// A request header's value; empty when absent.
+std::string Metadata(const grpc::ServerContextBase& context, const char* name);
+
+// Who is calling: the tenant from the client certificate (or, on a plaintext port, the
+// eonce-tenant header), the actor, the operator, the credential epochs and the deadline.
+// A caller whose certificate does not match the tenant it claims is refused (counted as
+// denied) before anything is read or written.
+absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clock,
+                                Deduper& deduper);
+
+// The answer while the sidecar shuts down: UNAVAILABLE, reason DRAINING.
+absl::Status Draining();
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_CALLER_H_

@@ -1,0 +1,50 @@
+// Transparent mode: a caller without an agent calls the business method on the sidecar
+// itself. With an idempotency-key header the call is a command (the Deduper's contract);
+// without one it goes on only to a method the policy lists readonly, checked against the
+// caller's identity and the policy like any other call. Every call is admitted first.
+#ifndef EONCE_DEDUPE_SIDECAR_TRANSPARENT_SERVICE_H_
+#define EONCE_DEDUPE_SIDECAR_TRANSPARENT_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "common/admission.h"
+#include "common/clock.h"
+#include "dedupe_sidecar/deduper.h"
+#include "dedupe_sidecar/policy.h"
+#include "dedupe_sidecar/upstream.h"
+#include "grpcpp/generic/async_generic_service.h"
+
+namespace eonce {
+
+class TransparentService : public grpc::CallbackGenericService {
+ public:
+  TransparentService(Deduper& deduper, Upstream& upstream, PolicyStore& policy, Clock& clock,
+                     bool refuse_unkeyed, int64_t forward_timeout_ms, std::atomic<bool>& draining,
+                     Admission& admission)
+      : deduper_(deduper),
+        upstream_(upstream),
+        policy_(policy),
+        clock_(clock),
+        refuse_unkeyed_(refuse_unkeyed),
+        forward_timeout_ms_(forward_timeout_ms),
+        draining_(draining),
+        admission_(admission) {}
+
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override;
+
+ private:
+  Deduper& deduper_;
+  Upstream& upstream_;
+  PolicyStore& policy_;
+  Clock& clock_;
+  const bool refuse_unkeyed_;
+  const int64_t forward_timeout_ms_;
+  std::atomic<bool>& draining_;
+  Admission& admission_;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_TRANSPARENT_SERVICE_H_
