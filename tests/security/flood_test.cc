@@ -2,7 +2,6 @@
 // real server (gRPC on loopback, RocksDB in a test folder); its business is a stand-in
 // that holds every call of tenant "flood" until the test lets them go, so that the flood
 // really stays in flight.
-#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -49,6 +48,13 @@ class HoldingBusiness : public Upstream {
 
   size_t held() {
     absl::MutexLock lock(&mu_);
+    return held_.size();
+  }
+  // Waits (bounded) until at least `count` calls are held; returns how many are.
+  size_t WaitForHeld(size_t count, absl::Duration limit) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return held_.size() >= count; };
+    mu_.AwaitWithTimeout(absl::Condition(&enough), limit);
     return held_.size();
   }
   void ReleaseAll() {
@@ -100,26 +106,33 @@ TEST(FloodTest, OneTenantsFloodIsCappedWhileAnotherTenantsCommandsComplete) {
     absl::Notification done;
   };
   std::vector<std::unique_ptr<Call>> flood;
+  absl::Mutex answered_mu;
+  int answered = 0;
   for (int i = 0; i < kFlood; ++i) {
     auto call = std::make_unique<Call>();
     call->context.AddMetadata(kTenantHeader, "flood");
     call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     *call->request.mutable_command() = Command(absl::StrCat("flood-", i));
     Call* raw = call.get();
-    stub->async()->Submit(&raw->context, &raw->request, &raw->response, [raw](grpc::Status s) {
-      raw->status = std::move(s);
-      raw->done.Notify();
-    });
+    stub->async()->Submit(&raw->context, &raw->request, &raw->response,
+                          [raw, &answered_mu, &answered](grpc::Status s) {
+                            raw->status = std::move(s);
+                            raw->done.Notify();
+                            absl::MutexLock lock(&answered_mu);
+                            ++answered;
+                          });
     flood.push_back(std::move(call));
   }
   // The refused ones answer at once; the admitted ones wait in the business.
-  int refused = 0;
   std::vector<std::string> refused_ids;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (refused < kFlood - kPerTenant && std::chrono::steady_clock::now() < give_up) {
-    refused = 0;
-    for (auto& call : flood) refused += call->done.HasBeenNotified();
-    if (refused < kFlood - kPerTenant) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  int refused = 0;
+  {
+    absl::MutexLock lock(&answered_mu);
+    auto all_refused = [&]() ABSL_SHARED_LOCKS_REQUIRED(answered_mu) {
+      return answered >= kFlood - kPerTenant;
+    };
+    answered_mu.AwaitWithTimeout(absl::Condition(&all_refused), absl::Seconds(20));
+    refused = answered;
   }
   ASSERT_EQ(refused, kFlood - kPerTenant);
   for (auto& call : flood) {
@@ -130,7 +143,9 @@ TEST(FloodTest, OneTenantsFloodIsCappedWhileAnotherTenantsCommandsComplete) {
     EXPECT_TRUE(RetryAfterOf(status).has_value());
     refused_ids.push_back(call->request.command().command_id());
   }
-  EXPECT_EQ(business.held(), static_cast<size_t>(kPerTenant));
+  // The admitted ones reach the business once their intent is written.
+  EXPECT_EQ(business.WaitForHeld(kPerTenant, absl::Seconds(20)),
+            static_cast<size_t>(kPerTenant));
 
   // Meanwhile another tenant's commands go through, one after another.
   for (int i = 0; i < 20; ++i) {
@@ -166,9 +181,7 @@ TEST(FloodTest, OneTenantsFloodIsCappedWhileAnotherTenantsCommandsComplete) {
   v1::SubmitResponse response;
   std::thread release([&] {
     // Its forward is held like the others; let it go as soon as it arrives.
-    for (int i = 0; i < 2000 && business.held() == 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    business.WaitForHeld(1, absl::Seconds(2));
     business.ReleaseAll();
   });
   grpc::Status status = stub->Submit(&context, again, &response);
