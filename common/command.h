@@ -18,6 +18,9 @@ inline constexpr char kIdempotencyKeyHeader[] = "eonce-idempotency-key";
 inline constexpr char kTransparentKeyHeader[] = "idempotency-key";
 inline constexpr char kTenantHeader[] = "eonce-tenant";
 inline constexpr char kActorHeader[] = "eonce-actor";
+// The workload a plaintext (development) caller claims to be; with mutual TLS the
+// workload comes from the certificate and this header is ignored.
+inline constexpr char kWorkloadHeader[] = "eonce-workload";
 // The operator a plaintext (development) caller claims to be; with mutual TLS the
 // operator comes from the certificate and this header is ignored.
 inline constexpr char kOperatorHeader[] = "eonce-operator";

@@ -1,6 +1,7 @@
 #include "common/server.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cctype>
 #include <chrono>
@@ -82,6 +83,12 @@ void EnableStandardServices() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 }
 
+std::string UnixSocketPath(const std::string& address) {
+  if (absl::StartsWith(address, "unix://")) return address.substr(7);
+  if (absl::StartsWith(address, "unix:")) return address.substr(5);
+  return "";
+}
+
 absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& address,
                          const TlsFiles& tls, int* bound_port) {
   if (address.empty()) return absl::InvalidArgumentError("listen address is empty");
@@ -89,6 +96,11 @@ absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& addres
   if (!unix_socket && address.find(':') == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("listen address \"", address, "\" must be host:port or unix:/path"));
+  }
+  if (UnixSocketPath(address).size() > kMaxUnixSocketPathBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("listen address \"", address,
+                                                   "\": a unix socket path may have at most ",
+                                                   kMaxUnixSocketPathBytes, " bytes"));
   }
   EONCE_RETURN_IF_ERROR(ValidateTlsFiles(tls));
   builder.AddListeningPort(address, ServerCredentials(tls), unix_socket ? nullptr : bound_port);
@@ -100,6 +112,12 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> BuildAndServe(grpc::ServerBuilder&
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     return absl::UnavailableError(absl::StrCat("listen: cannot bind ", address));
+  }
+  // A unix socket is for this process's own user only (the containers of one pod share
+  // it): whoever can open it is trusted as a local caller.
+  if (std::string path = UnixSocketPath(address); !path.empty() &&
+                                                   chmod(path.c_str(), 0600) != 0) {
+    return absl::InternalError(absl::StrCat("listen: cannot restrict ", path, " to 0600"));
   }
   SetServing(*server, nullptr, true);
   return server;

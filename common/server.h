@@ -38,6 +38,12 @@ void ExitOnSecondSignal();
 // Adds health checking and server reflection to every server built after this call.
 void EnableStandardServices();
 
+// What the kernel takes for a unix socket's path (sun_path, less its terminating NUL).
+inline constexpr size_t kMaxUnixSocketPathBytes = 107;
+
+// The file of a "unix:/path" or "unix:///path" address; empty for any other address.
+std::string UnixSocketPath(const std::string& address);
+
 // Adds a listening port: "host:port" or "unix:/path", mutual TLS when `tls` is enabled.
 // `bound_port` receives the port.
 absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& address,

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/command.h"
+#include "common/metadata.h"
 #include "common/status.h"
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/create_channel.h"
@@ -121,6 +122,45 @@ std::string OperatorFromSpiffeId(absl::string_view spiffe_id) {
   return std::string(parts[4]);
 }
 
+std::string WorkloadFromSpiffeId(absl::string_view spiffe_id) {
+  constexpr absl::string_view kScheme = "spiffe://";
+  if (!absl::StartsWith(spiffe_id, kScheme)) return "";
+  std::vector<absl::string_view> parts = absl::StrSplit(spiffe_id.substr(kScheme.size()), '/');
+  if (parts.size() < 4 || parts[0].empty() || parts[1] != "tenant" || parts[2].empty()) return "";
+  if (parts.size() == 5 && parts[3] == "workload" && !parts[4].empty()) {
+    return std::string(parts[4]);
+  }
+  if (parts.size() == 4 && !parts[3].empty() && parts[3] != "workload" &&
+      parts[3] != "operator") {
+    return std::string(parts[3]);
+  }
+  return "";
+}
+
+namespace {
+
+// The one name the certificate's URI SANs give through `name_of`, or "" when they give
+// none or several.
+std::string OneNameFromCertificate(const grpc::AuthContext& auth,
+                                   std::string (*name_of)(absl::string_view)) {
+  std::set<std::string> names;
+  for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_PEER_URI_PROPERTY_NAME}) {
+    for (const grpc::string_ref& uri : auth.FindPropertyValues(property)) {
+      std::string named = name_of(absl::string_view(uri.data(), uri.size()));
+      if (!named.empty()) names.insert(std::move(named));
+    }
+  }
+  return names.size() == 1 ? *names.begin() : "";
+}
+
+}  // namespace
+
+std::string CallerWorkload(const grpc::ServerContextBase& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return RequestMetadata(context, kWorkloadHeader);
+  return OneNameFromCertificate(*auth, &WorkloadFromSpiffeId);
+}
+
 std::optional<int64_t> CertificateEpoch(const grpc::ServerContextBase& context) {
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return std::nullopt;
@@ -139,27 +179,12 @@ std::optional<int64_t> CertificateEpoch(const grpc::ServerContextBase& context) 
 
 std::string CallerOperator(const grpc::ServerContextBase& context) {
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth == nullptr || !auth->IsPeerAuthenticated()) {
-    const auto& metadata = context.client_metadata();
-    auto it = metadata.find(kOperatorHeader);
-    return it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
-  }
-  std::set<std::string> operators;
-  for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_PEER_URI_PROPERTY_NAME}) {
-    for (const grpc::string_ref& uri : auth->FindPropertyValues(property)) {
-      std::string named = OperatorFromSpiffeId(absl::string_view(uri.data(), uri.size()));
-      if (!named.empty()) operators.insert(std::move(named));
-    }
-  }
-  return operators.size() == 1 ? *operators.begin() : "";
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return RequestMetadata(context, kOperatorHeader);
+  return OneNameFromCertificate(*auth, &OperatorFromSpiffeId);
 }
 
 absl::StatusOr<std::string> CallerTenant(const grpc::ServerContextBase& context) {
-  std::string claimed;
-  const auto& metadata = context.client_metadata();
-  if (auto it = metadata.find(kTenantHeader); it != metadata.end()) {
-    claimed.assign(it->second.data(), it->second.size());
-  }
+  std::string claimed = RequestMetadata(context, kTenantHeader);
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return claimed;
   // Every URI SAN is looked at: a certificate that names two tenants names none.

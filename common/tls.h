@@ -7,8 +7,10 @@
 // certificate and its name; with a CRL directory, revoked certificates are refused too. With no files set, both sides fall back to plaintext (local
 // development only: the tenant then comes from the eonce-tenant header).
 //
-// The tenant of an authenticated caller comes from its certificate: a URI SAN of the form
-//   spiffe://<trust domain>/tenant/<tenant>[/<workload>...]
+// The identity of an authenticated caller comes from its certificate, a URI SAN of the form
+//   spiffe://<trust domain>/tenant/<tenant>/workload/<workload>   a workload (an agent, a service)
+//   spiffe://<trust domain>/tenant/<tenant>/operator/<name>       an operator
+// (the older spiffe://<trust domain>/tenant/<tenant>/<workload> names a workload too).
 // A header that claims another tenant is refused with PERMISSION_DENIED.
 #ifndef EONCE_COMMON_TLS_H_
 #define EONCE_COMMON_TLS_H_
@@ -66,6 +68,15 @@ std::string TenantFromSpiffeId(absl::string_view spiffe_id);
 // The operator named by a SPIFFE id "spiffe://domain/tenant/<tenant>/operator/<name>";
 // empty if the id names none.
 std::string OperatorFromSpiffeId(absl::string_view spiffe_id);
+
+// The workload named by a SPIFFE id "spiffe://domain/tenant/<tenant>/workload/<name>" (or
+// the older ".../tenant/<tenant>/<name>"); empty if the id names none.
+std::string WorkloadFromSpiffeId(absl::string_view spiffe_id);
+
+// The workload a caller is: from its client certificate when it has one (a certificate
+// naming two workloads names none), else the eonce-workload header (development mode,
+// where headers are trusted). Empty: the caller names no workload.
+std::string CallerWorkload(const grpc::ServerContextBase& context);
 
 // The credential epoch a client certificate carries, as a URI SAN
 // "urn:eonce:credential-epoch:<n>"; nullopt for a caller without a certificate (whose

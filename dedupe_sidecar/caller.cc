@@ -3,18 +3,14 @@
 #include <chrono>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/command.h"
 #include "common/log.h"
+#include "common/metadata.h"
 #include "common/status.h"
 #include "common/tls.h"
 
 namespace eonce {
-
-std::string Metadata(const grpc::ServerContextBase& context, const char* name) {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find(name);
-  return it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
-}
 
 absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clock,
                                 Deduper& deduper) {
@@ -27,10 +23,22 @@ absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clo
   }
   Caller caller;
   caller.tenant = std::move(*tenant);
-  caller.actor = Metadata(*context, kActorHeader);
+  caller.workload = CallerWorkload(*context);
+  caller.actor = RequestMetadata(*context, kActorHeader);
   caller.operator_name = CallerOperator(*context);
+  const size_t max_name_bytes = CommandLimits().max_actor_bytes;
+  for (const auto& [what, name] : {std::pair<const char*, const std::string*>{"workload", &caller.workload},
+                                   {"actor", &caller.actor},
+                                   {"operator", &caller.operator_name}}) {
+    if (name->size() > max_name_bytes) {
+      deduper.CountDenied();
+      return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                   absl::StrCat("the caller's ", what, " is longer than ", max_name_bytes,
+                                " bytes"));
+    }
+  }
   caller.certificate_epoch = CertificateEpoch(*context);
-  absl::SimpleAtoi(Metadata(*context, kCredentialEpochHeader), &caller.credential_epoch);
+  absl::SimpleAtoi(RequestMetadata(*context, kCredentialEpochHeader), &caller.credential_epoch);
   auto deadline = context->deadline();
   auto now = std::chrono::system_clock::now();
   if (deadline < now + std::chrono::hours(24 * 365)) {

@@ -11,11 +11,9 @@
 
 namespace eonce {
 
-// A request header's value; empty when absent.
-std::string Metadata(const grpc::ServerContextBase& context, const char* name);
-
-// Who is calling: the tenant from the client certificate (or, on a plaintext port, the
-// eonce-tenant header), the actor, the operator, the credential epochs and the deadline.
+// Who is calling: the tenant, the workload and the operator from the client certificate
+// (or, on a plaintext port, the eonce-tenant, eonce-workload and eonce-operator headers),
+// the actor it states, the credential epochs and the deadline.
 // A caller whose certificate does not match the tenant it claims is refused (counted as
 // denied) before anything is read or written.
 absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clock,

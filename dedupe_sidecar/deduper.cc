@@ -95,6 +95,7 @@ void Deduper::Audit(const Context& ctx, const char* decision, const std::string&
   event.set_idempotency_key(ctx.command.idempotency_key());
   event.set_tenant(ctx.caller.tenant);
   event.set_actor(ctx.actor);
+  event.set_workload(ctx.caller.workload);
   event.set_operation(ctx.command.target_method());
   event.set_payload_hash(ctx.command.payload_hash().sha256());
   event.set_fencing_token(token);
@@ -163,7 +164,8 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
                                    "; nothing was written")));
     return;
   }
-  ctx->actor = command.actor().empty() ? caller.actor : command.actor();
+  ctx->actor = EffectiveActor(caller.workload,
+                              command.actor().empty() ? caller.actor : command.actor());
   ctx->scoped_key = ScopedKey(caller.tenant, command.idempotency_key());
   if (!command.tenant().empty() && command.tenant() != caller.tenant) {
     stats_.denied++;
@@ -175,7 +177,7 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
 
   // Under mutual TLS the epoch is the certificate's: a caller cannot choose it.
   PolicyDecision decision =
-      policy_.Check(caller.tenant, ctx->actor, command.target_method(),
+      policy_.Check(caller.tenant, caller.workload, ctx->actor, command.target_method(),
                     caller.certificate_epoch.value_or(command.credential_epoch()));
   if (!decision.allowed) {
     if (decision.reason == "CREDENTIAL_REVOKED" && options_.replay_after_revocation) {
@@ -550,6 +552,10 @@ absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
       request.idempotency_key().size() > options_.limits.max_key_bytes) {
     return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
                  "idempotency_key: required, within limits");
+  }
+  if (request.operator_note().size() > kMaxOperatorNoteBytes) {
+    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                 absl::StrCat("operator_note: longer than ", kMaxOperatorNoteBytes, " bytes"));
   }
   Context ctx;
   ctx.caller = caller;

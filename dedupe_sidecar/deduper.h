@@ -66,6 +66,10 @@ absl::Status ValidateDeduperOptions(const DeduperOptions& options);
 // Who is calling, from the authenticated connection.
 struct Caller {
   std::string tenant;
+  // The workload its credential proves (a header in development mode); may be empty.
+  std::string workload;
+  // The actor it states (the eonce-actor header); a command's own actor comes first. The
+  // policy decides whether the workload may act for it.
   std::string actor;
   // The operator the caller proved it is (client certificate; a header in development
   // mode); empty for everyone else.
@@ -99,6 +103,9 @@ struct DeduperStats {
   std::atomic<int64_t> forwards{0};
   LatencyHistogram forward_latency;
 };
+
+// The longest note an operator may leave on a resolution (it is audited).
+inline constexpr size_t kMaxOperatorNoteBytes = 4096;
 
 class Deduper {
  public:

@@ -340,7 +340,7 @@ TEST_F(DeduperTest, CommandNamingAnotherTenantIsDenied) {
 }
 
 TEST_F(DeduperTest, AuthorizationIsCheckedOnEveryDuplicate) {
-  auto policy = Policy::Parse("allow acme alice /eonce.ledger.v1.Ledger/Transfer\n");
+  auto policy = Policy::Parse("act acme * *\nallow acme alice /eonce.ledger.v1.Ledger/Transfer\n");
   ASSERT_TRUE(policy.ok());
   policy_->Set(*policy);
   v1::Command c = Cmd("c1");
@@ -351,7 +351,7 @@ TEST_F(DeduperTest, AuthorizationIsCheckedOnEveryDuplicate) {
   bob.set_actor("bob");
   EXPECT_EQ(ReasonOf(Submit(bob).status()), "POLICY_DENIED");
 
-  policy_->Set(*Policy::Parse("allow acme alice *\nrevoke acme alice below_epoch=2\n"));
+  policy_->Set(*Policy::Parse("act acme * *\nallow acme alice *\nrevoke acme alice below_epoch=2\n"));
   auto duplicate = Submit(c);
   EXPECT_EQ(duplicate.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(ReasonOf(duplicate.status()), "CREDENTIAL_REVOKED");
@@ -369,6 +369,34 @@ TEST_F(DeduperTest, AuthorizationIsCheckedOnEveryDuplicate) {
   fresh.set_credential_epoch(1);
   FillPayloadHash(&fresh);
   EXPECT_EQ(ReasonOf(Submit(fresh).status()), "CREDENTIAL_REVOKED");
+}
+
+TEST_F(DeduperTest, AWorkloadStatesOnlyTheActorsThePolicyLetsItActFor) {
+  policy_->Set(*Policy::Parse("act acme payroll alice\nallow acme * *\n"));
+  Caller billing;
+  billing.tenant = "acme";
+  billing.workload = "billing";
+  v1::Command c = Cmd("c1");  // states actor alice
+  absl::Status spoofed = SubmitAs(billing, c).status();
+  EXPECT_EQ(spoofed.code(), absl::StatusCode::kPermissionDenied) << spoofed;
+  EXPECT_EQ(ReasonOf(spoofed), "ACTOR_NOT_PERMITTED");
+  // Nothing was written or forwarded, and the refusal is audited.
+  EXPECT_EQ(StateOf(c.idempotency_key()), v1::RECORD_NOT_SEEN);
+  EXPECT_EQ(upstream_.forwards(), 0u);
+  EXPECT_EQ(AuditDecisions("c1"), (std::vector<std::string>{"unauthorized"}));
+  // The actor header is a statement like the command's field.
+  v1::Command unstated = Cmd("c2");
+  unstated.clear_actor();
+  FillPayloadHash(&unstated);
+  Caller billing_for_alice = billing;
+  billing_for_alice.actor = "alice";
+  EXPECT_EQ(ReasonOf(SubmitAs(billing_for_alice, unstated).status()), "ACTOR_NOT_PERMITTED");
+  // The negative control: the workload named for alice, and billing acting as itself.
+  Caller payroll = billing;
+  payroll.workload = "payroll";
+  EXPECT_TRUE(SubmitAs(payroll, c).ok());
+  EXPECT_TRUE(SubmitAs(billing, unstated).ok());
+  EXPECT_EQ(upstream_.forwards(), 2u);
 }
 
 TEST_F(DeduperTest, RetentionThenTombstoneThenForgotten) {

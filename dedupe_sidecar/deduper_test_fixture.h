@@ -85,13 +85,18 @@ class DeduperTest : public ::testing::Test {
     return c;
   }
 
+  // Submits as workload "agent" of `tenant`.
   absl::StatusOr<v1::SubmitResponse> Submit(const v1::Command& command,
                                             const std::string& tenant = "acme") {
-    absl::StatusOr<v1::SubmitResponse> out = absl::InternalError("callback not run");
     Caller caller;
     caller.tenant = tenant;
-    caller.actor = "agent";
+    caller.workload = "agent";
     caller.credential_epoch = 3;
+    return SubmitAs(caller, command);
+  }
+
+  absl::StatusOr<v1::SubmitResponse> SubmitAs(const Caller& caller, const v1::Command& command) {
+    absl::StatusOr<v1::SubmitResponse> out = absl::InternalError("callback not run");
     deduper_->Submit(caller, command, [&](absl::StatusOr<v1::SubmitResponse> r) { out = r; });
     return out;
   }

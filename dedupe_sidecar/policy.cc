@@ -45,18 +45,22 @@ absl::StatusOr<Policy> Policy::Parse(const std::string& text) {
     auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat("policy line ", line_number, ": ", why));
     };
-    if (policy.allows_.size() + policy.revokes_.size() + policy.read_only_.size() +
+    if (policy.acts_.size() + policy.allows_.size() + policy.revokes_.size() + policy.read_only_.size() +
             policy.operators_.size() >=
         kMaxRules) {
       return bad(absl::StrCat("more than ", kMaxRules, " rules"));
     }
-    if (words[0] == "allow") {
+    if (words[0] == "act") {
+      if (words.size() != 4) return bad("act takes <tenant> <workload|*> <actor|*>");
+      if (words[1] == "*") return bad("act needs a tenant, not *");
+      policy.acts_.push_back(Act{words[1], words[2], words[3]});
+    } else if (words[0] == "allow") {
       if (words.size() != 4) return bad("allow takes <tenant> <actor|*> <method|*>");
       if (words[1] == "*") return bad("allow needs a tenant, not *");
       policy.allows_.push_back(Allow{words[1], words[2], words[3]});
     } else if (words[0] == "revoke") {
       if (words.size() != 3 && words.size() != 4) {
-        return bad("revoke takes <tenant> <actor|*> [below_epoch=N]");
+        return bad("revoke takes <tenant> <name|*> [below_epoch=N]");
       }
       Revoke revoke{words[1], words[2], 0};
       if (words.size() == 4) {
@@ -83,15 +87,26 @@ absl::StatusOr<Policy> Policy::Parse(const std::string& text) {
   return policy;
 }
 
-PolicyDecision Policy::Check(const std::string& tenant, const std::string& actor,
-                             const std::string& method, int64_t credential_epoch) const {
+PolicyDecision Policy::Check(const std::string& tenant, const std::string& workload,
+                             const std::string& actor, const std::string& method,
+                             int64_t credential_epoch) const {
   for (const Revoke& r : revokes_) {
-    if (r.tenant == tenant && Matches(r.actor, actor) &&
+    if (r.tenant == tenant && (Matches(r.actor, actor) || Matches(r.actor, workload)) &&
         (r.below_epoch == 0 || credential_epoch < r.below_epoch)) {
       return PolicyDecision{false, "CREDENTIAL_REVOKED"};
     }
   }
   if (allow_all_) return PolicyDecision{};
+  if (actor != workload) {
+    bool may_act = false;
+    for (const Act& a : acts_) {
+      if (a.tenant == tenant && Matches(a.workload, workload) && Matches(a.actor, actor)) {
+        may_act = true;
+        break;
+      }
+    }
+    if (!may_act) return PolicyDecision{false, "ACTOR_NOT_PERMITTED"};
+  }
   for (const Allow& a : allows_) {
     if (a.tenant == tenant && Matches(a.actor, actor) && Matches(a.method, method)) {
       return PolicyDecision{};
@@ -158,9 +173,10 @@ void PolicyStore::Set(Policy policy) {
   ++reloads_;
 }
 
-PolicyDecision PolicyStore::Check(const std::string& tenant, const std::string& actor,
-                                  const std::string& method, int64_t credential_epoch) {
-  return std::atomic_load(&policy_)->Check(tenant, actor, method, credential_epoch);
+PolicyDecision PolicyStore::Check(const std::string& tenant, const std::string& workload,
+                                  const std::string& actor, const std::string& method,
+                                  int64_t credential_epoch) {
+  return std::atomic_load(&policy_)->Check(tenant, workload, actor, method, credential_epoch);
 }
 
 bool PolicyStore::IsReadOnly(const std::string& method) {

@@ -1,10 +1,18 @@
-// Policy: who may run which operation, and which credentials are revoked.
+// Policy: which workload may act for which actor, who may run which operation, and which
+// credentials are revoked.
+//
+// Two identities make every call. The workload (an agent, a service) is proven by its
+// client certificate (spiffe://<domain>/tenant/<t>/workload/<w>). The actor (the person
+// or service on whose behalf the command was issued) is stated by the workload; a
+// workload that states none acts as itself.
 //
 // The policy file is plain text, one rule a line, `#` starts a comment:
 //
-//   allow    <tenant> <actor|*> <method|*>      may run the method
-//   revoke   <tenant> <actor|*> [below_epoch=N] credentials are revoked (all, or those
-//                                               issued under an epoch below N)
+//   act      <tenant> <workload|*> <actor|*>    the workload may state the actor
+//   allow    <tenant> <actor|*> <method|*>      the actor may run the method
+//   revoke   <tenant> <name|*> [below_epoch=N]  an actor's or a workload's credentials are
+//                                               revoked (all, or those whose certificate
+//                                               carries an epoch below N)
 //   operator <tenant> <name|*>                  may use SidecarAdmin (parked outcomes, the
 //                                               audit log) and the effect and outcome
 //                                               calls through the sidecar, for the tenant
@@ -13,12 +21,14 @@
 //   mutating <method>                           deprecated, accepted and ignored: every
 //                                               method not listed readonly is mutating
 //
-// A call is allowed when an allow rule matches it and no revoke rule does. Every call
-// the sidecar forwards is checked, keyed or not, duplicates included, so idempotency
-// never works around a revocation. The sidecar fails closed: a call without an
-// idempotency key is forwarded only to a method listed readonly, so with no policy file
-// (where every keyed call is allowed, a development default the sidecar logs at
-// startup) every unkeyed call is refused.
+// A call is allowed when the workload may act for its actor (an act rule, or the actor is
+// the workload itself), an allow rule matches the actor and the method, and no revoke rule
+// matches the actor or the workload. Every call the sidecar forwards is checked, keyed or
+// not, duplicates included, so idempotency never works around a revocation. The sidecar
+// fails closed: a call without an idempotency key is forwarded only to a method listed
+// readonly, so with no policy file (where every keyed call is allowed and every workload
+// may act for every actor, a development default the sidecar logs at startup) every
+// unkeyed call is refused.
 //
 // PolicyStore reloads the file when its modification time or size changes; a file that
 // does not parse keeps the previous policy and the error is reported. Thread-safe.
@@ -38,9 +48,15 @@ namespace eonce {
 
 struct PolicyDecision {
   bool allowed = true;
-  // "POLICY_DENIED" or "CREDENTIAL_REVOKED" when not allowed.
+  // "ACTOR_NOT_PERMITTED", "POLICY_DENIED" or "CREDENTIAL_REVOKED" when not allowed.
   std::string reason;
 };
+
+// The actor a call is made for: the one the workload states, else the workload itself.
+inline const std::string& EffectiveActor(const std::string& workload,
+                                         const std::string& stated_actor) {
+  return stated_actor.empty() ? workload : stated_actor;
+}
 
 class Policy {
  public:
@@ -49,8 +65,11 @@ class Policy {
   // INVALID_ARGUMENT naming the line for a malformed file.
   static absl::StatusOr<Policy> Parse(const std::string& text);
 
-  PolicyDecision Check(const std::string& tenant, const std::string& actor,
-                       const std::string& method, int64_t credential_epoch) const;
+  // `actor` is the effective actor (EffectiveActor); `credential_epoch` the one the
+  // workload's certificate carries (what it states, in development mode).
+  PolicyDecision Check(const std::string& tenant, const std::string& workload,
+                       const std::string& actor, const std::string& method,
+                       int64_t credential_epoch) const;
   // Listed `readonly`: safe to forward without an idempotency key.
   bool IsReadOnly(const std::string& method) const;
   // Whether `name` (a proven operator identity) may operate for `tenant`. Without a
@@ -58,6 +77,9 @@ class Policy {
   bool IsOperator(const std::string& tenant, const std::string& name) const;
 
  private:
+  struct Act {
+    std::string tenant, workload, actor;
+  };
   struct Allow {
     std::string tenant, actor, method;
   };
@@ -66,6 +88,7 @@ class Policy {
     int64_t below_epoch = 0;  // 0: every epoch
   };
   bool allow_all_ = false;
+  std::vector<Act> acts_;
   std::vector<Allow> allows_;
   std::vector<Revoke> revokes_;
   absl::flat_hash_set<std::string> read_only_;
@@ -77,8 +100,9 @@ class PolicyStore {
   // An empty path: allow everything, never reload.
   static absl::StatusOr<std::unique_ptr<PolicyStore>> Open(const std::string& path);
 
-  PolicyDecision Check(const std::string& tenant, const std::string& actor,
-                       const std::string& method, int64_t credential_epoch);
+  PolicyDecision Check(const std::string& tenant, const std::string& workload,
+                       const std::string& actor, const std::string& method,
+                       int64_t credential_epoch);
   bool IsReadOnly(const std::string& method);
   bool IsOperator(const std::string& tenant, const std::string& name);
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/command.h"
@@ -229,8 +230,12 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   s->audit_ = std::make_unique<AuditLog>(*s->rocks_, clock, options.audit_retention_ms);
   Upstream* upstream = options.upstream;
   if (upstream == nullptr) {
-    s->owned_upstream_ = std::make_unique<GrpcUpstream>(options.upstream_address, options.tls,
-                                                        clock, options.max_message_bytes);
+    // A business on a unix socket is reached in the pod's shared volume, which only its
+    // containers mount and the socket's file mode guards; TLS adds nothing there.
+    const bool local_socket = absl::StartsWith(options.upstream_address, "unix:");
+    s->owned_upstream_ = std::make_unique<GrpcUpstream>(
+        options.upstream_address, local_socket ? TlsFiles() : options.tls, clock,
+        options.max_message_bytes);
     upstream = s->owned_upstream_.get();
   }
   s->pool_ = std::make_unique<WorkPool>(64, 4096);
@@ -240,7 +245,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
                                               options.max_in_flight_per_tenant);
   if (!options.tls.enabled()) {
     LogWarn("NO MUTUAL TLS: identities are taken from request headers (eonce-tenant, "
-            "eonce-actor, eonce-operator, eonce-credential-epoch) and trusted as they are; "
+            "eonce-workload, eonce-actor, eonce-operator, eonce-credential-epoch) and trusted as they are; "
             "development only. GetInfo reports identity_from_headers=true");
   }
   s->sidecar_service_ = std::make_unique<SidecarServiceImpl>(

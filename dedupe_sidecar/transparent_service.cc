@@ -8,6 +8,7 @@
 #include "common/command.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/metadata.h"
 #include "common/status.h"
 #include "dedupe_sidecar/caller.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -50,7 +51,7 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
       for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
     }
     const std::string method = context_->method();
-    const std::string key = Metadata(*context_, kTransparentKeyHeader);
+    const std::string key = RequestMetadata(*context_, kTransparentKeyHeader);
     if (key.empty()) {
       // Fails closed: without a key, only a method the policy lists readonly goes on.
       if (refuse_unkeyed_ && !policy_.IsReadOnly(method)) {
@@ -66,7 +67,7 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
       return;
     }
     v1::Command command;
-    std::string command_id = Metadata(*context_, kCommandIdHeader);
+    std::string command_id = RequestMetadata(*context_, kCommandIdHeader);
     command.set_command_id(command_id.empty() ? CommandIdOfKey(key) : command_id);
     command.set_idempotency_key(key);
     command.set_target_method(method);
@@ -134,13 +135,15 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
       }
     }
     // The same policy as for commands: a read is a call like any other.
+    const std::string& actor = EffectiveActor(caller->workload, caller->actor);
     PolicyDecision decision =
-        policy_.Check(caller->tenant, caller->actor, method,
+        policy_.Check(caller->tenant, caller->workload, actor, method,
                       caller->certificate_epoch.value_or(caller->credential_epoch));
     if (!decision.allowed) {
       deduper_.CountDenied();
       LogWarn("pass-through refused", {{"tenant", caller->tenant},
-                                       {"actor", caller->actor},
+                                       {"workload", caller->workload},
+                                       {"actor", actor},
                                        {"operation", method.substr(0, 256)},
                                        {"reason", decision.reason}});
       Finish(ToGrpcStatus(Error(absl::StatusCode::kPermissionDenied, decision.reason,
@@ -150,7 +153,7 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
     }
     if (!Admit(caller->tenant)) return;
     call.tenant = caller->tenant;
-    call.actor = caller->actor;
+    call.actor = actor;
     call.deadline_ms = clock_.NowMs() + forward_timeout_ms_;
     upstream_.Forward(std::move(call), [this](ForwardReply reply) {
       if (reply.kind == ForwardReply::Kind::kAnswered ||

@@ -327,7 +327,9 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
   EONCE_RETURN_IF_ERROR(ValidateName(options.tenant, options.limits.max_tenant_bytes, "tenant"));
   EONCE_RETURN_IF_ERROR(ValidateTlsFiles(options.tls));
-  EONCE_RETURN_IF_ERROR(ValidateName(options.actor, options.limits.max_actor_bytes, "actor"));
+  if (!options.actor.empty()) {
+    EONCE_RETURN_IF_ERROR(ValidateName(options.actor, options.limits.max_actor_bytes, "actor"));
+  }
   const RetryOptions& retry = options.replay.retry;
   EONCE_RETURN_IF_ERROR(ValidateReplayerOptions(options.replay));
   if (options.replay.max_in_flight < 1 || options.replay.max_in_flight > 4096) {

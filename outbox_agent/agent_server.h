@@ -33,7 +33,9 @@ struct AgentServerOptions {
   std::string listen_address = "127.0.0.1:0";
   std::string data_dir;
   std::string tenant;
-  std::string actor = "agent";
+  // The actor the agent states for commands that name none; empty: none, so the workload
+  // its certificate names acts as itself.
+  std::string actor;
   int64_t initial_epoch = 1;
   std::string credential_file;
   // service=address pairs, and the sidecar for everything else.

@@ -65,10 +65,7 @@ class AgentServerTest : public ::testing::Test {
 
 TEST_F(AgentServerTest, ServesOnAUnixSocketAndRefusesASecondAgentOnTheSameData) {
   AgentServerOptions options = Options();
-  // A unix socket path must stay under 108 bytes, shorter than the test's temp folder.
-  char folder[] = "/tmp/eonce-sock-XXXXXX";
-  ASSERT_NE(mkdtemp(folder), nullptr);
-  std::string socket = std::string(folder) + "/agent.sock";
+  std::string socket = testing::SocketDir() + "/agent.sock";
   options.listen_address = "unix:" + socket;
   auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
   ASSERT_TRUE(agent.ok()) << agent.status();

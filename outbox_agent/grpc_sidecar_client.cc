@@ -27,7 +27,7 @@ constexpr int kMaxMessageBytes = 8 << 20;
 
 void AddSession(grpc::ClientContext* context, const Session& session) {
   context->AddMetadata(kTenantHeader, session.tenant);
-  context->AddMetadata(kActorHeader, session.actor);
+  if (!session.actor.empty()) context->AddMetadata(kActorHeader, session.actor);
   context->AddMetadata(kCredentialEpochHeader, absl::StrCat(session.epoch));
 }
 

@@ -12,7 +12,9 @@
 ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "address producers call: host:port or unix:/path");
 ABSL_FLAG(std::string, data_dir, "", "RocksDB outbox directory (required)");
 ABSL_FLAG(std::string, tenant, "", "the tenant this agent's producer acts for (required)");
-ABSL_FLAG(std::string, actor, "agent", "the actor commands default to");
+ABSL_FLAG(std::string, actor, "",
+          "the actor the agent states for commands that name none; empty: none (the workload "
+          "its certificate names acts as itself)");
 ABSL_FLAG(int64_t, credential_epoch, 1, "the credential epoch on first start");
 ABSL_FLAG(std::string, credential_file, "",
           "file with epoch=N and revoked=BOOL lines; a change renews or revokes at once");

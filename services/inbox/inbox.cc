@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
+#include "common/metadata.h"
 #include "common/status.h"
 
 namespace eonce {
@@ -34,23 +35,16 @@ uint64_t SeqOfKey(const rocksdb::Slice& key) {
   return seq;
 }
 
-std::string Metadata(const grpc::ServerContextBase& context, const char* name) {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find(name);
-  if (it == metadata.end()) return "";
-  return std::string(it->second.data(), it->second.size());
-}
-
 }  // namespace
 
 CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context) {
   CallIdentity identity;
-  identity.command_id = Metadata(context, kCommandIdHeader);
-  identity.tenant = Metadata(context, kTenantHeader);
-  identity.actor = Metadata(context, kActorHeader);
-  identity.idempotency_key = Metadata(context, kIdempotencyKeyHeader);
+  identity.command_id = RequestMetadata(context, kCommandIdHeader);
+  identity.tenant = RequestMetadata(context, kTenantHeader);
+  identity.actor = RequestMetadata(context, kActorHeader);
+  identity.idempotency_key = RequestMetadata(context, kIdempotencyKeyHeader);
   uint64_t token = 0;
-  if (absl::SimpleAtoi(Metadata(context, kFencingTokenHeader), &token)) {
+  if (absl::SimpleAtoi(RequestMetadata(context, kFencingTokenHeader), &token)) {
     identity.fencing_token = token;
   }
   return identity;

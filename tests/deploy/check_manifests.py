@@ -4,7 +4,6 @@
 Usage: check_manifests.py RENDERED.yaml
 Each violation is printed; the exit code is the number of violations (0 = all good).
 """
-import re
 import sys
 
 import yaml
@@ -90,12 +89,28 @@ def check(objects):
             business = [c for c in containers if c["name"] != "dedupe-sidecar"]
             if not business:
                 problems.append("%s: the sidecar has no business service in its pod" % name)
+            # The business listens only on a unix socket in a volume that it and its
+            # sidecar share: nothing else can reach it, so it may trust the identity
+            # metadata the sidecar sends.
+            pod_volumes = {v["name"]: v for v in pod.get("volumes", [])}
+            sidecar_mounts = {m["mountPath"].rstrip("/"): m["name"] for m in sidecar.get("volumeMounts", [])}
             for b in business:
                 listen = flag(b.get("args", []), "listen") or ""
-                if not re.match(r"^(127\.0\.0\.1|localhost):\d+$", listen):
-                    problems.append("%s/%s listens on %r, not the pod's localhost" % (name, b["name"], listen))
-                if listen.split(":")[-1] != upstream.split(":")[-1]:
+                socket = listen[len("unix:"):] if listen.startswith("unix:") else None
+                if socket is None:
+                    problems.append("%s/%s listens on %r, not a unix socket shared with its sidecar" % (name, b["name"], listen))
+                    continue
+                folder = socket.rsplit("/", 1)[0]
+                mounts = {m["mountPath"].rstrip("/"): m["name"] for m in b.get("volumeMounts", [])}
+                volume = mounts.get(folder)
+                if volume is None or sidecar_mounts.get(folder) != volume:
+                    problems.append("%s/%s: its socket folder %s is not a volume shared with the sidecar" % (name, b["name"], folder))
+                elif "emptyDir" not in pod_volumes.get(volume, {}):
+                    problems.append("%s/%s: its socket volume %s is not the pod's own emptyDir" % (name, b["name"], volume))
+                if upstream != listen:
                     problems.append("%s: the sidecar's upstream %r is not %s" % (name, upstream, b["name"]))
+                if flag(b.get("args", []), "tls_cert") is not None:
+                    problems.append("%s/%s: TLS on the pod's own socket is not used by the sidecar" % (name, b["name"]))
         if "outbox-agent" in names:
             agent = containers[names.index("outbox-agent")]
             if "readinessProbe" not in agent or "livenessProbe" not in agent:

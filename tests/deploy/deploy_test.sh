@@ -36,16 +36,16 @@ if [ "$have_schemas" = 1 ]; then
   fi
   grep -q "containerPort must be integer" "$out/badschema.txt"
 fi
-# Negative control: a privileged container and a business service listening on every
-# interface must both be reported.
-sed -e 's/privileged: false/privileged: true/' -e 's/--listen=127.0.0.1:7101/--listen=0.0.0.0:7101/' \
+# Negative control: a privileged container and a business service listening on a TCP
+# port must both be reported.
+sed -e 's/privileged: false/privileged: true/' -e 's|--listen=unix:/run/eonce-business/ledger.sock|--listen=0.0.0.0:7101|' \
   "$out/dev.yaml" > "$out/broken.yaml"
 if /usr/bin/python3 "$check" "$out/broken.yaml" > "$out/broken.txt"; then
   echo "the checker accepted a broken rendering" >&2
   exit 1
 fi
 grep -q "runs privileged" "$out/broken.txt"
-grep -q "not the pod's localhost" "$out/broken.txt"
+grep -q "not a unix socket shared with its sidecar" "$out/broken.txt"
 # With mutual TLS, a gRPC probe on the TLS port and a certificate that is not mounted
 # must be reported.
 sed -e 's/--health_listen=0.0.0.0:7180/--health_listen=0.0.0.0:7181/' \

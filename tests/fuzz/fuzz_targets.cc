@@ -65,9 +65,9 @@ int FuzzPolicy(const uint8_t* data, size_t size) {
     Require(policy.status().code() == absl::StatusCode::kInvalidArgument);
     return 0;
   }
-  PolicyDecision decision = policy->Check("acme", "alice", "/a.B/C", 3);
+  PolicyDecision decision = policy->Check("acme", "agent", "alice", "/a.B/C", 3);
   Require(decision.allowed || decision.reason == "POLICY_DENIED" ||
-          decision.reason == "CREDENTIAL_REVOKED");
+          decision.reason == "CREDENTIAL_REVOKED" || decision.reason == "ACTOR_NOT_PERMITTED");
   (void)policy->IsReadOnly("/a.B/C");
   return 0;
 }

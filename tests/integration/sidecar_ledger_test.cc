@@ -49,6 +49,8 @@ class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
     std::string policy_path = testing::FreshDir("policy") + "/policy";
     FILE* f = fopen(policy_path.c_str(), "w");
     fputs(
+        "act acme * *\n"
+        "act beta * *\n"
         "allow acme * *\n"
         "allow beta * /eonce.ledger.v1.Ledger/OpenAccount\n"
         "allow beta * /eonce.v1.Effects/ListEffects\n"

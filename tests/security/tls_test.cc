@@ -296,7 +296,7 @@ TEST_F(TlsTest, TheTenantComesFromTheCertificate) {
 // (urn:eonce:credential-epoch:<n>), not from the command or a header the caller writes.
 TEST_F(TlsTest, TheCredentialEpochComesFromTheCertificate) {
   std::string policy = dir_ + "/epoch-policy";
-  std::ofstream(policy) << "allow acme * *\nrevoke acme teller below_epoch=3\n";
+  std::ofstream(policy) << "act acme agent teller\nallow acme * *\nrevoke acme teller below_epoch=3\n";
   TlsFiles sidecar_files = sidecar_tls_;
   sidecar_files.ca_file = sidecar_ca_;
   std::vector<std::string> args = {

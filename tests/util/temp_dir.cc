@@ -16,4 +16,10 @@ std::string FreshDir(const std::string& name) {
   return path.string();
 }
 
+std::string SocketDir() {
+  char folder[] = "/tmp/eonce-sock-XXXXXX";
+  if (mkdtemp(folder) == nullptr) std::abort();
+  return folder;
+}
+
 }  // namespace eonce::testing

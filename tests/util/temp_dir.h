@@ -9,6 +9,10 @@ namespace eonce::testing {
 // Creates and returns an empty directory, unique within the test process.
 std::string FreshDir(const std::string& name);
 
+// Creates and returns an empty directory under /tmp with a short path, for unix sockets
+// (whose paths must stay under 108 bytes, shorter than TEST_TMPDIR often is).
+std::string SocketDir();
+
 }  // namespace eonce::testing
 
 #endif  // EONCE_TESTS_UTIL_TEMP_DIR_H_
