@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/command.h"
+#include "common/identity_uri.h"
 #include "common/metadata.h"
 #include "common/status.h"
 #include "grpc/grpc_security_constants.h"
@@ -102,41 +103,6 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsF
   return grpc::CreateCustomChannel(address, ChannelCredentials(files), args);
 }
 
-std::string TenantFromSpiffeId(absl::string_view spiffe_id) {
-  constexpr absl::string_view kScheme = "spiffe://";
-  if (!absl::StartsWith(spiffe_id, kScheme)) return "";
-  std::vector<absl::string_view> parts = absl::StrSplit(spiffe_id.substr(kScheme.size()), '/');
-  // parts[0] is the trust domain.
-  if (parts.size() < 3 || parts[0].empty() || parts[1] != "tenant") return "";
-  return std::string(parts[2]);
-}
-
-std::string OperatorFromSpiffeId(absl::string_view spiffe_id) {
-  constexpr absl::string_view kScheme = "spiffe://";
-  if (!absl::StartsWith(spiffe_id, kScheme)) return "";
-  std::vector<absl::string_view> parts = absl::StrSplit(spiffe_id.substr(kScheme.size()), '/');
-  if (parts.size() != 5 || parts[0].empty() || parts[1] != "tenant" || parts[2].empty() ||
-      parts[3] != "operator") {
-    return "";
-  }
-  return std::string(parts[4]);
-}
-
-std::string WorkloadFromSpiffeId(absl::string_view spiffe_id) {
-  constexpr absl::string_view kScheme = "spiffe://";
-  if (!absl::StartsWith(spiffe_id, kScheme)) return "";
-  std::vector<absl::string_view> parts = absl::StrSplit(spiffe_id.substr(kScheme.size()), '/');
-  if (parts.size() < 4 || parts[0].empty() || parts[1] != "tenant" || parts[2].empty()) return "";
-  if (parts.size() == 5 && parts[3] == "workload" && !parts[4].empty()) {
-    return std::string(parts[4]);
-  }
-  if (parts.size() == 4 && !parts[3].empty() && parts[3] != "workload" &&
-      parts[3] != "operator") {
-    return std::string(parts[3]);
-  }
-  return "";
-}
-
 namespace {
 
 // The one name the certificate's URI SANs give through `name_of`, or "" when they give
@@ -164,14 +130,10 @@ std::string CallerWorkload(const grpc::ServerContextBase& context) {
 std::optional<int64_t> CertificateEpoch(const grpc::ServerContextBase& context) {
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return std::nullopt;
-  constexpr absl::string_view kPrefix = "urn:eonce:credential-epoch:";
   std::set<int64_t> epochs;
   for (const grpc::string_ref& uri : auth->FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME)) {
-    absl::string_view value(uri.data(), uri.size());
-    int64_t epoch = 0;
-    if (absl::StartsWith(value, kPrefix) &&
-        absl::SimpleAtoi(value.substr(kPrefix.size()), &epoch) && epoch > 0) {
-      epochs.insert(epoch);
+    if (auto epoch = EpochFromUri(absl::string_view(uri.data(), uri.size()))) {
+      epochs.insert(*epoch);
     }
   }
   return epochs.size() == 1 ? *epochs.begin() : 0;

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/identity_uri.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
@@ -60,18 +61,6 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const TlsFiles& fil
 // re-send a mutation).
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsFiles& files,
                                           int max_message_bytes);
-
-// The tenant named by a SPIFFE id "spiffe://domain/tenant/<tenant>[/...]"; empty if the
-// id names none.
-std::string TenantFromSpiffeId(absl::string_view spiffe_id);
-
-// The operator named by a SPIFFE id "spiffe://domain/tenant/<tenant>/operator/<name>";
-// empty if the id names none.
-std::string OperatorFromSpiffeId(absl::string_view spiffe_id);
-
-// The workload named by a SPIFFE id "spiffe://domain/tenant/<tenant>/workload/<name>" (or
-// the older ".../tenant/<tenant>/<name>"); empty if the id names none.
-std::string WorkloadFromSpiffeId(absl::string_view spiffe_id);
 
 // The workload a caller is: from its client certificate when it has one (a certificate
 // naming two workloads names none), else the eonce-workload header (development mode,

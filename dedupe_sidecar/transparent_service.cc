@@ -11,6 +11,7 @@
 #include "common/metadata.h"
 #include "common/status.h"
 #include "dedupe_sidecar/caller.h"
+#include "dedupe_sidecar/transparent_call.h"
 #include "grpcpp/support/byte_buffer.h"
 
 namespace eonce {
@@ -66,15 +67,8 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
       PassThrough(method, std::move(bytes));
       return;
     }
-    v1::Command command;
-    std::string command_id = RequestMetadata(*context_, kCommandIdHeader);
-    command.set_command_id(command_id.empty() ? CommandIdOfKey(key) : command_id);
-    command.set_idempotency_key(key);
-    command.set_target_method(method);
-    command.set_request(std::move(bytes));
-    command.mutable_entity()->set_type("transparent");
-    command.mutable_entity()->set_id("call");
-    FillPayloadHash(&command);
+    v1::Command command = TransparentCommand(
+        method, key, RequestMetadata(*context_, kCommandIdHeader), std::move(bytes));
     absl::StatusOr<Caller> caller = CallerOf(context_, clock_, deduper_);
     if (!caller.ok()) {
       Finish(ToGrpcStatus(caller.status(), context_));

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer binaries with clang (-fsanitize=fuzzer,address) and runs one:
-#   tools/fuzz.sh command|record|policy [seconds]
+#   tools/fuzz.sh command|record|policy|passthrough [seconds]
 # The seed corpus is tests/fuzz/corpus/<target>; new inputs go to a scratch folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,7 @@ bazel build --color=no --curses=no //proto:command_cc //proto:records_cc >/dev/n
 gen=bazel-bin/proto
 out="$(mktemp -d)"
 srcs=(tests/fuzz/${target}_fuzzer.cc tests/fuzz/fuzz_targets.cc common/command.cc common/hash.cc
+      common/identity_uri.cc dedupe_sidecar/transparent_call.cc
       common/status.cc common/ttl.cc common/rocks.cc dedupe_sidecar/policy.cc
       dedupe_sidecar/record_store.cc "$gen/eonce/v1/command.pb.cc" "$gen/eonce/internal/records.pb.cc")
 clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address -I. -I"$gen" "${srcs[@]}" \

@@ -2,11 +2,15 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_split.h"
 #include "common/command.h"
+#include "common/identity_uri.h"
 #include "common/ttl.h"
 #include "dedupe_sidecar/policy.h"
 #include "dedupe_sidecar/record_store.h"
+#include "dedupe_sidecar/transparent_call.h"
 
 namespace eonce::fuzz {
 namespace {
@@ -69,6 +73,56 @@ int FuzzPolicy(const uint8_t* data, size_t size) {
   Require(decision.allowed || decision.reason == "POLICY_DENIED" ||
           decision.reason == "CREDENTIAL_REVOKED" || decision.reason == "ACTOR_NOT_PERMITTED");
   (void)policy->IsReadOnly("/a.B/C");
+  return 0;
+}
+
+int FuzzPassThrough(const uint8_t* data, size_t size) {
+  // Fields, one a line: certificate URI, stated workload, stated actor, method,
+  // idempotency key, command id, body (the rest).
+  std::vector<std::string> fields =
+      absl::StrSplit(std::string(reinterpret_cast<const char*>(data), size), absl::MaxSplits('\n', 6));
+  fields.resize(7);
+  const std::string& uri = fields[0];
+  const std::string& method = fields[3];
+  const std::string& key = fields[4];
+  const std::string& command_id = fields[5];
+
+  // Identities from a certificate: a name never holds a '/', an id names a workload or
+  // an operator, never both, and neither without a tenant.
+  std::string tenant = TenantFromSpiffeId(uri);
+  std::string workload = WorkloadFromSpiffeId(uri);
+  std::string operator_name = OperatorFromSpiffeId(uri);
+  for (const std::string* name : {&tenant, &workload, &operator_name}) {
+    Require(name->find('/') == std::string::npos);
+  }
+  Require(workload.empty() || operator_name.empty());
+  Require(tenant.empty() ? workload.empty() && operator_name.empty() : true);
+  if (auto epoch = EpochFromUri(uri)) Require(*epoch > 0);
+
+  // The actor: stated, else the workload; a workload may state another only by an act
+  // rule, and a revocation of the workload holds whoever it states.
+  if (workload.empty()) workload = fields[1];
+  const std::string& actor = EffectiveActor(workload, fields[2]);
+  Require(actor == (fields[2].empty() ? workload : fields[2]));
+  static const Policy* policy = new Policy(
+      *Policy::Parse("act acme relay *\nallow acme * *\nrevoke acme mallory\n"));
+  PolicyDecision decision = policy->Check("acme", workload, actor, method, 1);
+  const bool revoked = actor == "mallory" || workload == "mallory";
+  Require(decision.allowed == (!revoked && (actor == workload || workload == "relay")));
+  Require(policy->Check("globex", workload, actor, method, 1).allowed == false);
+
+  // A keyed call is one command, whatever the metadata holds; validation decides.
+  if (!key.empty()) {
+    v1::Command command = TransparentCommand(method, key, command_id, fields[6]);
+    Require(command.idempotency_key() == key);
+    Require(command.command_id() == (command_id.empty() ? CommandIdOfKey(key) : command_id));
+    Require(PayloadHashMatches(command));
+    Require(TransparentCommand(method, key, command_id, fields[6]).SerializeAsString() ==
+            command.SerializeAsString());
+    absl::Status valid = ValidateCommand(command, CommandLimits());
+    Require(valid.ok() || valid.code() == absl::StatusCode::kInvalidArgument);
+    if (valid.ok()) Require(key.size() <= CommandLimits().max_key_bytes);
+  }
   return 0;
 }
 
