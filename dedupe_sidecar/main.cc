@@ -9,7 +9,8 @@
 #include "dedupe_sidecar/sidecar_service.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7100", "address agents call: host:port or unix:/path");
-ABSL_FLAG(std::string, upstream, "127.0.0.1:7101", "the business service (the pod's localhost)");
+ABSL_FLAG(std::string, upstream, "127.0.0.1:7101",
+          "the business service: unix:/path (the pod's own socket, no TLS) or host:port");
 ABSL_FLAG(std::string, data_dir, "", "RocksDB data directory (required)");
 ABSL_FLAG(std::string, policy_file, "", "authorization policy; reloaded when it changes");
 ABSL_FLAG(int64_t, retention_ms, 7LL * 24 * 3600 * 1000,
