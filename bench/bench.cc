@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/command.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/random.h"
 #include "common/rocks.h"
@@ -574,6 +575,6 @@ int Run() {
 }  // namespace eonce::bench
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  eonce::ParseFlags(argc, argv, {"bench [--out_dir=DIR]: eonce's throughput and latency on this machine"});
   return eonce::bench::Run();
 }

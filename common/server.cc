@@ -24,23 +24,6 @@
 
 namespace eonce {
 
-std::vector<char*> ParseFlagsWithEnv(int argc, char** argv, const char* usage) {
-  absl::SetProgramUsageMessage(usage);
-  for (auto& [name, flag] : absl::GetAllFlags()) {
-    std::string env_name = "EONCE_";
-    for (char c : name) env_name.push_back(static_cast<char>(std::toupper(c)));
-    const char* value = std::getenv(env_name.c_str());
-    if (value == nullptr) continue;
-    std::string error;
-    if (!flag->ParseFrom(value, &error)) {
-      std::cerr << "bad value for setting " << name << " (from " << env_name
-                << "): " << error << "\n";
-      std::exit(2);
-    }
-  }
-  return absl::ParseCommandLine(argc, argv);
-}
-
 void BlockShutdownSignals() {
   // Abseil's deadlock detection keeps a lock graph on every Mutex operation; servers
   // leave it to the tests.

@@ -1,5 +1,4 @@
-// What every eonce server binary shares: flags that can also come from the environment,
-// signal handling for graceful shutdown, and the standard gRPC extras (health checking,
+// What every eonce server binary shares (flag parsing is in common/flags.h): signal handling for graceful shutdown, and the standard gRPC extras (health checking,
 // reflection).
 #ifndef EONCE_COMMON_SERVER_H_
 #define EONCE_COMMON_SERVER_H_
@@ -15,11 +14,6 @@
 #include "grpcpp/server_builder.h"
 
 namespace eonce {
-
-// Parses flags. A flag --foo_bar may also be set by the environment variable
-// EONCE_FOO_BAR; the command line wins. A bad value exits with a message naming the
-// setting. Returns the positional arguments.
-std::vector<char*> ParseFlagsWithEnv(int argc, char** argv, const char* usage);
 
 // A size given in MiB by flag `name`, in bytes; a negative value exits 2 naming the flag.
 uint64_t MebibytesFlag(const char* name, int64_t mebibytes);

@@ -16,6 +16,7 @@
 #ifndef EONCE_DEDUPE_SIDECAR_AUDIT_LOG_H_
 #define EONCE_DEDUPE_SIDECAR_AUDIT_LOG_H_
 
+#include <atomic>
 #include <deque>
 #include <string>
 #include <thread>
@@ -54,6 +55,13 @@ class AuditLog {
 
   uint64_t appended() const;
 
+  // The background check: verifies up to `max_events` events after those earlier steps
+  // verified, so that repeated steps walk the whole log once and then keep up with new
+  // events. A broken link found by a step or by Verify sets chain_broken() for good (the
+  // eonce_sidecar_audit_chain_broken gauge).
+  absl::Status VerifyStep(uint32_t max_events);
+  bool chain_broken() const;
+
  private:
   void WriterLoop();
   absl::Status WriteEvents(const std::vector<v1::AuditEvent>& events);
@@ -70,6 +78,8 @@ class AuditLog {
   uint64_t written_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status write_error_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t verified_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> chain_broken_{false};
   std::thread writer_;
 };
 

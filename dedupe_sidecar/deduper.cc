@@ -103,6 +103,24 @@ void Deduper::Audit(const Context& ctx, const char* decision, const std::string&
   audit_.Append(std::move(event));
 }
 
+void Deduper::RefuseInvalid(Context& ctx, absl::Status why) {
+  stats_.invalid++;
+  // The fields may be anything: the audit keeps them within their limits.
+  const CommandLimits& limits = options_.limits;
+  v1::Command& c = ctx.command;
+  c.mutable_command_id()->resize(std::min(c.command_id().size(), limits.max_command_id_bytes));
+  c.mutable_idempotency_key()->resize(std::min(c.idempotency_key().size(), limits.max_key_bytes));
+  c.mutable_target_method()->resize(std::min(c.target_method().size(), limits.max_method_bytes));
+  c.mutable_payload_hash()->mutable_sha256()->resize(
+      std::min<size_t>(c.payload_hash().sha256().size(), 32));
+  ctx.actor = EffectiveActor(ctx.caller.workload,
+                             c.actor().empty() ? ctx.caller.actor : c.actor())
+                  .substr(0, limits.max_actor_bytes);
+  std::string reason = ReasonOf(why);
+  Audit(ctx, "invalid", reason.empty() ? "INVALID_ARGUMENT" : reason);
+  ctx.Answer(std::move(why));
+}
+
 v1::SubmitResponse Deduper::Response(const Context& ctx, const Record& record,
                                      v1::Disposition disposition) const {
   v1::SubmitResponse response;
@@ -151,17 +169,16 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
     return;
   }
   if (absl::Status valid = ValidateCommand(command, options_.limits); !valid.ok()) {
-    stats_.invalid++;
-    ctx->Answer(valid);
+    RefuseInvalid(*ctx, std::move(valid));
     return;
   }
   // Before anything is written: a method the business does not have (server reflection).
   if (upstream_.Implements(command.target_method()) == std::optional<bool>(false)) {
-    stats_.invalid++;
-    ctx->Answer(Error(absl::StatusCode::kInvalidArgument, "UNKNOWN_METHOD",
-                      absl::StrCat("target_method: the business service does not implement ",
-                                   command.target_method().substr(0, 256),
-                                   "; nothing was written")));
+    RefuseInvalid(*ctx, Error(absl::StatusCode::kInvalidArgument, "UNKNOWN_METHOD",
+                              absl::StrCat("target_method: the business service does not "
+                                           "implement ",
+                                           command.target_method().substr(0, 256),
+                                           "; nothing was written")));
     return;
   }
   ctx->actor = EffectiveActor(caller.workload,

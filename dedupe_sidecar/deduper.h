@@ -159,6 +159,9 @@ class Deduper {
                               v1::Disposition disposition) const;
   void Audit(const Context& ctx, const char* decision, const std::string& result,
              uint64_t token = 0);
+  // Counts and audits a command refused as malformed (decision "invalid"), with its
+  // fields cut to their limits, then answers `why`.
+  void RefuseInvalid(Context& ctx, absl::Status why);
   // UNAUTHENTICATED for a caller without a tenant.
   static absl::Status RequireTenant(const Caller& caller);
   // A key belongs to the command that first used it, with that command's payload: a

@@ -399,6 +399,23 @@ TEST_F(DeduperTest, AWorkloadStatesOnlyTheActorsThePolicyLetsItActFor) {
   EXPECT_EQ(upstream_.forwards(), 2u);
 }
 
+TEST_F(DeduperTest, AMalformedCommandIsAuditedAsInvalidWithinLimitsAndNothingIsWritten) {
+  v1::Command c = Cmd("c1");
+  c.set_idempotency_key(std::string(10'000, 'k'));  // past the 256-byte limit
+  FillPayloadHash(&c);
+  absl::Status refused = Submit(c).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_EQ(upstream_.forwards(), 0u);
+  EXPECT_EQ(AuditDecisions("c1"), (std::vector<std::string>{"invalid"}));
+  v1::QueryAuditRequest request;
+  request.set_command_id("c1");
+  auto events = audit_->Query("acme", request);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].idempotency_key().size(), 256u);
+  EXPECT_EQ((*events)[0].result(), "INVALID_FIELD");
+}
+
 TEST_F(DeduperTest, RetentionThenTombstoneThenForgotten) {
   v1::Command c = Cmd("c1", "payload");
   ASSERT_TRUE(Submit(c).ok());

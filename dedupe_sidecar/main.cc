@@ -3,6 +3,7 @@
 
 #include "absl/flags/flag.h"
 #include "common/clock.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/server.h"
 #include "common/server_flags.h"
@@ -44,8 +45,9 @@ ABSL_FLAG(int64_t, compaction_interval_ms, 3'600'000, "how often expired records
 
 int main(int argc, char** argv) {
   eonce::BlockShutdownSignals();
-  eonce::ParseFlagsWithEnv(argc, argv,
-                           "dedupe_sidecar --data_dir=DIR --upstream=ADDR [--listen=ADDR]");
+  eonce::ParseFlags(argc, argv,
+                    {"dedupe_sidecar --data_dir=DIR --upstream=ADDR [--listen=ADDR]",
+                     /*from_environment=*/true});
   eonce::SidecarServerOptions o;
   o.listen_address = absl::GetFlag(FLAGS_listen);
   o.upstream_address = absl::GetFlag(FLAGS_upstream);

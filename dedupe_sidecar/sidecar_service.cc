@@ -274,10 +274,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
     EONCE_ASSIGN_OR_RETURN(s->metrics_, MetricsEndpoint::Start(options.metrics_address,
                                                                [raw] { return raw->Collect(); }));
   }
-  s->maintenance_ = std::thread([raw = s.get(), options] {
-    raw->Maintenance(options.policy_reload_ms, options.compaction_interval_ms,
-                     options.health_probe_ms);
-  });
+  s->maintenance_ = std::thread([raw = s.get(), options] { raw->Maintenance(options); });
   return s;
 }
 
@@ -352,29 +349,49 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
                               {{{}, static_cast<double>(audit_->appended())}}));
   out.push_back(GaugeFamily("eonce_sidecar_ready", "1 when serving, 0 when not ready.",
                             {{{}, serving_.load() ? 1.0 : 0.0}}));
+  out.push_back(GaugeFamily("eonce_sidecar_audit_chain_broken",
+                            "1 once a verification found the audit chain broken.",
+                            {{{}, audit_->chain_broken() ? 1.0 : 0.0}}));
+  out.push_back(GaugeFamily("eonce_sidecar_retention_seconds",
+                            "The retention the sidecar advertises (GetInfo): duplicates are "
+                            "recognised at least this long.",
+                            {{{}, records_->advertised_retention_ms() / 1000.0}}));
   return out;
 }
 
-void SidecarServer::Maintenance(int64_t policy_reload_ms, int64_t compaction_interval_ms,
-                                int64_t health_probe_ms) {
+void SidecarServer::Maintenance(const SidecarServerOptions& options) {
   auto last_compaction = std::chrono::steady_clock::now();
-  auto last_probe = std::chrono::steady_clock::now();
-  int64_t tick_ms = std::max<int64_t>(20, std::min(policy_reload_ms, health_probe_ms));
+  auto last_probe = last_compaction;
+  auto last_audit_step = last_compaction;
+  int64_t tick_ms =
+      std::max<int64_t>(20, std::min(options.policy_reload_ms, options.health_probe_ms));
+  auto due = [](std::chrono::steady_clock::time_point& last, int64_t interval_ms) {
+    if (interval_ms <= 0) return false;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::milliseconds(interval_ms)) return false;
+    last = now;
+    return true;
+  };
   while (!stop_maintenance_.WaitForNotificationWithTimeout(absl::Milliseconds(tick_ms))) {
-    if (std::chrono::steady_clock::now() - last_probe >= std::chrono::milliseconds(health_probe_ms)) {
-      last_probe = std::chrono::steady_clock::now();
-      ProbeStore();
-    }
+    if (due(last_probe, options.health_probe_ms)) ProbeStore();
     if (absl::Status reloaded = policy_->MaybeReload(); !reloaded.ok()) {
       LogError("policy reload failed; keeping the previous policy",
                {{"error", std::string(reloaded.message())}});
     }
-    auto now = std::chrono::steady_clock::now();
-    if (compaction_interval_ms > 0 &&
-        now - last_compaction > std::chrono::milliseconds(compaction_interval_ms)) {
-      last_compaction = now;
+    if (due(last_compaction, options.compaction_interval_ms)) {
       if (absl::Status compacted = records_->CompactAll(); !compacted.ok()) {
         LogError("compaction failed", {{"error", std::string(compacted.message())}});
+      }
+    }
+    if (due(last_audit_step, options.audit_verify_interval_ms)) {
+      const bool was_broken = audit_->chain_broken();
+      if (absl::Status step = audit_->VerifyStep(SidecarServerOptions::kAuditVerifyStepEvents);
+          !step.ok()) {
+        LogError("audit verification failed", {{"error", std::string(step.message())}});
+      }
+      if (!was_broken && audit_->chain_broken()) {
+        LogError("the audit chain is broken: an event was changed or deleted; "
+                 "sidecarctl verify-audit shows where");
       }
     }
   }

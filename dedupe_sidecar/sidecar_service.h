@@ -61,6 +61,11 @@ struct SidecarServerOptions {
   std::string metrics_address;
   // How often the store is probed with a synced write; a failure turns readiness false.
   int64_t health_probe_ms = 1'000;
+  // How often a background step verifies the next events of the audit chain (at most
+  // kAuditVerifyStepEvents a step); 0 = never. A broken link sets the
+  // eonce_sidecar_audit_chain_broken gauge.
+  int64_t audit_verify_interval_ms = 60'000;
+  static constexpr uint32_t kAuditVerifyStepEvents = 10'000;
   // Mutual TLS on the listening port (callers' tenants come from their certificates) and
   // towards the business service; empty: plaintext.
   TlsFiles tls;
@@ -101,8 +106,7 @@ class SidecarServer {
 
  private:
   SidecarServer() = default;
-  void Maintenance(int64_t policy_reload_ms, int64_t compaction_interval_ms,
-                   int64_t health_probe_ms);
+  void Maintenance(const SidecarServerOptions& options);
   std::vector<prometheus::MetricFamily> Collect() const;
   // A synced write to a probe key: can the store take writes now?
   void ProbeStore();

@@ -13,6 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/escaping.h"
+#include "common/flags.h"
 #include "common/tls_flags.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -50,9 +51,8 @@ int Fail(const grpc::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "sidecarctl --sidecar=ADDR --tenant=T info|reconcile|audit|verify|parked|resolve");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> args = eonce::ParseFlags(
+      argc, argv, {"sidecarctl --sidecar=ADDR --tenant=T info|reconcile|audit|verify|parked|resolve"});
   if (args.size() < 2 || absl::GetFlag(FLAGS_tenant).empty()) {
     std::cerr << absl::ProgramUsageMessage() << "\n";
     return 2;

@@ -439,6 +439,10 @@ std::vector<prometheus::MetricFamily> AgentServer::Collect() {
                               {{{}, static_cast<double>(filters_->stats.dropped.load())}}));
   out.push_back(GaugeFamily("eonce_agent_store_size_bytes", "RocksDB live SST and memtable bytes.",
                             {{{}, static_cast<double>(rocks_->ApproximateBytes())}}));
+  out.push_back(GaugeFamily("eonce_agent_max_age_seconds",
+                            "The age at which a record stops being retried; kept below the "
+                            "sidecars' retention.",
+                            {{{}, options_.replay.retry.max_age_ms / 1000.0}}));
   out.push_back(GaugeFamily("eonce_agent_credential_epoch", "The credential epoch replay runs under.",
                             {{{}, static_cast<double>(credential_->session().epoch)}}));
   out.push_back(GaugeFamily("eonce_agent_ready", "1 when serving, 0 when not ready.",

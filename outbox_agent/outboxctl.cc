@@ -15,6 +15,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/flags.h"
 #include "common/tls_flags.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -80,10 +81,10 @@ int Fail(const grpc::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "outboxctl [--agent=ADDR] list [STATE] | show ID | requeue ID | drop ID --why=... | "
-      "stats | credential --epoch=N [--revoked]");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> args = eonce::ParseFlags(
+      argc, argv,
+      {"outboxctl [--agent=ADDR] list [STATE] | show ID | requeue ID | drop ID --why=... | "
+       "stats | credential --epoch=N [--revoked]"});
   if (args.size() < 2) {
     std::cerr << absl::ProgramUsageMessage() << "\n";
     return 2;

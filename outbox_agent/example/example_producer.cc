@@ -11,6 +11,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "common/tls_flags.h"
 #include "eonce/ledger/v1/ledger.pb.h"
 #include "outbox_agent/client.h"
@@ -21,7 +22,7 @@ ABSL_FLAG(int32_t, transfers, 10, "transfers to send (from account a to account 
 ABSL_FLAG(int32_t, timeout_s, 60, "give up after this long");
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  eonce::ParseFlags(argc, argv, {"example_producer --agent=ADDR [--transfers=N]"});
   eonce::TlsFiles tls = eonce::TlsFilesFromFlags();
   if (absl::Status valid = eonce::ValidateTlsFiles(tls); !valid.ok()) {
     std::cerr << "example_producer: " << valid.message() << "\n";

@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/flags.h"
 #include "common/tls_flags.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -21,8 +22,7 @@ ABSL_FLAG(bool, counts, false,
 ABSL_FLAG(uint64_t, after, 0, "start after this sequence number");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("effectsctl --service=ADDR [--counts] [--after=SEQ]");
-  absl::ParseCommandLine(argc, argv);
+  eonce::ParseFlags(argc, argv, {"effectsctl --service=ADDR [--counts] [--after=SEQ]"});
   auto stub = eonce::v1::Effects::NewStub(grpc::CreateChannel(
       absl::GetFlag(FLAGS_service), eonce::ChannelCredentials(eonce::TlsFilesFromFlags())));
   // A command id is unique within its tenant: two tenants may use the same one.

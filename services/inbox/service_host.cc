@@ -1,3 +1,4 @@
+#include "common/flags.h"
 #include "services/inbox/service_host.h"
 
 #include <chrono>
@@ -121,8 +122,8 @@ ServiceHost::~ServiceHost() { Shutdown(0).IgnoreError(); }
 int RunServiceMain(int argc, char** argv, const char* name, const char* default_listen,
                    std::vector<ColumnFamilySpec> families, const ServiceHost::Setup& setup) {
   BlockShutdownSignals();
-  ParseFlagsWithEnv(argc, argv,
-                    absl::StrCat(name, " --data_dir=DIR [--listen=ADDR] [--legacy]").c_str());
+  const std::string usage = absl::StrCat(name, " --data_dir=DIR [--listen=ADDR] [--legacy]");
+  ParseFlags(argc, argv, {usage.c_str(), /*from_environment=*/true});
   ServiceHostOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   if (options.listen_address.empty()) options.listen_address = default_listen;

@@ -62,7 +62,7 @@ TEST(ProcessTest, BadConfigurationFailsAtStartupNamingTheSetting) {
   EXPECT_EQ(tls.exit_code, 2);
   EXPECT_NE(tls.out.find("tls_key"), std::string::npos) << tls.out;
   Ran help = RunToEnd("dedupe_sidecar/dedupe_sidecar --helpfull");
-  EXPECT_NE(help.out.find("--retention_ms"), std::string::npos);
+  EXPECT_NE(help.out.find("--retention_ms"), std::string::npos) << help.out;
 }
 
 TEST(ProcessTest, EveryServerDrainsAndExitsZeroOnSigterm) {

@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/flags.h"
 #include "tests/sim/campaign.h"
 
 ABSL_FLAG(int64_t, seeds, 200, "how many seeds to run");
@@ -21,8 +22,7 @@ ABSL_FLAG(int32_t, repeat, 1, "with --seed: run it this many times in one proces
 ABSL_FLAG(bool, harsh, false, "arm every fault point and make the network worse");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("sim [--seeds=N] [--first_seed=S] | --seed=S");
-  absl::ParseCommandLine(argc, argv);
+  eonce::ParseFlags(argc, argv, {"sim [--seeds=N] [--first_seed=S] | --seed=S"});
   eonce::sim::CampaignOptions options;
   options.work_dir = absl::GetFlag(FLAGS_work_dir);
   options.trace = absl::GetFlag(FLAGS_trace);

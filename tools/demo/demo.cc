@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/command.h"
+#include "common/flags.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
 #include "eonce/case/v1/case.grpc.pb.h"
@@ -614,8 +615,7 @@ int Run() {
 }  // namespace eonce
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("demo [--commands=N] [--nofaults] [--keep] [--quiet]");
-  absl::ParseCommandLine(argc, argv);
+  eonce::ParseFlags(argc, argv, {"demo [--commands=N] [--nofaults] [--keep] [--quiet]"});
   signal(SIGPIPE, SIG_IGN);
   return eonce::Run();
 }
