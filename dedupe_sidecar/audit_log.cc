@@ -284,20 +284,16 @@ absl::StatusOr<v1::VerifyAuditResponse> AuditLog::Verify(uint64_t after_seq,
 
 absl::Status AuditLog::VerifyStep(uint32_t max_events) {
   uint64_t from = 0;
-  uint64_t written = 0;
   {
     absl::MutexLock lock(&mu_);
     from = verified_seq_;
-    written = written_seq_;
   }
   absl::StatusOr<v1::VerifyAuditResponse> step = Verify(from, max_events);
   if (!step.ok()) return step.status();
   absl::MutexLock lock(&mu_);
-  if (!step->ok()) return absl::OkStatus();  // chain_broken_ is set for good
-  // Where to go on: the page's end, or (at the end of the log) what was written before
-  // the step began; events written since are verified by the next step.
-  verified_seq_ = std::max(verified_seq_, step->next_after_seq() != 0 ? step->next_after_seq()
-                                                                        : written);
+  // Go on from the page's end; at the end of the log, start the next pass from the
+  // beginning, so an event changed after it was checked is found on the next pass.
+  if (step->ok()) verified_seq_ = step->next_after_seq();
   return absl::OkStatus();
 }
 

@@ -55,10 +55,10 @@ class AuditLog {
 
   uint64_t appended() const;
 
-  // The background check: verifies up to `max_events` events after those earlier steps
-  // verified, so that repeated steps walk the whole log once and then keep up with new
-  // events. A broken link found by a step or by Verify sets chain_broken() for good (the
-  // eonce_sidecar_audit_chain_broken gauge).
+  // The background check: verifies the next `max_events` events after those the step
+  // before verified; past the end the next step starts a new pass from the beginning, so
+  // repeated steps keep walking the whole log. A broken link found by a step or by
+  // Verify sets chain_broken() for good (the eonce_sidecar_audit_chain_broken gauge).
   absl::Status VerifyStep(uint32_t max_events);
   bool chain_broken() const;
 

@@ -242,5 +242,23 @@ TEST_F(DeduperTest, AuditVerifyGoesPageByPageAndFindsADeletionInALaterPage) {
   EXPECT_EQ(broken.second, 6u);  // found across a page boundary (pages of 2: 1-2, 3-4, 5-...)
 }
 
+// The background check: bounded steps walk the log in passes, again and again, so an
+// event deleted after its pass went by is found on the next pass, and the flag stays up.
+TEST_F(DeduperTest, TheBackgroundAuditCheckKeepsWalkingAndFlagsABreak) {
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Submit(Cmd("b" + std::to_string(i))).ok());
+  for (int step = 0; step < 10; ++step) ASSERT_TRUE(audit_->VerifyStep(2).ok());
+  EXPECT_FALSE(audit_->chain_broken());
+  std::string key(8, '\0');
+  key[7] = 2;  // an event the earlier passes already checked
+  ASSERT_TRUE(rocks_->db()->Delete(rocksdb::WriteOptions(), rocks_->cf("audit"), key).ok());
+  for (int step = 0; step < 4 && !audit_->chain_broken(); ++step) {
+    ASSERT_TRUE(audit_->VerifyStep(2).ok());
+  }
+  EXPECT_TRUE(audit_->chain_broken());
+  ASSERT_TRUE(Submit(Cmd("b9")).ok());
+  ASSERT_TRUE(audit_->VerifyStep(2).ok());
+  EXPECT_TRUE(audit_->chain_broken());  // for good, until a restart on a verified log
+}
+
 }  // namespace
 }  // namespace eonce
