@@ -1,12 +1,25 @@
 // The one conversion between absl::Status and grpc::Status, at each RPC boundary.
 //
 // Server side: the status code and message map one to one (the numeric codes are the
-// same); the reason and retry delay become trailing metadata. Client side: the reverse.
+// same). The details travel in gRPC's richer error model, a google.rpc.Status in the
+// grpc-status-details-bin trailer, which every gRPC library decodes:
+//   google.rpc.ErrorInfo  the reason, domain "eonce.io", and metadata (the facts of the
+//                         occurrence), on every error;
+//   google.rpc.RetryInfo  the retry delay, on every retryable answer (UNAVAILABLE and
+//                         ABORTED always; others when the status carries a delay);
+//   eonce.v1.Rejection    for a business rejection (RejectionStatusDetails).
+// The older trailers eonce-reason and eonce-retry-after-ms are still sent, deprecated:
+// they go in the next release. Client side: the reverse, from the details, else from
+// the trailers.
 #ifndef EONCE_COMMON_GRPC_STATUS_H_
 #define EONCE_COMMON_GRPC_STATUS_H_
 
+#include <optional>
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "eonce/v1/command.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
@@ -14,19 +27,36 @@
 
 namespace eonce {
 
+// Deprecated: read the google.rpc.Status details instead.
 inline constexpr char kReasonTrailer[] = "eonce-reason";
 inline constexpr char kRetryAfterTrailer[] = "eonce-retry-after-ms";
+inline constexpr char kErrorDomain[] = "eonce.io";
+// The retry delay a retryable answer without its own carries.
+inline constexpr int64_t kDefaultRetryAfterMs = 100;
 
-// Converts `status` for the wire, adding its reason and retry delay to `context`'s
-// trailing metadata. `context` may be null.
+// Converts `status` for the wire: code, message and google.rpc.Status details, plus the
+// deprecated trailers on `context` (which may be null).
 grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* context);
 
-// Converts a finished call's status back, reading the trailers from `context`, which
-// may be null.
+// Converts a finished call's status back: reason, retry delay and metadata from the
+// google.rpc.Status details, else from the trailers on `context` (which may be null).
 absl::Status FromGrpcStatus(const grpc::Status& status, const grpc::ClientContext* context);
 
+// The serialized google.rpc.Status for `status` (which must not be OK): what ToGrpcStatus
+// sends as the details.
+std::string StatusDetails(const absl::Status& status);
+
+// The serialized google.rpc.Status of a business rejection: ErrorInfo with the
+// rejection's reason, and the eonce.v1.Rejection itself.
+std::string RejectionStatusDetails(absl::StatusCode code, const std::string& message,
+                                   const v1::Rejection& rejection);
+
+// The eonce.v1.Rejection in serialized details: packed in a google.rpc.Status, or (as
+// records stored by older versions hold it) bare. nullopt when there is none.
+std::optional<v1::Rejection> RejectionOf(const std::string& details);
+
 // Finishes a unary callback call with `result`: the value into `response`, or the error
-// (with its reason and retry delay as trailers).
+// (with its details).
 template <typename T>
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
                                       absl::StatusOr<T> result, T* response) {

@@ -1,5 +1,6 @@
 #include "common/status.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -29,6 +30,24 @@ std::optional<int64_t> RetryAfterOf(const absl::Status& status) {
     return std::nullopt;
   }
   return ms;
+}
+
+absl::Status WithErrorMetadata(absl::Status status, absl::string_view key,
+                               absl::string_view value) {
+  if (!status.ok()) {
+    status.SetPayload(absl::StrCat(kMetadataPayloadPrefix, key), absl::Cord(value));
+  }
+  return status;
+}
+
+std::map<std::string, std::string> ErrorMetadataOf(const absl::Status& status) {
+  std::map<std::string, std::string> out;
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& value) {
+    if (absl::StartsWith(url, kMetadataPayloadPrefix)) {
+      out[std::string(url.substr(kMetadataPayloadPrefix.size()))] = std::string(value);
+    }
+  });
+  return out;
 }
 
 absl::Status Error(absl::StatusCode code, absl::string_view reason,

@@ -1,13 +1,15 @@
 // Status helpers shared by every component.
 //
-// Errors travel as absl::Status. A status may carry two payloads that callers act on:
-// a machine-readable reason ("IN_PROGRESS", "IDEMPOTENCY_CONFLICT", ...) and a retry
-// delay. They become the `eonce-reason` and `eonce-retry-after-ms` trailing metadata at
-// the gRPC boundary (common/grpc_status.h), and are read back by FromGrpcStatus.
+// Errors travel as absl::Status. A status may carry payloads that callers act on: a
+// machine-readable reason ("IN_PROGRESS", "IDEMPOTENCY_CONFLICT", ...), a retry delay,
+// and facts about the occurrence (metadata: the method, the tenant, ...). At the gRPC
+// boundary they become the standard google.rpc.Status details (ErrorInfo, RetryInfo;
+// common/grpc_status.h), and are read back by FromGrpcStatus.
 #ifndef EONCE_COMMON_STATUS_H_
 #define EONCE_COMMON_STATUS_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -37,6 +39,7 @@ namespace eonce {
 
 inline constexpr absl::string_view kReasonPayload = "eonce.reason";
 inline constexpr absl::string_view kRetryAfterPayload = "eonce.retry_after_ms";
+inline constexpr absl::string_view kMetadataPayloadPrefix = "eonce.meta.";
 
 // Returns `status` with a machine-readable reason attached.
 absl::Status WithReason(absl::Status status, absl::string_view reason);
@@ -45,6 +48,11 @@ absl::Status WithRetryAfter(absl::Status status, int64_t retry_after_ms);
 // The reason attached to `status`, or "" if none.
 std::string ReasonOf(const absl::Status& status);
 std::optional<int64_t> RetryAfterOf(const absl::Status& status);
+// Returns `status` with a fact about the occurrence attached (ErrorInfo metadata).
+absl::Status WithErrorMetadata(absl::Status status, absl::string_view key,
+                               absl::string_view value);
+// The facts attached to `status`, by key.
+std::map<std::string, std::string> ErrorMetadataOf(const absl::Status& status);
 
 // Builds a status with a reason in one call.
 absl::Status Error(absl::StatusCode code, absl::string_view reason,

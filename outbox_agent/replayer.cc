@@ -1,6 +1,7 @@
 #include "outbox_agent/replayer.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
 
@@ -34,10 +35,8 @@ void SetError(OutboxRecord* record, const absl::Status& status, int64_t now) {
 }
 
 std::string RejectionReason(const v1::CallResult& result) {
-  v1::Rejection rejection;
-  if (rejection.ParseFromString(result.error_details()) && !rejection.reason().empty()) {
-    return rejection.reason();
-  }
+  std::optional<v1::Rejection> rejection = RejectionOf(result.error_details());
+  if (rejection.has_value() && !rejection->reason().empty()) return rejection->reason();
   return "BUSINESS_REJECTION";
 }
 

@@ -1,5 +1,6 @@
 #include "services/case/case.h"
 
+#include "common/grpc_status.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
 
@@ -57,9 +58,8 @@ class CaseTest : public ::testing::TestWithParam<bool> {
   }
 
   static std::string Reason(const v1::CallResult& r) {
-    v1::Rejection rejection;
-    rejection.ParseFromString(r.error_details());
-    return rejection.reason();
+    std::optional<v1::Rejection> rejection = RejectionOf(r.error_details());
+    return rejection.has_value() ? rejection->reason() : "";
   }
 
   ManualClock clock_;

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
+#include "common/grpc_status.h"
 #include "common/metadata.h"
 #include "common/status.h"
 
@@ -232,7 +233,7 @@ v1::CallResult RejectionResult(absl::StatusCode code, const std::string& reason,
   v1::Rejection rejection;
   rejection.set_reason(reason);
   rejection.set_detail(detail);
-  result.set_error_details(rejection.SerializeAsString());
+  result.set_error_details(RejectionStatusDetails(code, result.message(), rejection));
   return result;
 }
 

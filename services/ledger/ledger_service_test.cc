@@ -3,6 +3,8 @@
 
 #include "common/command.h"
 #include "eonce/v1/outcome.grpc.pb.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
@@ -108,16 +110,36 @@ TEST_F(LedgerServiceTest, MetricsCountEffectsRepeatsAndRejectionsAndPassPromtool
   EXPECT_EQ(promtool, 0) << output;
 }
 
-TEST_F(LedgerServiceTest, RejectionCarriesItsReasonInErrorDetails) {
+// The rejection travels in gRPC's standard richer error model, decoded here the way any
+// gRPC library would: a google.rpc.Status with an ErrorInfo and the eonce.v1.Rejection.
+TEST_F(LedgerServiceTest, RejectionCarriesItsReasonInTheStandardErrorDetails) {
   Start(/*legacy=*/false);
   ASSERT_TRUE(Open("a", 10).ok());
   ASSERT_TRUE(Open("b", 0).ok());
   ledger::v1::TransferResponse response;
   grpc::Status status = Transfer("too-much", 11, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  v1::Rejection rejection;
-  ASSERT_TRUE(rejection.ParseFromString(status.error_details()));
-  EXPECT_EQ(rejection.reason(), "INSUFFICIENT_FUNDS");
+  google::rpc::Status rich;
+  ASSERT_TRUE(rich.ParseFromString(status.error_details()));
+  EXPECT_EQ(rich.code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  bool info_seen = false, rejection_seen = false;
+  for (const auto& any : rich.details()) {
+    if (any.type_url() == "type.googleapis.com/google.rpc.ErrorInfo") {
+      google::rpc::ErrorInfo info;
+      ASSERT_TRUE(any.UnpackTo(&info));
+      EXPECT_EQ(info.reason(), "INSUFFICIENT_FUNDS");
+      EXPECT_EQ(info.domain(), "eonce.io");
+      info_seen = true;
+    }
+    if (any.type_url() == "type.googleapis.com/eonce.v1.Rejection") {
+      v1::Rejection rejection;
+      ASSERT_TRUE(any.UnpackTo(&rejection));
+      EXPECT_EQ(rejection.reason(), "INSUFFICIENT_FUNDS");
+      rejection_seen = true;
+    }
+  }
+  EXPECT_TRUE(info_seen);
+  EXPECT_TRUE(rejection_seen);
 }
 
 TEST_F(LedgerServiceTest, LegacyModeAppliesTwiceAndHasNoOutcomeService) {

@@ -1,5 +1,6 @@
 #include "services/ledger/ledger.h"
 
+#include "common/grpc_status.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
 
@@ -56,9 +57,9 @@ class LedgerTest : public ::testing::TestWithParam<bool> {
   }
 
   static std::string ReasonOf(const v1::CallResult& result) {
-    v1::Rejection rejection;
-    EXPECT_TRUE(rejection.ParseFromString(result.error_details()));
-    return rejection.reason();
+    std::optional<v1::Rejection> rejection = eonce::RejectionOf(result.error_details());
+    EXPECT_TRUE(rejection.has_value());
+    return rejection.has_value() ? rejection->reason() : "";
   }
 
   ManualClock clock_;

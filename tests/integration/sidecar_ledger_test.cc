@@ -209,9 +209,9 @@ TEST_P(SidecarLedgerTest, RejectionIsStoredAndReplayedWithItsReason) {
   auto poor = Submit(TransferCommand("big", 5000));
   ASSERT_TRUE(poor.ok());
   EXPECT_EQ(poor->result().code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
-  v1::Rejection rejection;
-  ASSERT_TRUE(rejection.ParseFromString(poor->result().error_details()));
-  EXPECT_EQ(rejection.reason(), "INSUFFICIENT_FUNDS");
+  std::optional<v1::Rejection> rejection = RejectionOf(poor->result().error_details());
+  ASSERT_TRUE(rejection.has_value());
+  EXPECT_EQ(rejection->reason(), "INSUFFICIENT_FUNDS");
   auto again = Submit(TransferCommand("big", 5000));
   EXPECT_EQ(again->disposition(), v1::REPLAYED);
   EXPECT_EQ(again->result().SerializeAsString(), poor->result().SerializeAsString());
