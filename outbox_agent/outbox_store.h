@@ -38,6 +38,9 @@ namespace eonce {
 using OutboxRecord = v1::OutboxRecord;
 using OutboxState = v1::OutboxState;
 
+// The retry hint of an Enqueue refused because the outbox is full.
+inline constexpr int64_t kOutboxFullRetryAfterMs = 1'000;
+
 struct OutboxStoreOptions {
   // How long a final record is kept for forensics before compaction drops it.
   int64_t forensic_retention_ms = 30LL * 24 * 3600 * 1000;

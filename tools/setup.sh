@@ -21,6 +21,8 @@ PACKAGES=(
   openssl
   python3
   python3-yaml
+  python3-grpcio
+  python3-protobuf
   gnuplot-nox
   prometheus
   iproute2
