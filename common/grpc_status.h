@@ -14,11 +14,11 @@
 #ifndef EONCE_COMMON_GRPC_STATUS_H_
 #define EONCE_COMMON_GRPC_STATUS_H_
 
-#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/error_details.h"
 #include "eonce/v1/command.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/server_context.h"
@@ -30,9 +30,6 @@ namespace eonce {
 // Deprecated: read the google.rpc.Status details instead.
 inline constexpr char kReasonTrailer[] = "eonce-reason";
 inline constexpr char kRetryAfterTrailer[] = "eonce-retry-after-ms";
-inline constexpr char kErrorDomain[] = "eonce.io";
-// The retry delay a retryable answer without its own carries.
-inline constexpr int64_t kDefaultRetryAfterMs = 100;
 
 // Converts `status` for the wire: code, message and google.rpc.Status details, plus the
 // deprecated trailers on `context` (which may be null).
@@ -42,18 +39,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* c
 // google.rpc.Status details, else from the trailers on `context` (which may be null).
 absl::Status FromGrpcStatus(const grpc::Status& status, const grpc::ClientContext* context);
 
-// The serialized google.rpc.Status for `status` (which must not be OK): what ToGrpcStatus
-// sends as the details.
-std::string StatusDetails(const absl::Status& status);
-
-// The serialized google.rpc.Status of a business rejection: ErrorInfo with the
-// rejection's reason, and the eonce.v1.Rejection itself.
-std::string RejectionStatusDetails(absl::StatusCode code, const std::string& message,
-                                   const v1::Rejection& rejection);
-
-// The eonce.v1.Rejection in serialized details: packed in a google.rpc.Status, or (as
-// records stored by older versions hold it) bare. nullopt when there is none.
-std::optional<v1::Rejection> RejectionOf(const std::string& details);
+// A stored business answer for the wire, replayed byte for byte: its code, message and
+// details. An answer without details (a business that sends none) gets the standard
+// google.rpc.Status of its code.
+grpc::Status StatusOfResult(const v1::CallResult& result);
 
 // Finishes a unary callback call with `result`: the value into `response`, or the error
 // (with its details).

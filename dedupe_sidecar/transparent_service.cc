@@ -43,7 +43,9 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message"));
+      Finish(ToGrpcStatus(
+          Error(absl::StatusCode::kInvalidArgument, "NO_REQUEST", "no request message"),
+          context_));
       return;
     }
     std::vector<grpc::Slice> slices;
@@ -95,8 +97,7 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
  private:
   void Answer(const v1::CallResult& result) {
     if (result.code() != 0) {
-      Finish(grpc::Status(static_cast<grpc::StatusCode>(result.code()), result.message(),
-                          result.error_details()));
+      Finish(StatusOfResult(result));
       return;
     }
     grpc::Slice slice(result.response());
@@ -154,7 +155,9 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
           reply.kind == ForwardReply::Kind::kRefused) {
         Answer(reply.result);
       } else {
-        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, reply.detail));
+        Finish(ToGrpcStatus(
+            Error(absl::StatusCode::kUnavailable, "UPSTREAM_UNAVAILABLE", reply.detail),
+            context_));
       }
     });
   }

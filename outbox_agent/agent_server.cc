@@ -52,7 +52,10 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::WatchEvent> {
         absl::MutexLock lock(&shared_->mu);
         finished_ = true;
       }
-      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many watchers"));
+      Finish(ToGrpcStatus(WithRetryAfter(Error(absl::StatusCode::kResourceExhausted,
+                                               "TOO_MANY_WATCHERS", "too many watchers"),
+                                         1'000),
+                          nullptr));
       return;
     }
     MaybeWrite();
@@ -116,8 +119,11 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::WatchEvent> {
   }
 
   void FinishCutOff() {
-    Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "the watcher fell behind; re-read the store and watch again"));
+    Finish(ToGrpcStatus(
+        WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "WATCHER_BEHIND",
+                             "the watcher fell behind; re-read the store and watch again"),
+                       0),
+        nullptr));
   }
 
   StateFeed& feed_;

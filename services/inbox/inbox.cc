@@ -5,8 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
-#include "common/grpc_status.h"
-#include "common/metadata.h"
+#include "common/error_details.h"
 #include "common/status.h"
 
 namespace eonce {
@@ -35,23 +34,6 @@ uint64_t SeqOfKey(const rocksdb::Slice& key) {
   }
   return seq;
 }
-
-}  // namespace
-
-CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context) {
-  CallIdentity identity;
-  identity.command_id = RequestMetadata(context, kCommandIdHeader);
-  identity.tenant = RequestMetadata(context, kTenantHeader);
-  identity.actor = RequestMetadata(context, kActorHeader);
-  identity.idempotency_key = RequestMetadata(context, kIdempotencyKeyHeader);
-  uint64_t token = 0;
-  if (absl::SimpleAtoi(RequestMetadata(context, kFencingTokenHeader), &token)) {
-    identity.fencing_token = token;
-  }
-  return identity;
-}
-
-namespace {
 
 // The TTL filter of the inbox column family, owning its counters.
 class InboxTtlFilter : public rocksdb::CompactionFilterFactory {
@@ -237,10 +219,5 @@ v1::CallResult RejectionResult(absl::StatusCode code, const std::string& reason,
   return result;
 }
 
-grpc::Status StatusOfResult(const v1::CallResult& result) {
-  if (result.code() == 0) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(result.code()), result.message(),
-                      result.error_details());
-}
 
 }  // namespace eonce

@@ -44,12 +44,12 @@
 #include "common/ttl.h"
 #include "eonce/internal/records.pb.h"
 #include "eonce/v1/outcome.pb.h"
-#include "grpcpp/server_context.h"
 #include "rocksdb/write_batch.h"
 
 namespace eonce {
 
-// Who sent a call, from the request metadata the sidecar adds.
+// Who sent a call, from the request metadata the sidecar adds (IdentityFromMetadata in
+// inbox_services.h reads it; this library itself knows nothing of gRPC).
 struct CallIdentity {
   std::string command_id;  // empty for a call that did not come through eonce
   std::string tenant;
@@ -57,8 +57,6 @@ struct CallIdentity {
   std::string idempotency_key;
   uint64_t fencing_token = 0;
 };
-
-CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context);
 
 // What an apply function produced.
 struct Applied {
@@ -139,9 +137,6 @@ class Inbox {
 // Builds a CallResult for a terminal business rejection with an eonce.v1.Rejection.
 v1::CallResult RejectionResult(absl::StatusCode code, const std::string& reason,
                                const std::string& detail);
-
-// The gRPC status (with error details) that carries `result` back to the caller.
-grpc::Status StatusOfResult(const v1::CallResult& result);
 
 }  // namespace eonce
 

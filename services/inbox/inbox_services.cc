@@ -1,10 +1,25 @@
 #include "services/inbox/inbox_services.h"
 
+#include "absl/strings/numbers.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
+#include "common/metadata.h"
 #include "common/status.h"
 
 namespace eonce {
+
+CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context) {
+  CallIdentity identity;
+  identity.command_id = RequestMetadata(context, kCommandIdHeader);
+  identity.tenant = RequestMetadata(context, kTenantHeader);
+  identity.actor = RequestMetadata(context, kActorHeader);
+  identity.idempotency_key = RequestMetadata(context, kIdempotencyKeyHeader);
+  uint64_t token = 0;
+  if (absl::SimpleAtoi(RequestMetadata(context, kFencingTokenHeader), &token)) {
+    identity.fencing_token = token;
+  }
+  return identity;
+}
 
 grpc::ServerUnaryReactor* OutcomeServiceImpl::QueryOutcome(
     grpc::CallbackServerContext* context, const v1::QueryOutcomeRequest* request,

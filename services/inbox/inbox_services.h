@@ -13,6 +13,9 @@
 
 namespace eonce {
 
+// The identity the sidecar sent with a call (its request metadata).
+CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context);
+
 class OutcomeServiceImpl : public v1::Outcome::CallbackService {
  public:
   explicit OutcomeServiceImpl(Inbox& inbox) : inbox_(inbox) {}
