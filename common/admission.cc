@@ -25,19 +25,25 @@ absl::StatusOr<Admission::Ticket> Admission::Admit(const std::string& tenant) {
   absl::MutexLock lock(&mu_);
   if (total_ >= max_total_) {
     ++refused_;
-    return WithRetryAfter(
-        Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
-              absl::StrCat(total_, " calls in flight (the limit); nothing was recorded")),
-        kRetryAfterMs);
+    return WithErrorMetadata(
+        WithRetryAfter(
+            Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
+                  absl::StrCat(total_, " calls in flight (the limit); nothing was recorded")),
+            kRetryAfterMs),
+        "limit", absl::StrCat(max_total_));
   }
   int& mine = per_tenant_[tenant];
   if (mine >= max_per_tenant_) {
     ++refused_;
-    return WithRetryAfter(
-        Error(absl::StatusCode::kResourceExhausted, "TENANT_OVERLOADED",
-              absl::StrCat("this tenant has ", mine,
-                           " calls in flight (its limit); nothing was recorded")),
-        kRetryAfterMs);
+    return WithErrorMetadata(
+        WithErrorMetadata(
+            WithRetryAfter(
+                Error(absl::StatusCode::kResourceExhausted, "TENANT_OVERLOADED",
+                      absl::StrCat("this tenant has ", mine,
+                                   " calls in flight (its limit); nothing was recorded")),
+                kRetryAfterMs),
+            "tenant", tenant),
+        "limit", absl::StrCat(max_per_tenant_));
   }
   ++mine;
   ++total_;

@@ -174,11 +174,12 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
   }
   // Before anything is written: a method the business does not have (server reflection).
   if (upstream_.Implements(command.target_method()) == std::optional<bool>(false)) {
-    RefuseInvalid(*ctx, Error(absl::StatusCode::kInvalidArgument, "UNKNOWN_METHOD",
-                              absl::StrCat("target_method: the business service does not "
-                                           "implement ",
-                                           command.target_method().substr(0, 256),
-                                           "; nothing was written")));
+    RefuseInvalid(
+        *ctx, WithErrorMetadata(
+                  Error(absl::StatusCode::kInvalidArgument, "UNKNOWN_METHOD",
+                        absl::StrCat("target_method: the business service does not implement ",
+                                     command.target_method(), "; nothing was written")),
+                  "method", command.target_method()));
     return;
   }
   ctx->actor = EffectiveActor(caller.workload,
@@ -207,8 +208,14 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
     }
     stats_.denied++;
     Audit(*ctx, "unauthorized", decision.reason);
-    ctx->Answer(Error(absl::StatusCode::kPermissionDenied, decision.reason,
-                      absl::StrCat("not allowed: ", decision.reason)));
+    absl::Status refused = Error(absl::StatusCode::kPermissionDenied, decision.reason,
+                                 absl::StrCat("not allowed: ", decision.reason));
+    refused = WithErrorMetadata(refused, "actor", ctx->actor);
+    refused = WithErrorMetadata(refused, "workload", caller.workload);
+    refused = WithErrorMetadata(refused, "credential_epoch",
+                                absl::StrCat(caller.certificate_epoch.value_or(
+                                    command.credential_epoch())));
+    ctx->Answer(std::move(refused));
     return;
   }
 

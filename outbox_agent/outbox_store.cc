@@ -202,10 +202,12 @@ absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::Insert(const v1::Comm
     if (Waiting(static_cast<OutboxState>(s))) pending += counts_[s].load();
   }
   if (pending >= options_.max_pending_records) {
-    return WithRetryAfter(
-        Error(absl::StatusCode::kResourceExhausted, "OUTBOX_FULL",
-              absl::StrCat("the outbox holds ", pending, " waiting records (the limit)")),
-        kOutboxFullRetryAfterMs);
+    return WithErrorMetadata(
+        WithRetryAfter(
+            Error(absl::StatusCode::kResourceExhausted, "OUTBOX_FULL",
+                  absl::StrCat("the outbox holds ", pending, " waiting records (the limit)")),
+            kOutboxFullRetryAfterMs),
+        "limit", absl::StrCat(options_.max_pending_records));
   }
   int64_t now = clock_.NowMs();
   record.set_state(v1::QUEUED);

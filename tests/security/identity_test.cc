@@ -197,6 +197,19 @@ TEST_F(IdentityTest, AWorkloadActsOnlyForTheActorsThePolicyNamesIt) {
   // changes nothing: under mutual TLS the certificate names the workload.
   EXPECT_EQ(Submit(billing, OpenAccount("alice-1", "alice"), {{kWorkloadHeader, "payroll"}}),
             "ACTOR_NOT_PERMITTED");
+  // The refusal's standard details name who asked for whom.
+  {
+    auto stub = v1::Sidecar::NewStub(billing);
+    grpc::ClientContext context;
+    Deadline(context);
+    v1::SubmitRequest request;
+    *request.mutable_command() = OpenAccount("alice-1", "alice");
+    v1::SubmitResponse response;
+    absl::Status refused = FromGrpcStatus(stub->Submit(&context, request, &response), nullptr);
+    EXPECT_EQ(ReasonOf(refused), "ACTOR_NOT_PERMITTED");
+    EXPECT_EQ(ErrorMetadataOf(refused)["workload"], "billing");
+    EXPECT_EQ(ErrorMetadataOf(refused)["actor"], "alice");
+  }
   // The actor header is a statement like the command's field.
   v1::Command unstated = OpenAccount("alice-2", "");
   EXPECT_EQ(Submit(billing, unstated, {{kActorHeader, "alice"}}), "ACTOR_NOT_PERMITTED");
