@@ -1,5 +1,7 @@
 #include "common/clock.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <thread>
 
@@ -18,6 +20,11 @@ void RealClock::SleepMs(int64_t ms) {
 RealClock& RealClock::Get() {
   static RealClock* clock = new RealClock();
   return *clock;
+}
+
+std::chrono::system_clock::time_point WallDeadline(Clock& clock, int64_t deadline_ms) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(std::max<int64_t>(0, deadline_ms - clock.NowMs()));
 }
 
 }  // namespace eonce

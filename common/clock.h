@@ -7,6 +7,7 @@
 #define EONCE_COMMON_CLOCK_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace eonce {
@@ -38,6 +39,10 @@ class ManualClock : public Clock {
  private:
   std::atomic<int64_t> now_ms_;
 };
+
+// The wall-clock time point (what gRPC deadlines take) `deadline_ms` on `clock` stands
+// for: now plus what is left of it (nothing, if it has passed).
+std::chrono::system_clock::time_point WallDeadline(Clock& clock, int64_t deadline_ms);
 
 }  // namespace eonce
 

@@ -1,3 +1,4 @@
+#include "common/big_endian.h"
 #include "common/hash.h"
 
 #include <openssl/evp.h>
@@ -6,10 +7,6 @@
 
 namespace eonce {
 namespace {
-
-void AppendBigEndian(std::string* out, uint64_t value, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>(value >> (8 * i)));
-}
 
 }  // namespace
 

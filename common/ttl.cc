@@ -1,17 +1,9 @@
 #include "common/ttl.h"
 
+#include "common/big_endian.h"
+
 namespace eonce {
 namespace {
-
-void PutFixed64(std::string* out, uint64_t value) {
-  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>(value >> (8 * i)));
-}
-
-uint64_t GetFixed64(const char* p) {
-  uint64_t value = 0;
-  for (int i = 0; i < 8; ++i) value = (value << 8) | static_cast<unsigned char>(p[i]);
-  return value;
-}
 
 class TtlCompactionFilter : public rocksdb::CompactionFilter {
  public:
@@ -56,16 +48,16 @@ class TtlCompactionFilter : public rocksdb::CompactionFilter {
 std::string EncodeFramed(int64_t drop_at_ms, int64_t trim_at_ms, absl::string_view payload) {
   std::string out;
   out.reserve(kFrameHeaderBytes + payload.size());
-  PutFixed64(&out, static_cast<uint64_t>(drop_at_ms));
-  PutFixed64(&out, static_cast<uint64_t>(trim_at_ms));
+  AppendBigEndian(&out, static_cast<uint64_t>(drop_at_ms));
+  AppendBigEndian(&out, static_cast<uint64_t>(trim_at_ms));
   out.append(payload.data(), payload.size());
   return out;
 }
 
 bool DecodeFramed(absl::string_view value, Framed* out) {
   if (value.size() < kFrameHeaderBytes) return false;
-  out->drop_at_ms = static_cast<int64_t>(GetFixed64(value.data()));
-  out->trim_at_ms = static_cast<int64_t>(GetFixed64(value.data() + 8));
+  out->drop_at_ms = static_cast<int64_t>(ReadBigEndian64(value.substr(0, 8)));
+  out->trim_at_ms = static_cast<int64_t>(ReadBigEndian64(value.substr(8, 8)));
   out->payload = value.substr(kFrameHeaderBytes);
   return true;
 }

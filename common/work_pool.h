@@ -13,9 +13,16 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "common/status.h"
 
 namespace eonce {
+
+// The retry hint of PoolFull.
+inline constexpr int64_t kPoolFullRetryAfterMs = 100;
 
 class WorkPool {
  public:
@@ -60,6 +67,14 @@ class WorkPool {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
+
+// The answer to a call whose work a full pool turned away: RESOURCE_EXHAUSTED, reason
+// OVERLOADED, with a retry hint; nothing was done. `what` names the work ("Submits").
+inline absl::Status PoolFull(absl::string_view what) {
+  return WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
+                              absl::StrCat("too many ", what, " in flight; nothing was done")),
+                        kPoolFullRetryAfterMs);
+}
 
 }  // namespace eonce
 

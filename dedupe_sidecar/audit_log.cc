@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/big_endian.h"
 #include "common/hash.h"
 #include "common/status.h"
 #include "common/ttl.h"
@@ -14,19 +15,11 @@ constexpr char kAuditCf[] = "audit";
 constexpr char kAuditIndexCf[] = "audit_idx";
 constexpr size_t kMaxWriteBatch = 256;
 
-std::string SeqKey(uint64_t seq) {
-  std::string key(8, '\0');
-  for (int i = 7; i >= 0; --i) {
-    key[i] = static_cast<char>(seq & 0xff);
-    seq >>= 8;
-  }
-  return key;
-}
+std::string SeqKey(uint64_t seq) { return BigEndian64(seq); }
 
+// The sequence number that ends an event key or an index key.
 uint64_t SeqOf(absl::string_view key) {
-  uint64_t seq = 0;
-  for (char c : key.substr(key.size() - 8)) seq = (seq << 8) | static_cast<unsigned char>(c);
-  return seq;
+  return ReadBigEndian64(key.substr(key.size() < 8 ? 0 : key.size() - 8));
 }
 
 std::string IndexPrefix(char kind, const std::string& tenant, const std::string& id) {

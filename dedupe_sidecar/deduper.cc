@@ -29,10 +29,6 @@ const char* CodeName(int code) {
   return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
 }
 
-bool Finished(const Record& record) {
-  return record.state() == Record::COMMITTED || record.state() == Record::FAILED;
-}
-
 }  // namespace
 
 // A key belongs to the command that first used it, with that command's payload. Another
@@ -200,7 +196,7 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
   if (!decision.allowed) {
     if (decision.reason == "CREDENTIAL_REVOKED" && options_.replay_after_revocation) {
       auto record = store_.Get(caller.tenant, command.idempotency_key());
-      if (record.ok() && record->has_value() && Finished(**record) &&
+      if (record.ok() && record->has_value() && IsFinished(**record) &&
           (*record)->payload_hash() == command.payload_hash().sha256()) {
         ctx->Answer(Replay(*ctx, **record));
         return;
@@ -453,7 +449,7 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
     } else if (!store_.HeldBy(*existing, token)) {
       // A newer attempt holds the record: this answer is stale and must not overwrite.
       stats_.fenced++;
-      if (existing->has_value() && Finished(**existing) && !(*existing)->tombstone()) {
+      if (existing->has_value() && IsFinished(**existing) && !(*existing)->tombstone()) {
         answer = Response(*ctx, **existing, v1::REPLAYED);
       } else {
         answer = WithRetryAfter(Error(absl::StatusCode::kUnavailable, "IN_PROGRESS",

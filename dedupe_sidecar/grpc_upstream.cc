@@ -14,11 +14,6 @@
 namespace eonce {
 namespace {
 
-std::chrono::system_clock::time_point WallDeadline(Clock& clock, int64_t deadline_ms) {
-  return std::chrono::system_clock::now() +
-         std::chrono::milliseconds(std::max<int64_t>(0, deadline_ms - clock.NowMs()));
-}
-
 std::string Flatten(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
   std::string out;

@@ -23,11 +23,11 @@ void MakeTombstone(Record* record) {
   record->clear_actor();
 }
 
-bool Finished(const Record& record) {
+}  // namespace
+
+bool IsFinished(const Record& record) {
   return record.state() == Record::COMMITTED || record.state() == Record::FAILED;
 }
-
-}  // namespace
 
 std::string ScopedKey(const std::string& tenant, const std::string& key) {
   return absl::StrCat(tenant, std::string(1, '\0'), key);
@@ -36,7 +36,7 @@ std::string ScopedKey(const std::string& tenant, const std::string& key) {
 bool RecordTrimmer::Trim(absl::string_view payload, std::string* trimmed) {
   Record record;
   if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) return false;
-  if (!Finished(record) || record.tombstone()) return false;
+  if (!IsFinished(record) || record.tombstone()) return false;
   MakeTombstone(&record);
   *trimmed = record.SerializeAsString();
   return true;
@@ -69,7 +69,7 @@ RecordStore::RecordStore(RocksStore& store, Clock& clock, const RetentionOptions
 std::string RecordStore::Encode(const Record& record) const {
   int64_t drop_at = 0;
   int64_t trim_at = 0;
-  if (Finished(record)) {
+  if (IsFinished(record)) {
     drop_at = record.updated_ms() + retention_.forensic_retention_ms;
     if (!record.tombstone()) trim_at = record.updated_ms() + retention_.retention_ms;
   }
@@ -91,7 +91,7 @@ absl::StatusOr<std::optional<Record>> RecordStore::Get(const std::string& tenant
   }
   int64_t now = clock_.NowMs();
   if (framed.DroppedAt(now)) return std::optional<Record>();
-  if (framed.TrimmedAt(now) && Finished(record)) MakeTombstone(&record);
+  if (framed.TrimmedAt(now) && IsFinished(record)) MakeTombstone(&record);
   return std::optional<Record>(std::move(record));
 }
 

@@ -41,6 +41,9 @@ namespace eonce {
 
 using Record = internal::IdempotencyRecord;
 
+// Committed or failed: the record holds an answer that duplicates are given.
+bool IsFinished(const Record& record);
+
 struct RetentionOptions {
   int64_t retention_ms = 7LL * 24 * 3600 * 1000;
   int64_t forensic_retention_ms = 30LL * 24 * 3600 * 1000;

@@ -61,11 +61,7 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
                       });
     });
     if (!posted) {
-      reactor->Finish(ToGrpcStatus(
-          WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
-                               "too many Submits in flight; nothing was recorded"),
-                         100),
-          context));
+      reactor->Finish(ToGrpcStatus(PoolFull("Submits"), context));
     }
     return reactor;
   }
@@ -151,11 +147,7 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
       reactor->Finish(ToGrpcStatus(result.status(), context));
     });
     if (!posted) {
-      reactor->Finish(ToGrpcStatus(
-          WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
-                               "too much work in flight; try again"),
-                         100),
-          context));
+      reactor->Finish(ToGrpcStatus(PoolFull("audit verifications"), context));
     }
     return reactor;
   }
@@ -213,6 +205,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
                                                                    Clock& clock) {
   EONCE_RETURN_IF_ERROR(ValidateSidecarOptions(options));
   std::unique_ptr<SidecarServer> s(new SidecarServer());
+  s->clock_ = &clock;
   EONCE_ASSIGN_OR_RETURN(s->policy_, PolicyStore::Open(options.policy_file));
   if (options.policy_file.empty()) {
     LogWarn("no policy file: every tenant and actor may run every method with an "
@@ -360,15 +353,16 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
 }
 
 void SidecarServer::Maintenance(const SidecarServerOptions& options) {
-  auto last_compaction = std::chrono::steady_clock::now();
-  auto last_probe = last_compaction;
-  auto last_audit_step = last_compaction;
+  // On the injected clock; the loop's tick is a wait, not a reading of time.
+  int64_t last_compaction = clock_->NowMs();
+  int64_t last_probe = last_compaction;
+  int64_t last_audit_step = last_compaction;
   int64_t tick_ms =
       std::max<int64_t>(20, std::min(options.policy_reload_ms, options.health_probe_ms));
-  auto due = [](std::chrono::steady_clock::time_point& last, int64_t interval_ms) {
+  auto due = [this](int64_t& last, int64_t interval_ms) {
     if (interval_ms <= 0) return false;
-    auto now = std::chrono::steady_clock::now();
-    if (now - last < std::chrono::milliseconds(interval_ms)) return false;
+    const int64_t now = clock_->NowMs();
+    if (now - last < interval_ms) return false;
     last = now;
     return true;
   };

@@ -131,6 +131,7 @@ class SidecarServer {
   std::atomic<bool> serving_{false};
   absl::Notification stop_maintenance_;
   std::thread maintenance_;
+  Clock* clock_ = nullptr;
   int port_ = 0;
 };
 

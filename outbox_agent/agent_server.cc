@@ -174,9 +174,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
         reactor->Finish(ToGrpcStatus(result.status(), context));
       });
       if (!posted) {
-        reactor->Finish(ToGrpcStatus(Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
-                                           "too many Enqueues in flight"),
-                                     context));
+        reactor->Finish(ToGrpcStatus(PoolFull("Enqueues"), context));
       }
       return reactor;
     });
@@ -511,10 +509,9 @@ absl::Status AgentServer::Shutdown(int64_t drain_ms) {
   // not arrive in time stays SENDING and is reconciled after the restart.
   // Every attempt has a deadline, so waiting that long always suffices.
   int64_t wait_ms = std::max(drain_ms, options_.replay.submit_timeout_ms + 1000);
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-  while (replayer_ != nullptr && replayer_->in_flight() > 0 &&
-         std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const int64_t give_up_ms = clock_->NowMs() + wait_ms;
+  while (replayer_ != nullptr && replayer_->in_flight() > 0 && clock_->NowMs() < give_up_ms) {
+    clock_->SleepMs(5);
   }
   if (replayer_ != nullptr && replayer_->in_flight() > 0) {
     // The callbacks still reference the replayer and store: leave them alive.

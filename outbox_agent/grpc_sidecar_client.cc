@@ -18,11 +18,6 @@ namespace {
 constexpr int64_t kInfoRefreshMs = 60'000;
 constexpr int64_t kInfoTimeoutMs = 2'000;
 
-std::chrono::system_clock::time_point WallDeadline(Clock& clock, int64_t deadline_ms) {
-  return std::chrono::system_clock::now() +
-         std::chrono::milliseconds(std::max<int64_t>(0, deadline_ms - clock.NowMs()));
-}
-
 constexpr int kMaxMessageBytes = 8 << 20;
 
 void AddSession(grpc::ClientContext* context, const Session& session) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/big_endian.h"
 #include "common/status.h"
 
 namespace eonce {
@@ -15,42 +16,21 @@ constexpr char kLanesCf[] = "lanes";
 constexpr char kMetaCf[] = "meta";
 constexpr char kCredentialKey[] = "credential";
 
-std::string Fixed64(uint64_t value) {
-  std::string out(8, '\0');
-  for (int i = 7; i >= 0; --i) {
-    out[i] = static_cast<char>(value & 0xff);
-    value >>= 8;
-  }
-  return out;
-}
-
-uint64_t ReadFixed64(absl::string_view bytes) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < 8 && i < bytes.size(); ++i) {
-    value = (value << 8) | static_cast<unsigned char>(bytes[i]);
-  }
-  return value;
-}
-
-std::string LaneOf(const OutboxRecord& record) {
-  return absl::StrCat(record.command().entity().type(), "/", record.command().entity().id());
-}
-
 std::string LanePrefix(const OutboxRecord& record) {
   return absl::StrCat(LaneOf(record), std::string(1, '\0'));
 }
 
 std::string LaneKey(const OutboxRecord& record) {
-  return LanePrefix(record) + Fixed64(record.enqueue_seq());
+  return LanePrefix(record) + BigEndian64(record.enqueue_seq());
 }
 
 std::string StateKey(OutboxState state, const OutboxRecord& record) {
-  return absl::StrCat(std::string(1, static_cast<char>(state)), Fixed64(record.enqueue_seq()),
+  return absl::StrCat(std::string(1, static_cast<char>(state)), BigEndian64(record.enqueue_seq()),
                       record.command().command_id());
 }
 
 std::string DueKey(int64_t at_ms, const std::string& command_id) {
-  return Fixed64(static_cast<uint64_t>(std::max<int64_t>(0, at_ms))) + command_id;
+  return BigEndian64(static_cast<uint64_t>(std::max<int64_t>(0, at_ms))) + command_id;
 }
 
 // When a record in `state` is due, if it is: waiting records at their next attempt,
@@ -76,9 +56,8 @@ bool Waiting(OutboxState state) {
 
 }  // namespace
 
-bool IsFinal(OutboxState state) {
-  return state == v1::ACKED || state == v1::CONFLICT || state == v1::REJECTED ||
-         state == v1::DEAD_LETTERED || state == v1::EXPIRED || state == v1::DROPPED;
+std::string LaneOf(const OutboxRecord& record) {
+  return absl::StrCat(record.command().entity().type(), "/", record.command().entity().id());
 }
 
 bool AwaitsOperator(const OutboxRecord& record) {
@@ -114,7 +93,7 @@ OutboxStore::OutboxStore(RocksStore& store, Clock& clock, OutboxStoreOptions opt
     }
     int state = static_cast<unsigned char>(it->key()[0]);
     if (state < v1::OutboxState_ARRAYSIZE) counts_[state]++;
-    max_seq = std::max(max_seq, ReadFixed64(absl::string_view(it->key().data() + 1, 8)));
+    max_seq = std::max(max_seq, ReadBigEndian64(absl::string_view(it->key().data() + 1, 8)));
   }
   next_seq_ = max_seq + 1;
 }
@@ -294,7 +273,7 @@ absl::StatusOr<OutboxRecord> OutboxStore::Mutate(const std::string& command_id,
 
 absl::StatusOr<std::vector<std::string>> OutboxStore::Due(int64_t now_ms, int limit) {
   std::vector<std::string> ids;
-  std::string end = Fixed64(static_cast<uint64_t>(now_ms) + 1);
+  std::string end = BigEndian64(static_cast<uint64_t>(now_ms) + 1);
   std::unique_ptr<rocksdb::Iterator> it(
       store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kDueCf)));
   for (it->SeekToFirst(); it->Valid() && static_cast<int>(ids.size()) < limit; it->Next()) {
@@ -310,7 +289,7 @@ std::optional<int64_t> OutboxStore::NextDueMs() {
       store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kDueCf)));
   it->SeekToFirst();
   if (!it->Valid()) return std::nullopt;
-  return static_cast<int64_t>(ReadFixed64(absl::string_view(it->key().data(), 8)));
+  return static_cast<int64_t>(ReadBigEndian64(absl::string_view(it->key().data(), 8)));
 }
 
 size_t OutboxStore::ListLimit(int limit) {
@@ -413,7 +392,7 @@ absl::StatusOr<int> OutboxStore::RecoverAfterRestart() {
 absl::Status OutboxStore::SaveCredential(int64_t epoch, bool revoked) {
   rocksdb::WriteBatch batch;
   batch.Put(store_.cf(kMetaCf), kCredentialKey,
-            Fixed64(static_cast<uint64_t>(epoch)) + (revoked ? "1" : "0"));
+            BigEndian64(static_cast<uint64_t>(epoch)) + (revoked ? "1" : "0"));
   // Synced: a revocation must survive a crash.
   return store_.Write(&batch, /*sync=*/true, "save credential");
 }
@@ -427,7 +406,7 @@ absl::StatusOr<std::pair<int64_t, bool>> OutboxStore::LoadCredential() {
   if (value.size() != 9) {
     return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable credential");
   }
-  return std::make_pair(static_cast<int64_t>(ReadFixed64(value)), value[8] == '1');
+  return std::make_pair(static_cast<int64_t>(ReadBigEndian64(value)), value[8] == '1');
 }
 
 absl::Status OutboxStore::CompactAll() {

@@ -32,6 +32,7 @@
 #include "common/striped_lock.h"
 #include "common/ttl.h"
 #include "eonce/v1/agent.pb.h"
+#include "outbox_agent/states.h"
 
 namespace eonce {
 
@@ -40,6 +41,9 @@ using OutboxState = v1::OutboxState;
 
 // The retry hint of an Enqueue refused because the outbox is full.
 inline constexpr int64_t kOutboxFullRetryAfterMs = 1'000;
+
+// The lane of a record: its entity ("type/id"). Commands of one lane go in enqueue order.
+std::string LaneOf(const OutboxRecord& record);
 
 struct OutboxStoreOptions {
   // How long a final record is kept for forensics before compaction drops it.
@@ -50,8 +54,6 @@ struct OutboxStoreOptions {
   int history_limit = 16;
 };
 
-// Final for the outbox: the record will not be sent again unless an operator acts.
-bool IsFinal(OutboxState state);
 // Waits for an operator: a dead letter, or an expired record that was sent (its outcome
 // was never known). It keeps blocking its entity's later commands, which may depend on
 // it, and is never dropped by age.

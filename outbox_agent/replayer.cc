@@ -8,10 +8,6 @@
 namespace eonce {
 namespace {
 
-std::string EntityOf(const OutboxRecord& record) {
-  return absl::StrCat(record.command().entity().type(), "/", record.command().entity().id());
-}
-
 bool Sendable(const OutboxRecord& record, int64_t now) {
   switch (record.state()) {
     case v1::QUEUED:
@@ -167,7 +163,7 @@ int Replayer::Pump() {
     if (!found.ok() || !found->has_value()) continue;
     const OutboxRecord& record = **found;
     if (!Sendable(record, now)) continue;
-    std::string entity = EntityOf(record);
+    std::string entity = LaneOf(record);
     {
       absl::MutexLock lock(&mu_);
       if (busy_entities_.contains(entity)) continue;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/big_endian.h"
 #include "common/command.h"
 #include "common/error_details.h"
 #include "common/status.h"
@@ -18,21 +19,10 @@ std::string InboxKey(const std::string& tenant, const std::string& command_id) {
   return absl::StrCat(tenant, std::string(1, '\0'), command_id);
 }
 
-std::string SeqKey(uint64_t seq) {
-  std::string key(8, '\0');
-  for (int i = 7; i >= 0; --i) {
-    key[i] = static_cast<char>(seq & 0xff);
-    seq >>= 8;
-  }
-  return key;
-}
+std::string SeqKey(uint64_t seq) { return BigEndian64(seq); }
 
 uint64_t SeqOfKey(const rocksdb::Slice& key) {
-  uint64_t seq = 0;
-  for (size_t i = 0; i < 8 && i < key.size(); ++i) {
-    seq = (seq << 8) | static_cast<unsigned char>(key[i]);
-  }
-  return seq;
+  return ReadBigEndian64(absl::string_view(key.data(), key.size()));
 }
 
 // The TTL filter of the inbox column family, owning its counters.

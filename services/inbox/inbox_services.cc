@@ -54,9 +54,7 @@ grpc::ServerUnaryReactor* RunMutation(
     run();
   } else if (!pool->Post(run)) {
     context->AddTrailingMetadata(kNotAppliedTrailer, "true");
-    reactor->Finish(ToGrpcStatus(
-        Error(absl::StatusCode::kResourceExhausted, "OVERLOADED", "too many calls in flight"),
-        context));
+    reactor->Finish(ToGrpcStatus(PoolFull("calls"), context));
   }
   return reactor;
 }

@@ -1,6 +1,7 @@
 #include "services/ledger/ledger.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/big_endian.h"
 #include "common/command.h"
 #include "common/status.h"
 
@@ -11,20 +12,10 @@ constexpr char kAccountsCf[] = "accounts";
 constexpr char kMintedKey[] = "ledger/minted";
 
 int64_t DecodeInt(const std::string& value) {
-  int64_t v = 0;
-  for (char c : value) v = (v << 8) | static_cast<unsigned char>(c);
-  return v;
+  return static_cast<int64_t>(ReadBigEndian64(value));
 }
 
-std::string EncodeInt(int64_t value) {
-  std::string out(8, '\0');
-  uint64_t v = static_cast<uint64_t>(value);
-  for (int i = 7; i >= 0; --i) {
-    out[i] = static_cast<char>(v & 0xff);
-    v >>= 8;
-  }
-  return out;
-}
+std::string EncodeInt(int64_t value) { return BigEndian64(static_cast<uint64_t>(value)); }
 
 Applied Reject(absl::StatusCode code, const std::string& reason, const std::string& detail) {
   Applied applied;

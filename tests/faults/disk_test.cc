@@ -23,7 +23,7 @@
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "outbox_agent/outbox_store.h"
+#include "outbox_agent/states.h"
 #include "tests/faults/stack.h"
 #include "tests/util/health_check.h"
 #include "tests/util/temp_dir.h"

@@ -15,7 +15,7 @@
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
-#include "outbox_agent/outbox_store.h"
+#include "outbox_agent/states.h"
 
 namespace eonce::testing {
 namespace {

@@ -40,7 +40,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "outbox_agent/client.h"
-#include "outbox_agent/outbox_store.h"
+#include "outbox_agent/states.h"
 #include "tools/demo/process.h"
 
 ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are");
