@@ -157,6 +157,8 @@ absl::Status AuditLog::WriteEvents(const std::vector<v1::AuditEvent>& events) {
 
 absl::StatusOr<std::vector<v1::AuditEvent>> AuditLog::Query(
     const std::string& tenant, const v1::QueryAuditRequest& request) {
+  // Read your writes: every event appended before the query is in its answer.
+  EONCE_RETURN_IF_ERROR(Flush());
   int limit = std::clamp(request.limit() <= 0 ? 100 : request.limit(), 1, 1000);
   std::string prefix;
   if (!request.command_id().empty()) {

@@ -43,7 +43,8 @@ class AuditLog {
   // Returns once every event appended before the call is written.
   absl::Status Flush();
 
-  // Events of one command id or key within `tenant`, oldest first.
+  // Events of one command id or key within `tenant`, oldest first; every event appended
+  // before the call is included (it flushes first).
   absl::StatusOr<std::vector<v1::AuditEvent>> Query(const std::string& tenant,
                                                    const v1::QueryAuditRequest& request);
   // Walks the stored chain after `after_seq` (0: from the start) and reports the first

@@ -112,19 +112,25 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
                                        const v1::QueryAuditRequest* request,
                                        v1::QueryAuditResponse* response) override {
     absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
-    absl::StatusOr<v1::QueryAuditResponse> result;
-    if (!caller.ok()) {
-      result = caller.status();
-    } else if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) {
-      result = allowed;
-    } else if (auto events = audit_.Query(caller->tenant, *request); !events.ok()) {
-      result = events.status();
-    } else {
-      v1::QueryAuditResponse out;
-      for (auto& event : *events) *out.add_events() = std::move(event);
-      result = std::move(out);
+    if (caller.ok()) {
+      if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) caller = allowed;
     }
-    return FinishUnary(context, std::move(result), response);
+    if (!caller.ok()) {
+      return FinishUnary<v1::QueryAuditResponse>(context, caller.status(), response);
+    }
+    // The query waits for the audit writer (read your writes) and reads the store: on the
+    // work pool, not on a gRPC thread.
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    bool posted = pool_.Post([this, context, request, response, reactor,
+                              tenant = caller->tenant] {
+      absl::StatusOr<std::vector<v1::AuditEvent>> events = audit_.Query(tenant, *request);
+      if (events.ok()) {
+        for (auto& event : *events) *response->add_events() = std::move(event);
+      }
+      reactor->Finish(ToGrpcStatus(events.status(), context));
+    });
+    if (!posted) reactor->Finish(ToGrpcStatus(PoolFull("audit queries"), context));
+    return reactor;
   }
 
   grpc::ServerUnaryReactor* VerifyAudit(grpc::CallbackServerContext* context,

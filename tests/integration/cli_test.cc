@@ -2,9 +2,7 @@
 // reconcile), effectsctl (effect counts) and outboxctl (stats, show).
 #include <sys/wait.h>
 
-#include <chrono>
 #include <cstdio>
-#include <thread>
 #include <string>
 
 #include "common/clock.h"
@@ -12,11 +10,13 @@
 #include "common/random.h"
 #include "dedupe_sidecar/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
+#include "eonce/v1/agent.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "outbox_agent/agent_server.h"
 #include "services/ledger/ledger_service.h"
+#include "tests/util/agent_wait.h"
 #include "tests/util/temp_dir.h"
 
 namespace eonce {
@@ -78,11 +78,11 @@ TEST_F(CliTest, OperatorToolsReportWhatHappened) {
   c.mutable_entity()->set_id("alice");
   ASSERT_TRUE(agent_->outbox().Enqueue(c).ok());
   agent_->Kick();
-  for (int i = 0; i < 500; ++i) {
-    auto r = agent_->store().Get("open-alice");
-    if (r.ok() && r->has_value() && (*r)->state() == v1::ACKED) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  auto agent_stub = v1::Agent::NewStub(
+      grpc::CreateChannel(Address(agent_->port()), grpc::InsecureChannelCredentials()));
+  auto acked = testing::WaitUntilFinal(*agent_stub, "open-alice");
+  ASSERT_TRUE(acked.ok()) << acked.status();
+  ASSERT_EQ(acked->state(), v1::ACKED);
 
   std::string sidecar =
       " --sidecar=" + Address(sidecar_->port()) + " --tenant=acme --operator_name=oncall ";

@@ -1,8 +1,6 @@
 // The walking skeleton, end to end: a command goes from Enqueue on the real agent through
 // the real sidecar to the real ledger, over gRPC on loopback ports, with every store a
 // real RocksDB in a temporary folder. Then duplicates: none is applied twice.
-#include <chrono>
-#include <thread>
 
 #include "common/clock.h"
 #include "common/random.h"
@@ -15,6 +13,7 @@
 #include "outbox_agent/agent_server.h"
 #include "outbox_agent/client.h"
 #include "services/ledger/ledger_service.h"
+#include "tests/util/agent_wait.h"
 #include "tests/util/temp_dir.h"
 
 namespace eonce {
@@ -56,17 +55,10 @@ class PipelineTest : public ::testing::Test {
   }
 
   v1::OutboxRecord WaitFinal(const std::string& command_id) {
-    v1::OutboxRecord record;
-    for (int i = 0; i < 1000; ++i) {  // at most 10 s
-      auto got = client_->Get(command_id);
-      if (got.ok()) {
-        record = *got;
-        if (IsFinal(record.state())) return record;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "command " << command_id << " never became final";
-    return record;
+    absl::StatusOr<v1::OutboxRecord> record =
+        testing::WaitUntilFinal(client_->stub(), command_id);
+    EXPECT_TRUE(record.ok()) << record.status();
+    return record.ok() ? *record : v1::OutboxRecord();
   }
 
   std::map<std::string, int> EffectCounts() {
