@@ -1,0 +1,30 @@
+// The agent's gRPC service (Enqueue, Get, List, Watch, Stats and the operator calls),
+// apart from the server's lifecycle in agent_server.cc. Every call is settled against the
+// caller's tenant first; Enqueue's synced write runs on the work pool, off gRPC's
+// threads; a Watch stream is bounded and cut off when it falls behind.
+#ifndef EONCE_OUTBOX_AGENT_AGENT_SERVICE_H_
+#define EONCE_OUTBOX_AGENT_AGENT_SERVICE_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/work_pool.h"
+#include "eonce/v1/agent.grpc.pb.h"
+#include "outbox_agent/credential.h"
+#include "outbox_agent/outbox.h"
+#include "outbox_agent/outbox_store.h"
+#include "outbox_agent/state_feed.h"
+
+namespace eonce {
+
+// `kick` wakes the replay loop after a new command; `draining` turns new Enqueues away.
+std::unique_ptr<v1::Agent::CallbackService> NewAgentService(
+    Outbox& outbox, OutboxStore& store, CredentialState& credential, StateFeed& feed,
+    std::atomic<bool>& draining, std::function<void()> kick, WorkPool& pool,
+    std::string tenant);
+
+}  // namespace eonce
+
+#endif  // EONCE_OUTBOX_AGENT_AGENT_SERVICE_H_
