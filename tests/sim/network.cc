@@ -1,0 +1,227 @@
+// The simulated network: every call between the agent and the sidecar, and between the
+// sidecar and the business, is an event that may be dropped, duplicated, delayed,
+// reordered, partitioned, or lose its answer, as the seed's configuration says.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "tests/sim/world.h"
+
+namespace eonce::sim::internal {
+
+class SimSidecarClient : public SidecarClient {
+ public:
+  explicit SimSidecarClient(World& w) : w_(w) {}
+
+  template <typename T>
+  struct Call {
+    std::function<void(absl::StatusOr<T>)> done;
+    bool finished = false;
+  };
+
+  template <typename T>
+  std::function<void(absl::StatusOr<T>)> Finisher(std::function<void(absl::StatusOr<T>)> done,
+                                                  int64_t deadline_ms) {
+    auto call = std::make_shared<Call<T>>();
+    call->done = std::move(done);
+    // A call made by a process that is already dying is never answered.
+    int caller = w_.node(kAgent).up ? w_.node(kAgent).incarnation : -1;
+    auto finish = [this, call, caller](absl::StatusOr<T> answer) {
+      if (call->finished) return;
+      call->finished = true;
+      if (!w_.Alive(kAgent, caller)) return;  // the caller died: nobody hears the answer
+      call->done(std::move(answer));
+    };
+    w_.loop_.At(deadline_ms, [finish] { finish(absl::DeadlineExceededError("deadline")); });
+    return finish;
+  }
+
+  // Sends `deliver` to the sidecar, which answers through `answer`; applies the link's
+  // faults both ways.
+  template <typename T>
+  void Send(const std::string& what, std::function<void(absl::StatusOr<T>)> finish,
+            std::function<void(std::function<void(absl::StatusOr<T>)>)> deliver) {
+    const LinkFaults& link = w_.config_.agent_link;
+    if (!w_.node(kSidecar).up) {
+      w_.loop_.After(1, [finish] { finish(absl::UnavailableError("connection refused")); });
+      return;
+    }
+    int copies = w_.Chance(link.duplicate) ? 2 : 1;
+    for (int copy = 0; copy < copies; ++copy) {
+      if (w_.Partitioned() || w_.Chance(link.drop)) {
+        w_.Trace("net drop " + what);
+        continue;
+      }
+      int target = w_.node(kSidecar).incarnation;
+      w_.loop_.After(w_.Delay(link), [this, what, finish, deliver, target] {
+        if (!w_.Alive(kSidecar, target)) return;
+        w_.Trace("deliver " + what);
+        deliver([this, what, finish, target](absl::StatusOr<T> answer) {
+          if (!w_.Alive(kSidecar, target)) return;  // died before answering
+          const LinkFaults& link = w_.config_.agent_link;
+          if (w_.Partitioned() || w_.Chance(link.lose_answer)) {
+            w_.Trace("net lose answer " + what);
+            return;
+          }
+          w_.loop_.After(w_.Delay(link), [finish, answer] { finish(answer); });
+        });
+      });
+    }
+  }
+
+  void Submit(const v1::Command& command, const Session& session, int64_t deadline_ms,
+              std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) override {
+    auto finish = Finisher<v1::SubmitResponse>(std::move(done), deadline_ms);
+    Caller caller;
+    caller.tenant = session.tenant;
+    caller.actor = session.actor;
+    caller.credential_epoch = session.epoch;
+    caller.deadline_ms = deadline_ms;
+    Send<v1::SubmitResponse>(
+        "submit " + command.command_id(), finish,
+        [this, caller, command](std::function<void(absl::StatusOr<v1::SubmitResponse>)> answer) {
+          w_.deduper_->Submit(caller, command, answer);
+        });
+  }
+
+  void Reconcile(const v1::Command& command, const Session& session, int64_t deadline_ms,
+                 std::function<void(absl::StatusOr<v1::ReconcileResponse>)> done) override {
+    auto finish = Finisher<v1::ReconcileResponse>(std::move(done), deadline_ms);
+    Caller caller;
+    caller.tenant = session.tenant;
+    v1::ReconcileRequest request = ReconcileRequestFor(command);
+    Send<v1::ReconcileResponse>(
+        "reconcile " + command.command_id(), finish,
+        [this, caller, request](std::function<void(absl::StatusOr<v1::ReconcileResponse>)> answer) {
+          answer(w_.deduper_->Reconcile(caller, request));
+        });
+  }
+
+  std::optional<int64_t> RetentionMs(const std::string&) override {
+    return RetentionOptions().retention_ms;
+  }
+
+ private:
+  World& w_;
+};
+
+// ---------------------------------------------------------------------------------------
+// sidecar -> business
+
+class SimUpstream : public Upstream {
+ public:
+  explicit SimUpstream(World& w) : w_(w) {}
+
+  void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override {
+    w_.ForwardIssued(call.tenant, call.command_id);
+    auto state = std::make_shared<bool>(false);
+    int caller = w_.node(kSidecar).up ? w_.node(kSidecar).incarnation : -1;
+    auto finish = [this, state, caller, done, tenant = call.tenant,
+                   command_id = call.command_id](ForwardReply reply) {
+      if (*state) return;
+      *state = true;
+      if (!w_.Alive(kSidecar, caller)) return;
+      if (reply.kind == ForwardReply::Kind::kNotApplied ||
+          reply.kind == ForwardReply::Kind::kRefused) {
+        w_.ProvenNotApplied(tenant, command_id);
+      }
+      done(std::move(reply));
+    };
+    w_.loop_.At(call.deadline_ms, [finish] {
+      ForwardReply reply;
+      reply.kind = ForwardReply::Kind::kUnknown;
+      reply.detail = "deadline";
+      finish(reply);
+    });
+    const LinkFaults& link = w_.config_.business_link;
+    if (!w_.node(kBusiness).up) {
+      w_.loop_.After(1, [finish] {
+        ForwardReply reply;
+        reply.kind = ForwardReply::Kind::kNotApplied;
+        reply.detail = "connection refused";
+        finish(reply);
+      });
+      return;
+    }
+    int copies = w_.Chance(link.duplicate) ? 2 : 1;
+    for (int copy = 0; copy < copies; ++copy) {
+      if (w_.Chance(link.drop)) {
+        w_.Trace("net drop forward " + call.command_id);
+        continue;
+      }
+      int target = w_.node(kBusiness).incarnation;
+      w_.loop_.After(w_.Delay(link), [this, call, finish, target] {
+        if (!w_.Alive(kBusiness, target)) return;
+        absl::StatusOr<v1::CallResult> result = Apply(call);
+        if (!w_.Alive(kBusiness, target)) return;  // crashed after applying
+        if (!result.ok() || w_.Chance(w_.config_.business_link.lose_answer)) {
+          w_.Trace("no answer to forward " + call.command_id);
+          return;
+        }
+        w_.Trace(absl::StrCat("applied ", call.command_id, " code ", result->code()));
+        ForwardReply reply;
+        reply.kind = ForwardReply::Kind::kAnswered;
+        reply.result = *result;
+        w_.loop_.After(w_.Delay(w_.config_.business_link), [finish, reply] { finish(reply); });
+      });
+    }
+  }
+
+  void QueryOutcome(const std::string& tenant, const std::string& command_id, int64_t deadline_ms,
+                    std::function<void(absl::StatusOr<v1::QueryOutcomeResponse>)> done) override {
+    auto state = std::make_shared<bool>(false);
+    int caller = w_.node(kSidecar).up ? w_.node(kSidecar).incarnation : -1;
+    auto finish = [this, state, caller, done, tenant,
+                   command_id](absl::StatusOr<v1::QueryOutcomeResponse> r) {
+      if (*state) return;
+      *state = true;
+      if (!w_.Alive(kSidecar, caller)) return;
+      if (r.ok() && !r->applied()) w_.ProvenNotApplied(tenant, command_id);
+      done(std::move(r));
+    };
+    w_.loop_.At(deadline_ms, [finish] { finish(absl::DeadlineExceededError("deadline")); });
+    if (!w_.node(kBusiness).up) {
+      w_.loop_.After(1, [finish] { finish(absl::UnavailableError("connection refused")); });
+      return;
+    }
+    int target = w_.node(kBusiness).incarnation;
+    w_.loop_.After(w_.Delay(w_.config_.business_link), [this, tenant, command_id, finish, target] {
+      if (!w_.Alive(kBusiness, target)) return;
+      auto outcome = w_.inbox_->QueryOutcome(tenant, command_id);
+      w_.loop_.After(w_.Delay(w_.config_.business_link), [finish, outcome] { finish(outcome); });
+    });
+  }
+
+  bool Reachable() override { return w_.node(kBusiness).up; }
+
+ private:
+  absl::StatusOr<v1::CallResult> Apply(const ForwardCall& call) {
+    CallIdentity id;
+    id.command_id = call.command_id;
+    id.tenant = call.tenant;
+    id.actor = call.actor;
+    id.idempotency_key = call.idempotency_key;
+    id.fencing_token = call.fencing_token;
+    if (call.method == kOpen) {
+      ledger::v1::OpenAccountRequest request;
+      request.ParseFromString(call.request);
+      return w_.ledger_->OpenAccount(id, request);
+    }
+    ledger::v1::TransferRequest request;
+    request.ParseFromString(call.request);
+    return w_.ledger_->Transfer(id, request);
+  }
+
+  World& w_;
+};
+
+std::unique_ptr<SidecarClient> NewSimSidecarClient(World& world) {
+  return std::make_unique<SimSidecarClient>(world);
+}
+
+std::unique_ptr<Upstream> NewSimUpstream(World& world) {
+  return std::make_unique<SimUpstream>(world);
+}
+
+}  // namespace eonce::sim::internal

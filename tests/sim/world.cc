@@ -1,0 +1,197 @@
+// The world's lifecycle: starting and stopping (and crashing) components on their
+// simulated disks, and the run itself: the fault phase, then settling, then the checks.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "dedupe_sidecar/negative_controls.h"
+#include "tests/sim/world.h"
+
+namespace eonce::sim::internal {
+
+absl::Status NodeFaults::Hit(FaultPoint point) { return world_.Fire(node_, point); }
+
+absl::Status World::StartAgent() {
+  agent_filters_ = std::make_unique<OutboxStore::Filters>(clock_);
+  EONCE_ASSIGN_OR_RETURN(agent_rocks_, RocksStore::Open(nodes_[kAgent].dir,
+                                                        OutboxStore::ColumnFamilies(*agent_filters_),
+                                                        Store(kAgent)));
+  // The negative control: the agent's synced writes (Enqueue's among them) reach no disk.
+  nodes_[kAgent].fs->set_drop_wal_syncs(options_.unsynced_enqueue);
+  outbox_store_ = std::make_unique<OutboxStore>(*agent_rocks_, clock_, OutboxStoreOptions());
+  EONCE_RETURN_IF_ERROR(outbox_store_->RecoverAfterRestart().status());
+  EONCE_ASSIGN_OR_RETURN(credential_, CredentialState::Load(*outbox_store_, kTenant, "agent", 1));
+  feed_ = std::make_unique<StateFeed>(1 << 16, 4);
+  subscription_ = feed_->Subscribe();
+  // Checked at the moment an ack is published: the fence must keep every answer out
+  // while the credential is revoked.
+  watchdog_ = feed_->Subscribe([this] {
+    v1::WatchEvent event;
+    while (watchdog_ != nullptr && watchdog_->Next(&event, 0)) {
+      if (event.state() == v1::ACKED && credential_ != nullptr && credential_->revoked()) {
+        Violation(absl::StrCat("stale answer applied: ", event.command_id(),
+                               " acked while the credential is revoked"));
+      }
+    }
+  });
+  outbox_ = std::make_unique<Outbox>(*outbox_store_, *credential_, clock_, agent_random_,
+                                     CommandLimits(), feed_.get(), nodes_[kAgent].faults.get());
+  ReplayerOptions replay;
+  replay.max_in_flight = 8;
+  replay.submit_timeout_ms = 3'000;
+  replay.claim_ttl_ms = 6'500;
+  replay.retry.base_backoff_ms = 20;
+  replay.retry.max_backoff_ms = 1'000;
+  replay.retry.max_attempts = 10'000;
+  replay.retry.max_age_ms = 24LL * 3600 * 1000;
+  replay.retry.parked_recheck_ms = 5'000;
+  replayer_ = std::make_unique<Replayer>(*outbox_store_, *sidecar_client_, *credential_, clock_,
+                                         agent_random_, replay, feed_.get(),
+                                         nodes_[kAgent].faults.get());
+  // The credential the operator wants now (it may have changed while the agent was down).
+  Session current = credential_->session();
+  if (current.epoch != epoch_ || credential_->revoked() != want_revoked_) {
+    EONCE_RETURN_IF_ERROR(credential_->Set(epoch_, want_revoked_));
+  }
+  RefreshProjection();
+  return absl::OkStatus();
+}
+
+void World::StopAgent() {
+  replayer_.reset();
+  outbox_.reset();
+  subscription_.reset();
+  watchdog_.reset();
+  feed_.reset();
+  credential_.reset();
+  outbox_store_.reset();
+  if (agent_rocks_ != nullptr) agent_rocks_->CloseWithoutFlush();
+  agent_rocks_.reset();
+  agent_filters_.reset();
+}
+
+absl::Status World::StartSidecar() {
+  sidecar_filters_ = std::make_unique<RecordStoreFilters>(clock_);
+  auto families = RecordStore::ColumnFamilies(*sidecar_filters_);
+  for (auto& f : AuditLog::ColumnFamilies(*sidecar_filters_)) families.push_back(f);
+  EONCE_ASSIGN_OR_RETURN(sidecar_rocks_, RocksStore::Open(nodes_[kSidecar].dir, families, Store(kSidecar)));
+  // The negative control: a sidecar that remembers nothing forwards every command.
+  records_ = options_.disable_sidecar_dedupe
+                 ? std::make_unique<ForgettingRecordStore>(*sidecar_rocks_, clock_,
+                                                           RetentionOptions())
+                 : std::make_unique<RecordStore>(*sidecar_rocks_, clock_, RetentionOptions());
+  EONCE_RETURN_IF_ERROR(records_->SettleRetention());
+  audit_ = std::make_unique<AuditLog>(*sidecar_rocks_, clock_, 90LL * 24 * 3600 * 1000);
+  EONCE_ASSIGN_OR_RETURN(policy_, PolicyStore::Open(""));
+  DeduperOptions options;
+  options.lease_ms = 2'500;
+  options.forward_timeout_ms = 1'000;
+  options.outcome_query_timeout_ms = 1'000;
+  deduper_ = std::make_unique<Deduper>(*records_, *audit_, *upstream_, *policy_, clock_, options,
+                                       nodes_[kSidecar].faults.get());
+  return absl::OkStatus();
+}
+
+void World::StopSidecar() {
+  deduper_.reset();
+  audit_.reset();
+  policy_.reset();
+  records_.reset();
+  if (sidecar_rocks_ != nullptr) sidecar_rocks_->CloseWithoutFlush();
+  sidecar_rocks_.reset();
+  sidecar_filters_.reset();
+}
+
+absl::Status World::StartBusiness() {
+  auto families = LedgerCore::ColumnFamilies();
+  for (auto& f : Inbox::ColumnFamilies(clock_)) families.push_back(f);
+  EONCE_ASSIGN_OR_RETURN(business_rocks_, RocksStore::Open(nodes_[kBusiness].dir, families, Store(kBusiness)));
+  inbox_ = std::make_unique<Inbox>(*business_rocks_, clock_, config_.legacy,
+                                   nodes_[kBusiness].faults.get());
+  ledger_ = std::make_unique<LedgerCore>(*business_rocks_, *inbox_);
+  return absl::OkStatus();
+}
+
+void World::StopBusiness() {
+  ledger_.reset();
+  inbox_.reset();
+  if (business_rocks_ != nullptr) business_rocks_->CloseWithoutFlush();
+  business_rocks_.reset();
+}
+
+void World::Run() {
+  start_ms_ = clock_.NowMs();
+  sidecar_client_ = NewSimSidecarClient(*this);
+  upstream_ = NewSimUpstream(*this);
+  for (int i = 0; i < 3; ++i) Start(i);
+  int total = config_.accounts + config_.transfers;
+  for (int i = 0; i < total; ++i) commands_.push_back(MakeCommand(i));
+  result_->commands = total;
+  for (int i = 0; i < total; ++i) {
+    // Accounts first, so that most transfers find them.
+    int64_t at = i < config_.accounts ? static_cast<int64_t>(workload_random_.Uniform(200))
+                                      : 300 + static_cast<int64_t>(workload_random_.Uniform(4000));
+    loop_.After(at, [this, i] { Enqueue(i, 1000); });
+    if (workload_random_.Chance(config_.duplicate_enqueue)) {
+      loop_.After(at + static_cast<int64_t>(workload_random_.Uniform(6000)),
+                  [this, i] { Enqueue(i, 1000); });
+    }
+  }
+  if (config_.revoke) {
+    loop_.After(config_.revoke_at_ms, [this] {
+      want_revoked_ = true;
+      Trace("revoke");
+      if (credential_ != nullptr && nodes_[kAgent].up) credential_->Set(epoch_, true).IgnoreError();
+    });
+    loop_.After(config_.revoke_at_ms + config_.revoke_for_ms, [this] {
+      want_revoked_ = false;
+      ++epoch_;
+      Trace("renew");
+      if (credential_ != nullptr && nodes_[kAgent].up) credential_->Set(epoch_, false).IgnoreError();
+    });
+  }
+  loop_.After(0, [this] { AgentTick(); });
+  loop_.After(kFaultPhaseMs, [this] {
+    faults_active_ = false;
+    Trace("faults stop");
+  });
+
+  // Acks published while the session is revoked are stale answers applied.
+  int64_t fault_end = start_ms_ + kFaultPhaseMs;
+  int64_t bound = fault_end + kSettleBoundMs;
+  bool settled = false;
+  while (loop_.steps() < kMaxEvents && loop_.Step()) {
+    if (clock_.NowMs() > bound) break;
+    if (!faults_active_ && Settled()) {
+      settled = true;
+      break;
+    }
+  }
+  result_->events = loop_.steps();
+  result_->sim_ms = clock_.NowMs() - start_ms_;
+  result_->settle_ms = std::max<int64_t>(0, clock_.NowMs() - fault_end);
+  if (!settled) {
+    Violation(absl::StrCat("liveness: not settled ", kSettleBoundMs, " ms after the faults stopped"));
+  }
+  if (nodes_[kAgent].up && nodes_[kBusiness].up) Check();
+  result_->trace_hash = trace_hash_;
+}
+
+}  // namespace eonce::sim::internal
+
+namespace eonce::sim {
+
+SimResult RunSeed(const SimOptions& options) {
+  SetLogsEnabled(false);
+  SimResult result;
+  result.seed = options.seed;
+  internal::World world(options, &result);
+  world.Run();
+  return result;
+}
+
+std::string ReplayCommand(uint64_t seed) { return absl::StrCat("./eonce sim --seed ", seed); }
+
+}  // namespace eonce::sim

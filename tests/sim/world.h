@@ -1,0 +1,306 @@
+// The simulated world: the three components (agent, sidecar, business) with their own
+// crash-able disks, the event loop, the trace, and the forward log the checker reads. The
+// world's parts live in their own files: the network (network.cc), starting and stopping
+// components and the run (world.cc), the workload (workload.cc) and the checks
+// (checker.cc).
+#ifndef EONCE_TESTS_SIM_WORLD_H_
+#define EONCE_TESTS_SIM_WORLD_H_
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/crash_fs.h"
+#include "common/random.h"
+#include "common/rocks.h"
+#include "dedupe_sidecar/audit_log.h"
+#include "dedupe_sidecar/deduper.h"
+#include "dedupe_sidecar/policy.h"
+#include "dedupe_sidecar/record_store.h"
+#include "dedupe_sidecar/upstream.h"
+#include "outbox_agent/credential.h"
+#include "outbox_agent/example/projection.h"
+#include "outbox_agent/outbox.h"
+#include "outbox_agent/outbox_store.h"
+#include "outbox_agent/replayer.h"
+#include "outbox_agent/sidecar_client.h"
+#include "outbox_agent/state_feed.h"
+#include "services/inbox/inbox.h"
+#include "services/ledger/ledger.h"
+#include "tests/sim/config.h"
+#include "tests/sim/event_loop.h"
+#include "tests/sim/sim.h"
+
+namespace eonce::sim::internal {
+
+namespace fs = std::filesystem;
+
+inline constexpr int64_t kSettleBoundMs = 90'000;
+inline constexpr int64_t kTickMs = 20;
+inline constexpr int64_t kMaxEvents = 2'000'000;
+inline constexpr char kTenant[] = "acme";
+inline constexpr char kOpen[] = "/eonce.ledger.v1.Ledger/OpenAccount";
+inline constexpr char kTransfer[] = "/eonce.ledger.v1.Ledger/Transfer";
+
+class World;
+
+// A component's fault points: when one fires, the component crashes right there.
+class NodeFaults : public FaultInjector {
+ public:
+  NodeFaults(World& world, int node) : world_(world), node_(node) {}
+  absl::Status Hit(FaultPoint point) override;
+
+ private:
+  World& world_;
+  const int node_;
+};
+
+struct Node {
+  std::string name;
+  std::string dir;
+  std::shared_ptr<CrashFileSystem> fs = NewCrashFileSystem();
+  int incarnation = 0;
+  bool up = false;
+  std::unique_ptr<NodeFaults> faults;
+};
+
+enum NodeId { kAgent = 0, kSidecar = 1, kBusiness = 2 };
+
+class World {
+ public:
+  World(const SimOptions& options, SimResult* result)
+      : options_(options),
+        result_(result),
+        master_(options.seed),
+        net_random_(master_.Next()),
+        fault_random_(master_.Next()),
+        agent_random_(master_.Next()),
+        workload_random_(master_.Next()),
+        loop_(clock_) {
+    config_ = DrawConfig(master_, options);
+    result_->legacy = config_.legacy;
+    std::string base = absl::StrCat(options.work_dir, "/sim-", options.seed, "-",
+                                    options.disable_sidecar_dedupe, options.unsynced_enqueue);
+    fs::remove_all(base);
+    base_ = base;
+    const char* names[] = {"agent", "sidecar", "business"};
+    for (int i = 0; i < 3; ++i) {
+      nodes_[i].name = names[i];
+      nodes_[i].dir = absl::StrCat(base, "/", names[i]);
+      fs::create_directories(nodes_[i].dir);
+      nodes_[i].faults = std::make_unique<NodeFaults>(*this, i);
+    }
+  }
+
+  ~World() {
+    StopAgent();
+    StopSidecar();
+    StopBusiness();
+    std::error_code ignored;
+    fs::remove_all(base_, ignored);
+  }
+
+  void Run();
+
+  // Called by NodeFaults: the component dies now.
+  absl::Status Fire(int node, FaultPoint point) {
+    // A process that is dying does nothing more.
+    if (!nodes_[node].up) return absl::AbortedError("the process is gone");
+    if (!faults_active_) return absl::OkStatus();
+    double p = config_.fault_probability[static_cast<int>(point)];
+    if (p <= 0 || !fault_random_.Chance(p)) return absl::OkStatus();
+    result_->fired[static_cast<int>(point)]++;
+    Trace(absl::StrCat("crash ", nodes_[node].name, " at ", FaultPointName(point)));
+    Crash(node);
+    return absl::AbortedError(absl::StrCat("crashed at ", FaultPointName(point)));
+  }
+
+ private:
+  friend class SimSidecarClient;
+  friend class SimUpstream;
+
+  // --- the trace -----------------------------------------------------------------------
+  void Trace(const std::string& line) {
+    std::string stamped = absl::StrCat(clock_.NowMs() - start_ms_, " ", line);
+    for (unsigned char c : stamped) {
+      trace_hash_ ^= c;
+      trace_hash_ *= 1099511628211ULL;
+    }
+    trace_hash_ ^= '\n';
+    trace_hash_ *= 1099511628211ULL;
+    if (options_.print_trace) std::fprintf(stderr, "%s\n", stamped.c_str());
+  }
+
+  void Violation(const std::string& what) {
+    result_->violations.push_back(what);
+    Trace("VIOLATION " + what);
+  }
+
+  // --- what the business is sent, not only what it applies -----------------------------
+  // A sidecar may forward a command again only once the business proved that the last
+  // forward was not applied (an outcome query said so, or the call provably never ran).
+  // Checked where the sidecar issues each forward, so a double forward is seen even
+  // behind an inbox that would have absorbed it, and whatever the network does later.
+  void ForwardIssued(const std::string& tenant, const std::string& command_id) {
+    ForwardLog& log = forward_log_[{tenant, command_id}];
+    if (log.forwards > 0 && !log.proven_not_applied) {
+      Violation(absl::StrCat("forwarded again without proof that it was not applied: ",
+                             command_id, " (forward ", log.forwards + 1, ")"));
+    }
+    log.forwards++;
+    log.proven_not_applied = false;
+  }
+  void ProvenNotApplied(const std::string& tenant, const std::string& command_id) {
+    forward_log_[{tenant, command_id}].proven_not_applied = true;
+  }
+
+  // --- the network ---------------------------------------------------------------------
+  bool Partitioned() {
+    if (!faults_active_) return false;
+    int64_t t = clock_.NowMs() - start_ms_;
+    for (auto [from, to] : config_.partitions) {
+      if (t >= from && t < to) return true;
+    }
+    return false;
+  }
+  int64_t Delay(const LinkFaults& link) {
+    int64_t spread = faults_active_ ? link.max_delay_ms - link.min_delay_ms : 2;
+    return link.min_delay_ms + static_cast<int64_t>(net_random_.Uniform(spread + 1));
+  }
+  bool Chance(double p) { return faults_active_ && net_random_.Chance(p); }
+
+  // --- components ----------------------------------------------------------------------
+  Node& node(int i) { return nodes_[i]; }
+  bool Alive(int i, int incarnation) const {
+    return nodes_[i].up && nodes_[i].incarnation == incarnation;
+  }
+
+  void Crash(int i) {
+    Node& n = nodes_[i];
+    if (!n.up) return;
+    n.up = false;
+    n.incarnation++;
+    n.fs->Crash();  // from here on, nothing the dying process does reaches the disk
+    result_->crashes++;
+    loop_.After(0, [this, i] {
+      if (i == kAgent) StopAgent();
+      if (i == kSidecar) StopSidecar();
+      if (i == kBusiness) StopBusiness();
+      nodes_[i].fs->Recover();
+      loop_.After(50 + static_cast<int64_t>(fault_random_.Uniform(500)), [this, i] { Start(i); });
+    });
+  }
+
+  void Start(int i) {
+    Node& n = nodes_[i];
+    if (n.up) return;
+    absl::Status started = i == kAgent ? StartAgent() : i == kSidecar ? StartSidecar() : StartBusiness();
+    if (!started.ok()) {
+      Violation(absl::StrCat(n.name, " could not restart: ", started.message()));
+      return;
+    }
+    n.up = true;
+    Trace(absl::StrCat("start ", n.name, " #", n.incarnation));
+  }
+
+  StoreOptions Store(int i) {
+    StoreOptions o;
+    o.env = nodes_[i].fs->env();
+    o.block_cache_bytes = 1 << 20;
+    o.periodic_compaction_seconds = 0;
+    o.discard_info_log = true;
+    return o;
+  }
+
+  absl::Status StartAgent();
+  void StopAgent();
+  absl::Status StartSidecar();
+  void StopSidecar();
+  absl::Status StartBusiness();
+  void StopBusiness();
+
+  // --- the workload --------------------------------------------------------------------
+  v1::Command MakeCommand(int index);
+  void Enqueue(int index, int tries_left);
+  void AgentTick();
+  void DrainFeed();
+  void RefreshProjection();
+  bool Settled();
+  void Check();
+
+  const SimOptions options_;
+  SimResult* result_;
+  SeededRandom master_;
+  SeededRandom net_random_;
+  SeededRandom fault_random_;
+  SeededRandom agent_random_;
+  SeededRandom workload_random_;
+  ManualClock clock_;
+  EventLoop loop_;
+  Config config_;
+  std::string base_;
+  std::array<Node, 3> nodes_;
+  bool faults_active_ = true;
+  int64_t start_ms_ = 0;
+  uint64_t trace_hash_ = 1469598103934665603ULL;
+
+  // The agent.
+  std::unique_ptr<OutboxStore::Filters> agent_filters_;
+  std::unique_ptr<RocksStore> agent_rocks_;
+  std::unique_ptr<OutboxStore> outbox_store_;
+  std::unique_ptr<CredentialState> credential_;
+  std::unique_ptr<StateFeed> feed_;
+  std::shared_ptr<StateFeed::Subscription> subscription_;
+  std::shared_ptr<StateFeed::Subscription> watchdog_;
+  std::unique_ptr<Outbox> outbox_;
+  std::unique_ptr<Replayer> replayer_;
+  std::unique_ptr<SidecarClient> sidecar_client_;
+  int64_t epoch_ = 1;
+  bool want_revoked_ = false;
+
+  // The sidecar.
+  std::unique_ptr<RecordStoreFilters> sidecar_filters_;
+  std::unique_ptr<RocksStore> sidecar_rocks_;
+  std::unique_ptr<RecordStore> records_;
+  std::unique_ptr<AuditLog> audit_;
+  std::unique_ptr<PolicyStore> policy_;
+  std::unique_ptr<Deduper> deduper_;
+  std::unique_ptr<Upstream> upstream_;
+
+  // The business.
+  std::unique_ptr<RocksStore> business_rocks_;
+  std::unique_ptr<Inbox> inbox_;
+  std::unique_ptr<LedgerCore> ledger_;
+
+  // The producer.
+  std::vector<v1::Command> commands_;
+  std::set<std::string> accepted_;
+  std::set<std::string> abandoned_;
+  std::set<int> accepted_intents_;
+  int64_t abandoned_intents_ = 0;
+  Projection projection_;
+
+  struct ForwardLog {
+    int forwards = 0;
+    bool proven_not_applied = false;
+  };
+  std::map<std::pair<std::string, std::string>, ForwardLog> forward_log_;
+};
+
+// The simulated network between the agent and the sidecar, and between the sidecar and
+// the business (network.cc).
+std::unique_ptr<SidecarClient> NewSimSidecarClient(World& world);
+std::unique_ptr<Upstream> NewSimUpstream(World& world);
+
+}  // namespace eonce::sim::internal
+
+#endif  // EONCE_TESTS_SIM_WORLD_H_
