@@ -107,6 +107,31 @@ absl::Status RocksStore::Close() {
   return result;
 }
 
+rocksdb::Status RocksStore::Get(const std::string& family, const rocksdb::Slice& key,
+                                std::string* value) {
+  return db_->Get(rocksdb::ReadOptions(), cf(family), key, value);
+}
+
+std::unique_ptr<rocksdb::Iterator> RocksStore::NewIterator(const std::string& family,
+                                                           const rocksdb::Snapshot* snapshot) {
+  rocksdb::ReadOptions options;
+  options.snapshot = snapshot;
+  return std::unique_ptr<rocksdb::Iterator>(db_->NewIterator(options, cf(family)));
+}
+
+std::shared_ptr<const rocksdb::Snapshot> RocksStore::Snapshot() {
+  rocksdb::DB* db = db_.get();
+  return std::shared_ptr<const rocksdb::Snapshot>(
+      db->GetSnapshot(), [db](const rocksdb::Snapshot* s) { db->ReleaseSnapshot(s); });
+}
+
+absl::Status RocksStore::FlushAndCompact(const std::string& family) {
+  EONCE_RETURN_IF_ERROR(FromRocks(db_->Flush(rocksdb::FlushOptions(), cf(family)), "flush"));
+  rocksdb::CompactRangeOptions options;
+  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  return FromRocks(db_->CompactRange(options, cf(family), nullptr, nullptr), "compact");
+}
+
 absl::Status RocksStore::Write(rocksdb::WriteBatch* batch, bool sync, const char* what) {
   if (failed()) {
     return Error(absl::StatusCode::kUnavailable, "STORE_FAILED",

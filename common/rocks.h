@@ -54,9 +54,24 @@ class RocksStore {
       const std::string& path, std::vector<ColumnFamilySpec> families,
       const StoreOptions& options);
 
-  rocksdb::DB* db() { return db_.get(); }
   // The handle of a column family named at Open; aborts on a programmer error.
   rocksdb::ColumnFamilyHandle* cf(const std::string& name) const;
+
+  // Reads: what the components built on the store use (every write goes through Write).
+  // `key` in column family `family`; NotFound when it holds none.
+  rocksdb::Status Get(const std::string& family, const rocksdb::Slice& key, std::string* value);
+  // An iterator over `family`, reading the state of `snapshot` when one is given.
+  std::unique_ptr<rocksdb::Iterator> NewIterator(const std::string& family,
+                                                 const rocksdb::Snapshot* snapshot = nullptr);
+  // A consistent view across keys and families, released when the last holder drops it.
+  std::shared_ptr<const rocksdb::Snapshot> Snapshot();
+  // Flushes `family`'s memtable and compacts all of it, so compaction filters see every
+  // entry (the periodic maintenance that drops what retention let go).
+  absl::Status FlushAndCompact(const std::string& family);
+
+  // RocksDB itself, for tests and benchmarks that reach under the store (tampering with
+  // entries, measuring raw writes). Components use the calls above.
+  rocksdb::DB* db() { return db_.get(); }
   // Flushes memtables and closes. Safe to call twice.
   absl::Status Close();
   // Closes without flushing anything, as a crashed process would leave it (the

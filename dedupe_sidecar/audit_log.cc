@@ -55,8 +55,7 @@ std::vector<ColumnFamilySpec> AuditLog::ColumnFamilies(RecordStoreFilters& filte
 
 AuditLog::AuditLog(RocksStore& store, Clock& clock, int64_t retention_ms, size_t max_queue)
     : store_(store), clock_(clock), retention_ms_(retention_ms), max_queue_(max_queue) {
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kAuditCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kAuditCf);
   it->SeekToLast();
   v1::AuditEvent last;
   if (it->Valid() &&
@@ -171,15 +170,13 @@ absl::StatusOr<std::vector<v1::AuditEvent>> AuditLog::Query(
   }
   EONCE_RETURN_IF_ERROR(Flush());
   std::vector<v1::AuditEvent> events;
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kAuditIndexCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kAuditIndexCf);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix) &&
                          static_cast<int>(events.size()) < limit;
        it->Next()) {
     std::string value;
     uint64_t seq = SeqOf(absl::string_view(it->key().data(), it->key().size()));
-    rocksdb::Status status =
-        store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kAuditCf), SeqKey(seq), &value);
+    rocksdb::Status status = store_.Get(kAuditCf, SeqKey(seq), &value);
     if (status.IsNotFound()) continue;  // expired between the index and the event
     EONCE_RETURN_IF_ERROR(FromRocks(status, "read audit event"));
     v1::AuditEvent event;
@@ -198,8 +195,7 @@ absl::StatusOr<v1::VerifyAuditResponse> AuditLog::Verify(uint64_t after_seq,
   if (max_events == 0 || max_events > kMaxVerifyEvents) max_events = kMaxVerifyEvents;
   v1::VerifyAuditResponse response;
   response.set_ok(true);
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kAuditCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kAuditCf);
   bool first = true;
   uint64_t expected_seq = 0;
   std::string expected_prev;

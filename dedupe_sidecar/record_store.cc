@@ -59,8 +59,7 @@ RecordStore::RecordStore(RocksStore& store, Clock& clock, const RetentionOptions
     : store_(store), clock_(clock), retention_(retention) {
   promise_.set_advertised_ms(retention.retention_ms);
   promise_.set_configured_ms(retention.retention_ms);
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kParkedCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kParkedCf);
   int64_t parked = 0;
   for (it->SeekToFirst(); it->Valid(); it->Next()) ++parked;
   parked_count_ = parked;
@@ -79,8 +78,7 @@ std::string RecordStore::Encode(const Record& record) const {
 absl::StatusOr<std::optional<Record>> RecordStore::Get(const std::string& tenant,
                                                        const std::string& key) {
   std::string value;
-  rocksdb::Status status = store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kRecordsCf),
-                                            ScopedKey(tenant, key), &value);
+  rocksdb::Status status = store_.Get(kRecordsCf, ScopedKey(tenant, key), &value);
   if (status.IsNotFound()) return std::optional<Record>();
   EONCE_RETURN_IF_ERROR(FromRocks(status, "read record"));
   Framed framed;
@@ -98,8 +96,7 @@ absl::StatusOr<std::optional<Record>> RecordStore::Get(const std::string& tenant
 absl::StatusOr<std::optional<std::string>> RecordStore::KeyOfCommand(
     const std::string& tenant, const std::string& command_id) {
   std::string value;
-  rocksdb::Status status = store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kByCommandCf),
-                                            ScopedKey(tenant, command_id), &value);
+  rocksdb::Status status = store_.Get(kByCommandCf, ScopedKey(tenant, command_id), &value);
   if (status.IsNotFound()) return std::optional<std::string>();
   EONCE_RETURN_IF_ERROR(FromRocks(status, "read command index"));
   Framed framed;
@@ -153,8 +150,7 @@ absl::StatusOr<std::vector<Record>> RecordStore::ListParked(const std::string& t
   limit = std::clamp(limit <= 0 ? 100 : limit, 1, 1000);
   std::vector<Record> out;
   std::string prefix = ScopedKey(tenant, "");
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kParkedCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kParkedCf);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix) &&
                          static_cast<int>(out.size()) < limit;
        it->Next()) {
@@ -180,8 +176,7 @@ int64_t RecordStore::advertised_retention_ms() { return retention_promise().adve
 
 absl::Status RecordStore::SettleRetention() {
   std::string value;
-  rocksdb::Status read =
-      store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kMetaCf), kPromiseKey, &value);
+  rocksdb::Status read = store_.Get(kMetaCf, kPromiseKey, &value);
   internal::RetentionPromise promise;
   const int64_t configured = retention_.retention_ms;
   const int64_t now = clock_.NowMs();
@@ -216,13 +211,8 @@ absl::Status RecordStore::SettleRetention() {
 }
 
 absl::Status RecordStore::CompactAll() {
-  rocksdb::CompactRangeOptions options;
-  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
   for (const char* name : {kRecordsCf, kByCommandCf, kParkedCf}) {
-    EONCE_RETURN_IF_ERROR(
-        FromRocks(store_.db()->Flush(rocksdb::FlushOptions(), store_.cf(name)), "flush"));
-    EONCE_RETURN_IF_ERROR(FromRocks(
-        store_.db()->CompactRange(options, store_.cf(name), nullptr, nullptr), "compact"));
+    EONCE_RETURN_IF_ERROR(store_.FlushAndCompact(name));
   }
   return absl::OkStatus();
 }

@@ -81,8 +81,7 @@ std::vector<ColumnFamilySpec> OutboxStore::ColumnFamilies(Filters& filters) {
 OutboxStore::OutboxStore(RocksStore& store, Clock& clock, OutboxStoreOptions options)
     : store_(store), clock_(clock), options_(options) {
   for (auto& count : counts_) count = 0;
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kStatesCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kStatesCf);
   uint64_t max_seq = 0;
   int64_t now = clock_.NowMs();
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -109,8 +108,7 @@ std::string OutboxStore::Encode(const OutboxRecord& record) const {
 
 absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::Get(const std::string& command_id) {
   std::string value;
-  rocksdb::Status status =
-      store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kRecordsCf), command_id, &value);
+  rocksdb::Status status = store_.Get(kRecordsCf, command_id, &value);
   if (status.IsNotFound()) return std::optional<OutboxRecord>();
   EONCE_RETURN_IF_ERROR(FromRocks(status, "read outbox record"));
   Framed framed;
@@ -125,8 +123,7 @@ absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::Get(const std::string& 
 
 absl::StatusOr<std::optional<std::string>> OutboxStore::NextInLane(const OutboxRecord& record) {
   std::string prefix = LanePrefix(record);
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kLanesCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kLanesCf);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     if (it->key().ToString() == LaneKey(record)) continue;
     return std::optional<std::string>(it->value().ToString());
@@ -138,8 +135,7 @@ absl::StatusOr<std::optional<std::string>> OutboxStore::NextInLane(const OutboxR
 absl::StatusOr<bool> OutboxStore::IsLaneHead(const OutboxRecord& record) {
   std::string prefix = LanePrefix(record);
   std::string own = LaneKey(record);
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kLanesCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kLanesCf);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     if (it->key().ToString() == own) continue;
     return it->key().ToString() > own;
@@ -274,8 +270,7 @@ absl::StatusOr<OutboxRecord> OutboxStore::Mutate(const std::string& command_id,
 absl::StatusOr<std::vector<std::string>> OutboxStore::Due(int64_t now_ms, int limit) {
   std::vector<std::string> ids;
   std::string end = BigEndian64(static_cast<uint64_t>(now_ms) + 1);
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kDueCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kDueCf);
   for (it->SeekToFirst(); it->Valid() && static_cast<int>(ids.size()) < limit; it->Next()) {
     if (it->key().compare(end) >= 0) break;
     ids.push_back(it->key().ToString().substr(8));
@@ -285,8 +280,7 @@ absl::StatusOr<std::vector<std::string>> OutboxStore::Due(int64_t now_ms, int li
 }
 
 std::optional<int64_t> OutboxStore::NextDueMs() {
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kDueCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kDueCf);
   it->SeekToFirst();
   if (!it->Valid()) return std::nullopt;
   return static_cast<int64_t>(ReadBigEndian64(absl::string_view(it->key().data(), 8)));
@@ -319,8 +313,7 @@ absl::StatusOr<std::vector<OutboxRecord>> OutboxStore::List(OutboxState state,
     }
     after_key = StateKey(anchor->state(), *anchor);
   }
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kStatesCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kStatesCf);
   for (OutboxState s : states) {
     std::string prefix(1, static_cast<char>(s));
     if (!after_key.empty() &&
@@ -348,8 +341,7 @@ std::array<int64_t, v1::OutboxState_ARRAYSIZE> OutboxStore::CountsByState() cons
 
 absl::StatusOr<int64_t> OutboxStore::OldestWaitingAgeMs() {
   int64_t oldest = 0;
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kStatesCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kStatesCf);
   for (int s = 1; s < v1::OutboxState_ARRAYSIZE; ++s) {
     if (!Waiting(static_cast<OutboxState>(s))) continue;
     std::string prefix(1, static_cast<char>(s));
@@ -399,8 +391,7 @@ absl::Status OutboxStore::SaveCredential(int64_t epoch, bool revoked) {
 
 absl::StatusOr<std::pair<int64_t, bool>> OutboxStore::LoadCredential() {
   std::string value;
-  rocksdb::Status status =
-      store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kMetaCf), kCredentialKey, &value);
+  rocksdb::Status status = store_.Get(kMetaCf, kCredentialKey, &value);
   if (status.IsNotFound()) return std::make_pair<int64_t, bool>(0, false);
   EONCE_RETURN_IF_ERROR(FromRocks(status, "load credential"));
   if (value.size() != 9) {
@@ -410,13 +401,8 @@ absl::StatusOr<std::pair<int64_t, bool>> OutboxStore::LoadCredential() {
 }
 
 absl::Status OutboxStore::CompactAll() {
-  rocksdb::CompactRangeOptions options;
-  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
   for (const char* name : {kRecordsCf, kDueCf, kStatesCf, kLanesCf}) {
-    EONCE_RETURN_IF_ERROR(
-        FromRocks(store_.db()->Flush(rocksdb::FlushOptions(), store_.cf(name)), "flush"));
-    EONCE_RETURN_IF_ERROR(FromRocks(
-        store_.db()->CompactRange(options, store_.cf(name), nullptr, nullptr), "compact"));
+    EONCE_RETURN_IF_ERROR(store_.FlushAndCompact(name));
   }
   return absl::OkStatus();
 }

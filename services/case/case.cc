@@ -52,7 +52,7 @@ std::vector<ColumnFamilySpec> CaseCore::ColumnFamilies() {
 
 absl::StatusOr<std::optional<case_mgmt::v1::Case>> CaseCore::Read(const std::string& id) {
   std::string value;
-  rocksdb::Status status = store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kCasesCf), id, &value);
+  rocksdb::Status status = store_.Get(kCasesCf, id, &value);
   if (status.IsNotFound()) return std::optional<case_mgmt::v1::Case>();
   EONCE_RETURN_IF_ERROR(FromRocks(status, "read case"));
   case_mgmt::v1::Case c;

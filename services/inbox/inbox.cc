@@ -55,8 +55,7 @@ Inbox::Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* f
       legacy_mode_(legacy_mode),
       faults_(faults),
       entry_retention_ms_(entry_retention_ms) {
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kEffectsCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kEffectsCf);
   it->SeekToLast();
   absl::MutexLock lock(&seq_mu_);
   if (it->Valid()) next_effect_seq_ = SeqOfKey(it->key()) + 1;
@@ -82,8 +81,7 @@ uint64_t Inbox::CommittedWatermark() {
 absl::StatusOr<std::optional<internal::InboxEntry>> Inbox::Lookup(
     const std::string& tenant, const std::string& command_id) {
   std::string value;
-  rocksdb::Status status = store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kInboxCf),
-                                            InboxKey(tenant, command_id), &value);
+  rocksdb::Status status = store_.Get(kInboxCf, InboxKey(tenant, command_id), &value);
   if (status.IsNotFound()) return std::optional<internal::InboxEntry>();
   EONCE_RETURN_IF_ERROR(FromRocks(status, "inbox lookup"));
   internal::InboxEntry entry;
@@ -177,8 +175,7 @@ absl::StatusOr<v1::ListEffectsResponse> Inbox::ListEffects(uint64_t after_seq, i
   v1::ListEffectsResponse response;
   // Read before the iterator: every effect up to it is already in the store.
   const uint64_t watermark = CommittedWatermark();
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(kEffectsCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kEffectsCf);
   int scanned = 0;
   for (it->Seek(SeqKey(after_seq + 1)); it->Valid() && response.effects_size() < limit &&
                                         SeqOfKey(it->key()) <= watermark &&

@@ -36,8 +36,7 @@ LedgerCore::LedgerCore(RocksStore& store, Inbox& inbox) : store_(store), inbox_(
 absl::StatusOr<std::optional<ledger::v1::Account>> LedgerCore::ReadAccount(
     const std::string& id) {
   std::string value;
-  rocksdb::Status status =
-      store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kAccountsCf), id, &value);
+  rocksdb::Status status = store_.Get(kAccountsCf, id, &value);
   if (status.IsNotFound()) return std::optional<ledger::v1::Account>();
   EONCE_RETURN_IF_ERROR(FromRocks(status, "read account"));
   ledger::v1::Account account;
@@ -66,8 +65,7 @@ absl::StatusOr<v1::CallResult> LedgerCore::OpenAccount(
                     absl::StrCat("account ", request.id(), " exists"));
     }
     std::string minted;
-    rocksdb::Status status =
-        store_.db()->Get(rocksdb::ReadOptions(), store_.cf(kAccountsCf), kMintedKey, &minted);
+    rocksdb::Status status = store_.Get(kAccountsCf, kMintedKey, &minted);
     if (!status.ok() && !status.IsNotFound()) return FromRocks(status, "read minted");
 
     ledger::v1::Account account;
@@ -146,12 +144,9 @@ absl::StatusOr<ledger::v1::Account> LedgerCore::GetAccount(const std::string& id
 }
 
 absl::StatusOr<ledger::v1::GetTotalResponse> LedgerCore::GetTotal() {
-  rocksdb::ReadOptions options;
-  const rocksdb::Snapshot* snapshot = store_.db()->GetSnapshot();
-  options.snapshot = snapshot;
+  std::shared_ptr<const rocksdb::Snapshot> snapshot = store_.Snapshot();
   ledger::v1::GetTotalResponse total;
-  std::unique_ptr<rocksdb::Iterator> it(
-      store_.db()->NewIterator(options, store_.cf(kAccountsCf)));
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kAccountsCf, snapshot.get());
   absl::Status result;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     if (it->key() == kMintedKey) {
@@ -168,7 +163,6 @@ absl::StatusOr<ledger::v1::GetTotalResponse> LedgerCore::GetTotal() {
   }
   if (result.ok()) result = FromRocks(it->status(), "scan accounts");
   it.reset();
-  store_.db()->ReleaseSnapshot(snapshot);
   if (!result.ok()) return result;
   return total;
 }
