@@ -234,43 +234,35 @@ TEST_F(IdentityTest, AdminCallsNeedAnOperatorCertificate) {
   auto stranger = ChannelAs(Operator("acme", "intern"));  // not named by the policy
   auto calls = [](const std::shared_ptr<grpc::Channel>& channel) {
     auto admin = v1::SidecarAdmin::NewStub(channel);
+    // Each call also claims the operator role in a header: ignored under mutual TLS.
+    auto claiming = [] {
+      auto context = std::make_unique<grpc::ClientContext>();
+      Deadline(*context);
+      context->AddMetadata(kOperatorHeader, "oncall");
+      return context;
+    };
     std::map<std::string, std::string> out;
-    {
-      grpc::ClientContext context;
-      Deadline(context);
-      context.AddMetadata(kOperatorHeader, "oncall");  // ignored under mutual TLS
-      v1::ListParkedResponse response;
-      out["ListParked"] = Outcome(admin->ListParked(&context, v1::ListParkedRequest(), &response),
-                                  context);
-    }
-    {
-      grpc::ClientContext context;
-      Deadline(context);
-      context.AddMetadata(kOperatorHeader, "oncall");
-      v1::ResolveParkedRequest request;
-      request.set_idempotency_key("no-such-key");
-      request.set_applied(false);
-      request.set_operator_note("checked the ledger");
-      v1::ResolveParkedResponse response;
-      out["ResolveParked"] = Outcome(admin->ResolveParked(&context, request, &response), context);
-    }
-    {
-      grpc::ClientContext context;
-      Deadline(context);
-      context.AddMetadata(kOperatorHeader, "oncall");
-      v1::QueryAuditRequest request;
-      request.set_command_id("open-x");
-      v1::QueryAuditResponse response;
-      out["QueryAudit"] = Outcome(admin->QueryAudit(&context, request, &response), context);
-    }
-    {
-      grpc::ClientContext context;
-      Deadline(context);
-      context.AddMetadata(kOperatorHeader, "oncall");
-      v1::VerifyAuditResponse response;
-      out["VerifyAudit"] =
-          Outcome(admin->VerifyAudit(&context, v1::VerifyAuditRequest(), &response), context);
-    }
+    auto list = claiming();
+    v1::ListParkedResponse parked;
+    out["ListParked"] =
+        Outcome(admin->ListParked(list.get(), v1::ListParkedRequest(), &parked), *list);
+    auto resolve = claiming();
+    v1::ResolveParkedRequest resolution;
+    resolution.set_idempotency_key("no-such-key");
+    resolution.set_applied(false);
+    resolution.set_operator_note("checked the ledger");
+    v1::ResolveParkedResponse resolved;
+    out["ResolveParked"] =
+        Outcome(admin->ResolveParked(resolve.get(), resolution, &resolved), *resolve);
+    auto query = claiming();
+    v1::QueryAuditRequest audit_request;
+    audit_request.set_command_id("open-x");
+    v1::QueryAuditResponse events;
+    out["QueryAudit"] = Outcome(admin->QueryAudit(query.get(), audit_request, &events), *query);
+    auto verify = claiming();
+    v1::VerifyAuditResponse verified;
+    out["VerifyAudit"] =
+        Outcome(admin->VerifyAudit(verify.get(), v1::VerifyAuditRequest(), &verified), *verify);
     return out;
   };
   for (const auto& [call, outcome] : calls(relay)) {
