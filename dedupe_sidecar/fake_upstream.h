@@ -102,6 +102,13 @@ class FakeUpstream : public Upstream {
   ForwardCall call(size_t i) { absl::MutexLock l(&mu_); return calls_.at(i); }
   size_t queries() { absl::MutexLock l(&mu_); return queried_.size(); }
   size_t held() { absl::MutexLock l(&mu_); return held_.size(); }
+  // Waits (at most `limit`) until `count` forwards are held; returns how many are.
+  size_t WaitUntilHeld(size_t count, absl::Duration limit) {
+    absl::MutexLock l(&mu_);
+    auto enough = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return held_.size() >= count; };
+    mu_.AwaitWithTimeout(absl::Condition(&enough), limit);
+    return held_.size();
+  }
 
  private:
   absl::Mutex mu_;

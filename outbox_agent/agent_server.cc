@@ -192,23 +192,37 @@ absl::Status AgentServer::Shutdown(int64_t drain_ms) {
   StopServing(server_, health_port_, drain_ms);
   pool_.reset();
   metrics_.reset();
-  // Attempts in flight finish (their calls have deadlines); a record whose answer does
-  // not arrive in time stays SENDING and is reconciled after the restart.
-  // Every attempt has a deadline, so waiting that long always suffices.
-  int64_t wait_ms = std::max(drain_ms, options_.replay.submit_timeout_ms + 1000);
-  const int64_t give_up_ms = clock_->NowMs() + wait_ms;
-  while (replayer_ != nullptr && replayer_->in_flight() > 0 && clock_->NowMs() < give_up_ms) {
-    clock_->SleepMs(5);
+  // Attempts in flight get the drain time to finish. Then the agent's own client cancels
+  // the rest and waits for their callbacks; a record whose answer did not arrive stays
+  // SENDING (or UNKNOWN) and is reconciled after the restart.
+  auto wait_for_attempts = [this](int64_t wait_ms) {
+    const int64_t give_up_ms = clock_->NowMs() + wait_ms;
+    while (replayer_ != nullptr && replayer_->in_flight() > 0 &&
+           clock_->NowMs() < give_up_ms) {
+      clock_->SleepMs(5);
+    }
+    return replayer_ == nullptr || replayer_->in_flight() == 0;
+  };
+  bool settled = wait_for_attempts(drain_ms);
+  if (!settled && owned_client_ != nullptr) {
+    LogWarn("attempts still in flight at shutdown: cancelled; reconciled after restart");
+    owned_client_.reset();
+    settled = wait_for_attempts(0);
   }
-  if (replayer_ != nullptr && replayer_->in_flight() > 0) {
-    // The callbacks still reference the replayer and store: leave them alive.
-    LogWarn("attempts still in flight at shutdown; they will be reconciled after restart");
-    owned_client_.release();
+  // A client handed in by the caller cannot be cancelled from here; its calls have
+  // deadlines.
+  if (!settled) settled = wait_for_attempts(options_.replay.submit_timeout_ms + 1000);
+  if (!settled) {
+    // Callbacks of the caller's client still reference the replayer and the store: leave
+    // them alive rather than free them under those callbacks.
+    LogError("attempts of the caller's sidecar client outlived their deadline; "
+             "the replayer and the store are left open");
     replayer_.release();
     store_.release();
     rocks_.release();
     return absl::OkStatus();
   }
+  owned_client_.reset();
   return rocks_ != nullptr ? rocks_->Close() : absl::OkStatus();
 }
 

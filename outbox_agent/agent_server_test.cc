@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/random.h"
+#include "dedupe_sidecar/fake_upstream.h"
 #include "dedupe_sidecar/sidecar_service.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -62,6 +63,45 @@ class AgentServerTest : public ::testing::Test {
   std::unique_ptr<LedgerServer> ledger_;
   std::unique_ptr<SidecarServer> sidecar_;
 };
+
+// An attempt the sidecar never answers is cancelled at shutdown, not waited for: the
+// store closes, and the same data directory opens again in this process. The agent runs
+// on a manual clock, so no wait of its own can outlast the call's real deadline.
+TEST_F(AgentServerTest, ShutdownCancelsAnAttemptStillInFlightAndClosesTheStore) {
+  FakeUpstream business;
+  business.set_hold(true);
+  SidecarServerOptions holding;
+  holding.data_dir = testing::FreshDir("holding-sidecar");
+  holding.upstream = &business;
+  holding.retention = RetentionOptions{3'600'000, 7'200'000};
+  holding.deduper.forward_timeout_ms = 120'000;
+  holding.deduper.lease_ms = 130'000;
+  auto sidecar = SidecarServer::Start(holding, RealClock::Get());
+  ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+
+  ManualClock clock;
+  AgentServerOptions options = Options();
+  options.default_sidecar = "127.0.0.1:" + std::to_string((*sidecar)->port());
+  options.replay.submit_timeout_ms = 60'000;
+  options.replay.claim_ttl_ms = 130'000;
+  auto agent = AgentServer::Start(options, clock, RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto client = AgentClient::Connect("127.0.0.1:" + std::to_string((*agent)->port()));
+  ASSERT_TRUE(client->Enqueue(Open("held")).ok());
+  (*agent)->Kick();
+  ASSERT_EQ(business.WaitUntilHeld(1, absl::Seconds(20)), 1u);  // the attempt is in flight
+
+  ASSERT_TRUE((*agent)->Shutdown(100).ok());
+  agent->reset();
+  auto again = AgentServer::Start(Options(), RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(again.ok()) << again.status();  // the store was closed, its lock released
+  auto record = (*again)->store().Get("open-held");
+  ASSERT_TRUE(record.ok() && record->has_value());
+  EXPECT_FALSE(IsFinal((*record)->state()));  // kept, to be reconciled and sent again
+  ASSERT_TRUE((*again)->Shutdown(1000).ok());
+  business.Release(ForwardReply());
+  ASSERT_TRUE((*sidecar)->Shutdown(1000).ok());
+}
 
 TEST_F(AgentServerTest, ServesOnAUnixSocketAndRefusesASecondAgentOnTheSameData) {
   AgentServerOptions options = Options();

@@ -20,6 +20,12 @@ constexpr int64_t kInfoTimeoutMs = 2'000;
 
 constexpr int kMaxMessageBytes = 8 << 20;
 
+// The answer to a call made while the client closes: nothing was sent.
+absl::Status Closing() {
+  return Error(absl::StatusCode::kCancelled, "CLIENT_CLOSING",
+               "the agent is shutting down; nothing was sent");
+}
+
 void AddSession(grpc::ClientContext* context, const Session& session) {
   context->AddMetadata(kTenantHeader, session.tenant);
   if (!session.actor.empty()) context->AddMetadata(kActorHeader, session.actor);
@@ -79,16 +85,22 @@ void GrpcSidecarClient::Submit(const v1::Command& command, const Session& sessio
     v1::SubmitResponse response;
   };
   auto state = std::make_shared<State>();
+  uint64_t id = 0;
+  if (!Started(&id, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+    done(Closing());
+    return;
+  }
   state->context.set_deadline(WallDeadline(clock_, deadline_ms));
   AddSession(&state->context, session);
   *state->request.mutable_command() = command;
   route->stub->async()->Submit(&state->context, &state->request, &state->response,
-                               [state, done = std::move(done)](grpc::Status status) {
+                               [this, id, state, done = std::move(done)](grpc::Status status) {
                                  if (!status.ok()) {
                                    done(FromGrpcStatus(status, &state->context));
                                  } else {
                                    done(std::move(state->response));
                                  }
+                                 Finished(id);
                                });
 }
 
@@ -107,16 +119,22 @@ void GrpcSidecarClient::Reconcile(
     v1::ReconcileResponse response;
   };
   auto state = std::make_shared<State>();
+  uint64_t id = 0;
+  if (!Started(&id, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+    done(Closing());
+    return;
+  }
   state->context.set_deadline(WallDeadline(clock_, deadline_ms));
   AddSession(&state->context, session);
   state->request = ReconcileRequestFor(command);
   route->stub->async()->Reconcile(&state->context, &state->request, &state->response,
-                                  [state, done = std::move(done)](grpc::Status status) {
+                                  [this, id, state, done = std::move(done)](grpc::Status status) {
                                     if (!status.ok()) {
                                       done(FromGrpcStatus(status, &state->context));
                                     } else {
                                       done(std::move(state->response));
                                     }
+                                    Finished(id);
                                   });
 }
 
@@ -133,14 +151,23 @@ void GrpcSidecarClient::AskInfo(Route* route) {
     v1::GetInfoResponse response;
   };
   auto state = std::make_shared<State>();
+  uint64_t id = 0;
+  if (!Started(&id, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+    absl::MutexLock lock(&route->mu);
+    route->asking = false;
+    return;
+  }
   state->context.set_deadline(WallDeadline(clock_, clock_.NowMs() + kInfoTimeoutMs));
   route->stub->async()->GetInfo(&state->context, &state->request, &state->response,
-                                [state, route](grpc::Status status) {
-                                  absl::MutexLock lock(&route->mu);
-                                  route->asking = false;
-                                  if (status.ok()) {
-                                    route->retention_ms = state->response.retention_ms();
+                                [this, id, state, route](grpc::Status status) {
+                                  {
+                                    absl::MutexLock lock(&route->mu);
+                                    route->asking = false;
+                                    if (status.ok()) {
+                                      route->retention_ms = state->response.retention_ms();
+                                    }
                                   }
+                                  Finished(id);
                                 });
 }
 
@@ -157,6 +184,37 @@ std::optional<int64_t> GrpcSidecarClient::RetentionMs(const std::string& target_
   }
   if (stale) AskInfo(route);
   return known;
+}
+
+GrpcSidecarClient::~GrpcSidecarClient() {
+  std::vector<std::shared_ptr<grpc::ClientContext>> live;
+  {
+    absl::MutexLock lock(&calls_mu_);
+    closing_ = true;
+    for (auto& [id, call] : calls_) {
+      if (auto context = call.lock()) live.push_back(std::move(context));
+    }
+  }
+  // Outside the lock: a cancelled call's callback takes it to say it finished.
+  for (auto& context : live) context->TryCancel();
+  live.clear();
+  absl::MutexLock lock(&calls_mu_);
+  calls_mu_.Await(absl::Condition(
+      +[](std::map<uint64_t, std::weak_ptr<grpc::ClientContext>>* calls) { return calls->empty(); },
+      &calls_));
+}
+
+bool GrpcSidecarClient::Started(uint64_t* id, std::shared_ptr<grpc::ClientContext> context) {
+  absl::MutexLock lock(&calls_mu_);
+  if (closing_) return false;
+  *id = next_call_++;
+  calls_[*id] = context;
+  return true;
+}
+
+void GrpcSidecarClient::Finished(uint64_t id) {
+  absl::MutexLock lock(&calls_mu_);
+  calls_.erase(id);
 }
 
 std::map<std::string, int64_t> GrpcSidecarClient::FetchRetentions(int64_t timeout_ms) {

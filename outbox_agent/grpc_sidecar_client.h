@@ -3,6 +3,11 @@
 // Routes map a service name ("eonce.ledger.v1.Ledger") to a sidecar address; a default
 // route serves the rest. Each route's retention comes from the sidecar's GetInfo, asked
 // in the background until it answers, and is refreshed every minute. Thread-safe.
+//
+// The client keeps count of its calls in flight. Destroying it cancels them and waits
+// until each one's callback has run, so no callback outlives the client or what its
+// callers handed it (an agent shutting down cancels its last attempts this way; their
+// records are reconciled after the restart).
 #ifndef EONCE_OUTBOX_AGENT_GRPC_SIDECAR_CLIENT_H_
 #define EONCE_OUTBOX_AGENT_GRPC_SIDECAR_CLIENT_H_
 
@@ -25,6 +30,7 @@ class GrpcSidecarClient : public SidecarClient {
   static absl::StatusOr<std::unique_ptr<GrpcSidecarClient>> Create(
       const std::string& routes, const std::string& default_address, const TlsFiles& tls,
       Clock& clock);
+  ~GrpcSidecarClient() override;
 
   void Submit(const v1::Command& command, const Session& session, int64_t deadline_ms,
               std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) override;
@@ -50,7 +56,17 @@ class GrpcSidecarClient : public SidecarClient {
   Route* RouteFor(const std::string& target_method);
   void AskInfo(Route* route);
 
+  // Registers a call's context before it starts; false once the client is closing (the
+  // caller then answers CANCELLED without starting the call). `Finished` goes last in
+  // the call's callback.
+  bool Started(uint64_t* id, std::shared_ptr<grpc::ClientContext> context);
+  void Finished(uint64_t id);
+
   Clock& clock_;
+  absl::Mutex calls_mu_;
+  bool closing_ ABSL_GUARDED_BY(calls_mu_) = false;
+  uint64_t next_call_ ABSL_GUARDED_BY(calls_mu_) = 0;
+  std::map<uint64_t, std::weak_ptr<grpc::ClientContext>> calls_ ABSL_GUARDED_BY(calls_mu_);
   std::map<std::string, std::unique_ptr<Route>> routes_;
   std::unique_ptr<Route> default_route_;
 };
