@@ -48,7 +48,7 @@
 #include "grpcpp/server_builder.h"
 #include "outbox_agent/agent_server.h"
 #include "services/ledger/ledger_service.h"
-#include "tools/demo/process.h"
+#include "tests/util/process.h"
 
 ABSL_FLAG(std::string, in_flight, "1,8,64", "calls in flight to measure at");
 ABSL_FLAG(double, seconds, 2.0, "how long each measurement runs");

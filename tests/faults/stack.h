@@ -20,7 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "tests/util/fault_proxy.h"
-#include "tools/demo/process.h"
+#include "tests/util/process.h"
 
 namespace eonce::testing {
 

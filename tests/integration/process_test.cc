@@ -7,8 +7,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/util/process.h"
 #include "tests/util/temp_dir.h"
-#include "tools/demo/process.h"
 
 namespace eonce {
 namespace {

@@ -21,8 +21,8 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
+#include "tests/util/process.h"
 #include "tests/util/temp_dir.h"
-#include "tools/demo/process.h"
 
 namespace eonce {
 namespace {

@@ -30,9 +30,9 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "tests/util/health_check.h"
+#include "tests/util/process.h"
 #include "tests/util/temp_dir.h"
 #include "tests/util/test_pki.h"
-#include "tools/demo/process.h"
 
 namespace eonce {
 namespace {

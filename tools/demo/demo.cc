@@ -41,7 +41,7 @@
 #include "grpcpp/security/credentials.h"
 #include "outbox_agent/client.h"
 #include "outbox_agent/states.h"
-#include "tools/demo/process.h"
+#include "tests/util/process.h"
 
 ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are");
 ABSL_FLAG(int32_t, commands, 2000, "transfers to send through the agent");

@@ -1,9 +1,9 @@
-// Process: a child server process for the demo and the process-level tests.
+// Process: a child server process for the process-level tests, the demo and the benchmarks.
 //
 // Start runs the binary with its stderr (the JSON logs) going to a file, and waits for
 // the "NAME listening on HOST:PORT" line on its stdout, so callers learn the bound port.
-#ifndef EONCE_TOOLS_DEMO_PROCESS_H_
-#define EONCE_TOOLS_DEMO_PROCESS_H_
+#ifndef EONCE_TESTS_UTIL_PROCESS_H_
+#define EONCE_TESTS_UTIL_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -38,4 +38,4 @@ class Process {
 
 }  // namespace eonce
 
-#endif  // EONCE_TOOLS_DEMO_PROCESS_H_
+#endif  // EONCE_TESTS_UTIL_PROCESS_H_

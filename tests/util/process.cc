@@ -1,4 +1,4 @@
-#include "tools/demo/process.h"
+#include "tests/util/process.h"
 
 #include <fcntl.h>
 #include <poll.h>
