@@ -173,7 +173,8 @@ TEST(DiskTest, AFullDiskRefusesWritesAndRecoversWhenSpaceReturns) {
       << agent_refused.error_message();
   EXPECT_EQ(WaitForHealth(sidecar_address, 2), 2);
   EXPECT_EQ(WaitForHealth(agent_address, 2), 2);
-  std::map<std::string, int> effects = EffectsByCommand(s.process(Component::kLedger).address());
+  std::map<std::string, int> effects = EffectsByCommand(s.process(Component::kLedger).address())
+                                           .value_or(std::map<std::string, int>());
   EXPECT_EQ(effects["open-full"], 0);
   {
     grpc::ClientContext context;
@@ -211,7 +212,8 @@ TEST(DiskTest, AFullDiskRefusesWritesAndRecoversWhenSpaceReturns) {
     ASSERT_TRUE(sidecar->Reconcile(&context, request, &response).ok());
     EXPECT_EQ(response.state(), v1::RECORD_COMMITTED) << id;
   }
-  effects = EffectsByCommand(s.process(Component::kLedger).address());
+  effects = EffectsByCommand(s.process(Component::kLedger).address())
+                .value_or(std::map<std::string, int>());
   for (const std::string& id : acked) EXPECT_EQ(effects["open-" + id], 1) << id;
   EXPECT_EQ(effects["open-a0"], 1);
   EXPECT_EQ(effects["open-a1"], 1);

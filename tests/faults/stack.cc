@@ -16,6 +16,7 @@
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "outbox_agent/states.h"
+#include "tests/util/ground_truth.h"
 
 namespace eonce::testing {
 namespace {
@@ -281,24 +282,6 @@ void KeepLogs(const std::string& dir) {
   }
 }
 
-std::map<std::string, int> EffectsByCommand(const std::string& service_address) {
-  auto stub = v1::Effects::NewStub(Channel(service_address));
-  std::map<std::string, int> counts;
-  uint64_t after = 0;
-  for (int page = 0; page < 1000; ++page) {
-    v1::ListEffectsRequest request;
-    request.set_after_seq(after);
-    request.set_limit(10000);
-    v1::ListEffectsResponse response;
-    auto context = Context(10'000);
-    if (!stub->ListEffects(context.get(), request, &response).ok()) break;
-    for (const auto& e : response.effects()) counts[e.command_id()]++;
-    if (response.effects_size() < 10000) break;
-    after = response.last_seq();
-  }
-  return counts;
-}
-
 int ResolveParkedFromTheLedger(const std::string& sidecar_address,
                                const std::string& ledger_address) {
   auto admin = v1::SidecarAdmin::NewStub(Channel(sidecar_address));
@@ -311,7 +294,10 @@ int ResolveParkedFromTheLedger(const std::string& sidecar_address,
   if (!admin->ListParked(context.get(), list, &parked).ok() || parked.records_size() == 0) {
     return 0;
   }
-  std::map<std::string, int> effects = EffectsByCommand(ledger_address);
+  // The ledger is the truth: without it, nothing is resolved.
+  auto listed = EffectsByCommand(ledger_address);
+  if (!listed.ok()) return 0;
+  std::map<std::string, int> effects = *std::move(listed);
   int resolved = 0;
   for (const auto& record : parked.records()) {
     v1::ResolveParkedRequest resolve;
@@ -357,32 +343,21 @@ Verdict WaitAndCheck(const std::string& agent_address, const std::string& ledger
   }
 
   Verdict v;
-  std::map<std::string, v1::OutboxRecord> records;
-  std::string after;
-  v.listed_all = false;
-  for (int page = 0, failures = 0; page < 10'000 && failures < 5; ++page) {
-    v1::ListRequest request;
-    request.set_limit(1000);
-    request.set_after_command_id(after);
-    v1::ListResponse response;
-    auto context = Context(10'000);
-    grpc::Status listed = agent->List(context.get(), request, &response);
-    if (!listed.ok()) {
-      v.list_error = absl::StrCat("code ", listed.error_code(), ": ", listed.error_message());
-      ++failures;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      continue;
-    }
-    for (const auto& r : response.records()) records[r.command().command_id()] = r;
-    after = response.next_after_command_id();
-    if (after.empty()) {
-      v.listed_all = true;
-      break;
-    }
+  absl::StatusOr<std::map<std::string, v1::OutboxRecord>> listed =
+      absl::UnavailableError("not listed yet");
+  for (int attempt = 0; attempt < 5 && !listed.ok(); ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    listed = AllRecords(*agent);
   }
+  v.listed_all = listed.ok();
+  if (!listed.ok()) v.list_error = std::string(listed.status().message());
+  std::map<std::string, v1::OutboxRecord> records =
+      listed.ok() ? *std::move(listed) : std::map<std::string, v1::OutboxRecord>();
 
   v.acked = static_cast<int64_t>(acked.size());
-  std::map<std::string, int> effects = EffectsByCommand(ledger_address);
+  // A ledger that cannot be read counts as one without effects: the verdict then fails.
+  std::map<std::string, int> effects =
+      EffectsByCommand(ledger_address).value_or(std::map<std::string, int>());
   for (const auto& [id, n] : effects) {
     v.effects += n;
     if (n > 1) v.duplicate_effects++;
@@ -409,13 +384,10 @@ Verdict WaitAndCheck(const std::string& agent_address, const std::string& ledger
         }
     }
   }
-  auto ledger = ledger::v1::Ledger::NewStub(Channel(ledger_address));
-  ledger::v1::GetTotalResponse total;
-  auto context = Context(5000);
-  if (ledger->GetTotal(context.get(), ledger::v1::GetTotalRequest(), &total).ok()) {
-    v.total = total.total_balance();
-    v.minted = total.total_minted();
-    v.conserved = total.total_balance() == total.total_minted();
+  if (auto total = LedgerTotal(ledger_address); total.ok()) {
+    v.total = total->total_balance();
+    v.minted = total->total_minted();
+    v.conserved = total->total_balance() == total->total_minted();
   }
   return v;
 }

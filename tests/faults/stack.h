@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "tests/util/fault_proxy.h"
+#include "tests/util/ground_truth.h"
 #include "tests/util/process.h"
 
 namespace eonce::testing {
@@ -141,8 +142,6 @@ Verdict WaitAndCheck(const std::string& agent_address, const std::string& ledger
 // they outlive the test's sandbox (bazel-testlogs/.../test.outputs/outputs.zip).
 void KeepLogs(const std::string& dir);
 
-// Effects per command id, from a business service's effect ledger.
-std::map<std::string, int> EffectsByCommand(const std::string& service_address);
 
 }  // namespace eonce::testing
 

@@ -41,6 +41,7 @@
 #include "grpcpp/security/credentials.h"
 #include "outbox_agent/client.h"
 #include "outbox_agent/states.h"
+#include "tests/util/ground_truth.h"
 #include "tests/util/process.h"
 
 ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are");
@@ -180,51 +181,23 @@ std::map<std::string, int64_t> Counts(Agent::Stub& agent) {
   return counts;
 }
 
-std::map<std::string, v1::OutboxRecord> AllRecords(Agent::Stub& agent) {
-  std::map<std::string, v1::OutboxRecord> all;
-  std::string after;
-  while (true) {
-    v1::ListRequest request;
-    request.set_limit(1000);
-    request.set_after_command_id(after);
-    v1::ListResponse response;
-    auto context = Context();
-    if (!agent.List(context.get(), request, &response).ok()) break;
-    for (const auto& r : response.records()) all[r.command().command_id()] = r;
-    after = response.next_after_command_id();
-    if (after.empty()) break;
-  }
-  return all;
-}
-
+// The effects in a service's effect ledger, by command id; adds their number to `*total`.
 std::map<std::string, int> EffectCounts(const std::string& address, int64_t* total) {
-  auto stub = v1::Effects::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  std::map<std::string, int> counts;
-  uint64_t after = 0;
-  while (true) {
-    v1::ListEffectsRequest request;
-    request.set_after_seq(after);
-    request.set_limit(10000);
-    v1::ListEffectsResponse response;
-    auto context = Context();
-    if (!stub->ListEffects(context.get(), request, &response).ok()) break;
-    for (const auto& e : response.effects()) {
-      counts[e.command_id()]++;
-      ++*total;
-    }
-    if (response.effects_size() < 10000) break;
-    after = response.last_seq();
+  auto counts = testing::EffectsByCommand(address);
+  if (!counts.ok()) {
+    Say("cannot read the effect ledger at " + address + ": " + counts.status().ToString());
+    return {};
   }
-  return counts;
+  for (const auto& [id, n] : *counts) *total += n;
+  return *std::move(counts);
 }
 
+// Whether the ledger at `address` holds the money it minted; its balance in `*balance`.
 bool Conserved(const std::string& address, int64_t* balance) {
-  auto stub = Ledger::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  ledger::v1::GetTotalResponse total;
-  auto context = Context();
-  if (!stub->GetTotal(context.get(), ledger::v1::GetTotalRequest(), &total).ok()) return false;
-  *balance = total.total_balance();
-  return total.total_balance() == total.total_minted();
+  auto total = testing::LedgerTotal(address);
+  if (!total.ok()) return false;
+  *balance = total->total_balance();
+  return total->total_balance() == total->total_minted();
 }
 
 v1::Entity Account(const std::string& id) {
@@ -493,7 +466,9 @@ int Run() {
 
   // 6. Then replay some finished commands straight at the sidecar, as a second device or
   // a restored backup would: the sidecar answers from its records.
-  auto records = AllRecords(agent);
+  auto listed = testing::AllRecords(agent);
+  if (!listed.ok()) Say("cannot list the agent's records: " + listed.status().ToString());
+  auto records = listed.ok() ? *std::move(listed) : std::map<std::string, v1::OutboxRecord>();
   auto sidecar = v1::Sidecar::NewStub(
       grpc::CreateChannel(stack.sidecar->address(), grpc::InsecureChannelCredentials()));
   int64_t sidecar_replays = 0, direct_attempts = 0;

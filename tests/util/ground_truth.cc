@@ -1,0 +1,79 @@
+#include "tests/util/ground_truth.h"
+
+#include <chrono>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "eonce/ledger/v1/ledger.grpc.pb.h"
+#include "eonce/v1/outcome.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace eonce::testing {
+namespace {
+
+constexpr int kMaxPages = 10'000;
+constexpr int kRecordsPerPage = 1'000;
+constexpr int kEffectsPerPage = 10'000;
+
+std::unique_ptr<grpc::ClientContext> Context() {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  return context;
+}
+
+absl::Status Failed(const grpc::Status& status, const char* what) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(what, ": ", status.error_message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, v1::OutboxRecord>> AllRecords(v1::Agent::Stub& agent) {
+  std::map<std::string, v1::OutboxRecord> all;
+  std::string after;
+  for (int page = 0; page < kMaxPages; ++page) {
+    v1::ListRequest request;
+    request.set_limit(kRecordsPerPage);
+    request.set_after_command_id(after);
+    v1::ListResponse response;
+    auto context = Context();
+    grpc::Status listed = agent.List(context.get(), request, &response);
+    if (!listed.ok()) return Failed(listed, "list the agent's records");
+    for (const auto& r : response.records()) all[r.command().command_id()] = r;
+    after = response.next_after_command_id();
+    if (after.empty()) return all;
+  }
+  return absl::ResourceExhaustedError("the agent's records run past the page limit");
+}
+
+absl::StatusOr<std::map<std::string, int>> EffectsByCommand(const std::string& address) {
+  auto stub = v1::Effects::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  std::map<std::string, int> counts;
+  uint64_t after = 0;
+  for (int page = 0; page < kMaxPages; ++page) {
+    v1::ListEffectsRequest request;
+    request.set_after_seq(after);
+    request.set_limit(kEffectsPerPage);
+    v1::ListEffectsResponse response;
+    auto context = Context();
+    grpc::Status listed = stub->ListEffects(context.get(), request, &response);
+    if (!listed.ok()) return Failed(listed, "list the effects");
+    for (const auto& e : response.effects()) counts[e.command_id()]++;
+    if (response.effects_size() < kEffectsPerPage) return counts;
+    after = response.last_seq();
+  }
+  return absl::ResourceExhaustedError("the effect ledger runs past the page limit");
+}
+
+absl::StatusOr<ledger::v1::GetTotalResponse> LedgerTotal(const std::string& address) {
+  auto stub = ledger::v1::Ledger::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  ledger::v1::GetTotalResponse total;
+  auto context = Context();
+  grpc::Status got = stub->GetTotal(context.get(), ledger::v1::GetTotalRequest(), &total);
+  if (!got.ok()) return Failed(got, "read the ledger's total");
+  return total;
+}
+
+}  // namespace eonce::testing
