@@ -29,6 +29,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "tests/util/agent_wait.h"
 #include "tests/util/health_check.h"
 #include "tests/util/process.h"
 #include "tests/util/temp_dir.h"
@@ -192,15 +193,9 @@ TEST_F(TlsTest, EveryHopIsMutualTlsAndTheCommandIsAppliedOnce) {
   grpc::Status s = agent->Enqueue(context.get(), enqueue, &enqueued);
   ASSERT_TRUE(s.ok()) << s.error_message();
 
-  v1::OutboxRecord record;
-  for (int i = 0; i < 200 && record.state() != v1::ACKED; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    v1::GetRequest get;
-    get.set_command_id("open-alice");
-    auto c = Context();
-    agent->Get(c.get(), get, &record);
-  }
-  EXPECT_EQ(record.state(), v1::ACKED) << record.DebugString();
+  absl::StatusOr<v1::OutboxRecord> record = testing::WaitUntilFinal(*agent, "open-alice");
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->state(), v1::ACKED) << record->DebugString();
   EXPECT_EQ(Effects(), 1);
 
   // No hop speaks plaintext.
