@@ -42,6 +42,8 @@
 #include "outbox_agent/client.h"
 #include "outbox_agent/states.h"
 #include "tests/util/ground_truth.h"
+#include "tools/demo/demo_stack.h"
+#include "tools/demo/report.h"
 #include "tests/util/process.h"
 
 ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are");
@@ -74,87 +76,6 @@ std::unique_ptr<grpc::ClientContext> Context(int64_t timeout_ms = 5000) {
   return context;
 }
 
-struct Stack {
-  std::string data;
-  std::string bin;
-  std::unique_ptr<Process> ledger, cases, legacy, sidecar, case_sidecar, legacy_sidecar, agent;
-  std::string sidecar_port;
-
-  absl::StatusOr<std::unique_ptr<Process>> StartSidecar(const std::string& name,
-                                                        const std::string& upstream,
-                                                        const std::string& listen) {
-    return Process::Start(bin + "/dedupe_sidecar/dedupe_sidecar",
-                          {"--listen=" + listen, "--upstream=" + upstream,
-                           "--data_dir=" + data + "/" + name, "--lease_ms=2500",
-                           "--forward_timeout_ms=1000", "--outcome_query_timeout_ms=1000", "--instance_id=" + name},
-                          data + "/" + name + ".log");
-  }
-
-  absl::Status Start(bool faults) {
-    std::string lose = faults ? "0.03" : "0";
-    auto l = Process::Start(bin + "/services/ledger/ledger_service",
-                            {"--listen=127.0.0.1:0", "--data_dir=" + data + "/ledger",
-                             "--lose_answer_ratio=" + lose, "--fault_seed=7"},
-                            data + "/ledger.log");
-    if (!l.ok()) return l.status();
-    ledger = std::move(*l);
-    auto cs = Process::Start(bin + "/services/case/case_service",
-                             {"--listen=127.0.0.1:0", "--data_dir=" + data + "/cases",
-                              "--lose_answer_ratio=" + lose, "--fault_seed=9"},
-                             data + "/cases.log");
-    if (!cs.ok()) return cs.status();
-    cases = std::move(*cs);
-    auto lg = Process::Start(bin + "/services/ledger/ledger_service",
-                             {"--listen=127.0.0.1:0", "--data_dir=" + data + "/legacy",
-                              "--legacy", "--lose_answer_ratio=" + std::string(faults ? "0.3" : "0"),
-                              "--fault_seed=11"},
-                             data + "/legacy.log");
-    if (!lg.ok()) return lg.status();
-    legacy = std::move(*lg);
-    auto s = StartSidecar("sidecar", ledger->address(), "127.0.0.1:0");
-    if (!s.ok()) return s.status();
-    sidecar = std::move(*s);
-    sidecar_port = sidecar->address().substr(sidecar->address().rfind(':') + 1);
-    auto css = StartSidecar("case_sidecar", cases->address(), "127.0.0.1:0");
-    if (!css.ok()) return css.status();
-    case_sidecar = std::move(*css);
-    auto ls = StartSidecar("legacy_sidecar", legacy->address(), "127.0.0.1:0");
-    if (!ls.ok()) return ls.status();
-    legacy_sidecar = std::move(*ls);
-    auto a = Process::Start(bin + "/outbox_agent/outbox_agent",
-                            {"--listen=127.0.0.1:0", "--data_dir=" + data + "/agent",
-                             "--tenant=acme", "--sidecar=" + sidecar->address(),
-                             "--routes=eonce.case_mgmt.v1.Cases=" + case_sidecar->address(),
-                             "--max_backoff_ms=500", "--base_backoff_ms=20",
-                             "--submit_timeout_ms=2000", "--claim_ttl_ms=4500",
-                             "--max_age_ms=3600000"},
-                            data + "/agent.log");
-    if (!a.ok()) return a.status();
-    agent = std::move(*a);
-    return absl::OkStatus();
-  }
-
-  // kill -9, then start again on the same port with the same data.
-  absl::Status RestartSidecar() {
-    sidecar->Signal(SIGKILL, true);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    for (int i = 0; i < 50; ++i) {
-      auto s = StartSidecar("sidecar", ledger->address(), "127.0.0.1:" + sidecar_port);
-      if (s.ok()) {
-        sidecar = std::move(*s);
-        return absl::OkStatus();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return absl::UnavailableError("the sidecar did not come back");
-  }
-
-  void StopAll() {
-    for (auto* p : {&agent, &sidecar, &case_sidecar, &legacy_sidecar, &ledger, &cases, &legacy}) {
-      if (*p != nullptr) (*p)->Signal(SIGTERM, true);
-    }
-  }
-};
 
 std::string Bar(const std::map<std::string, int64_t>& counts, int64_t final_count, int64_t total) {
   int width = 30;
@@ -207,22 +128,8 @@ v1::Entity Account(const std::string& id) {
   return e;
 }
 
-int Run() {
-  quiet = absl::GetFlag(FLAGS_quiet);
-  const int n = absl::GetFlag(FLAGS_commands);
-  const int accounts = absl::GetFlag(FLAGS_accounts);
-  const bool faults = absl::GetFlag(FLAGS_faults);
-  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
-
-  Stack stack;
-  stack.bin = absl::GetFlag(FLAGS_bin_dir);
-  char tmpl[] = "/tmp/eonce-demo-XXXXXX";
-  stack.data = mkdtemp(tmpl);
-  Say(absl::StrCat("eonce demo: data in ", stack.data, (faults ? ", faults on" : ", faults off")));
-  if (absl::Status started = stack.Start(faults); !started.ok()) {
-    std::cerr << "demo: " << started.message() << "\n";
-    return 1;
-  }
+// Where each component of the stack listens, and what it is.
+void DescribeStack(const demo::Stack& stack, bool faults) {
   Say(absl::StrCat("  ledger           ", stack.ledger->address(), "  (inbox mode",
                    faults ? ", loses 3% of answers after applying)" : ")"));
   Say(absl::StrCat("  dedupe_sidecar   ", stack.sidecar->address(), "  -> ledger"));
@@ -232,6 +139,78 @@ int Run() {
   Say(absl::StrCat("  legacy ledger    ", stack.legacy->address(), "  (no inbox, no outcome service)"));
   Say(absl::StrCat("  legacy sidecar   ", stack.legacy_sidecar->address(), "  -> legacy ledger"));
   Say(absl::StrCat("  outbox_agent     ", stack.agent->address(), "  -> both sidecars"));
+}
+
+struct SidecarReplays {
+  int64_t attempts = 0;  // finished commands sent again, straight to the sidecar
+  int64_t replayed = 0;  // answered from the sidecar's records, byte for byte
+};
+
+// Sends up to `limit` acknowledged ledger commands again, straight to the sidecar, as a
+// second device or a restored backup would: the sidecar answers from its records.
+SidecarReplays ReplayAtTheSidecar(const demo::Stack& stack,
+                                  const std::map<std::string, v1::OutboxRecord>& records,
+                                  int limit) {
+  SidecarReplays out;
+  auto sidecar = v1::Sidecar::NewStub(
+      grpc::CreateChannel(stack.sidecar->address(), grpc::InsecureChannelCredentials()));
+  int replayed_so_far = 0;
+  for (const auto& [id, record] : records) {
+    if (record.state() != v1::ACKED ||
+        record.command().target_method().rfind("/eonce.ledger.v1.Ledger/", 0) != 0 ||
+        ++replayed_so_far > limit) {
+      continue;
+    }
+    auto context = Context();
+    context->AddMetadata("eonce-tenant", "acme");
+    context->AddMetadata("eonce-credential-epoch", absl::StrCat(record.command().credential_epoch()));
+    v1::SubmitRequest request;
+    *request.mutable_command() = record.command();
+    v1::SubmitResponse response;
+    ++out.attempts;
+    if (sidecar->Submit(context.get(), request, &response).ok() &&
+        response.disposition() == v1::REPLAYED &&
+        response.result().response() == record.result().response()) {
+      ++out.replayed;
+    }
+  }
+  return out;
+}
+
+// Unknown outcomes parked for an operator, across the three sidecars.
+int64_t ParkedOutcomes(const demo::Stack& stack) {
+  int64_t parked = 0;
+  for (Process* p : {stack.sidecar.get(), stack.case_sidecar.get(), stack.legacy_sidecar.get()}) {
+    auto admin = v1::SidecarAdmin::NewStub(
+        grpc::CreateChannel(p->address(), grpc::InsecureChannelCredentials()));
+    auto context = Context();
+    context->AddMetadata("eonce-tenant", "acme");
+    context->AddMetadata(kOperatorHeader, "demo");
+    v1::ListParkedRequest request;
+    request.set_limit(1000);
+    v1::ListParkedResponse response;
+    if (admin->ListParked(context.get(), request, &response).ok()) parked += response.records_size();
+  }
+  return parked;
+}
+
+int Run() {
+  quiet = absl::GetFlag(FLAGS_quiet);
+  const int n = absl::GetFlag(FLAGS_commands);
+  const int accounts = absl::GetFlag(FLAGS_accounts);
+  const bool faults = absl::GetFlag(FLAGS_faults);
+  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+
+  demo::Stack stack;
+  stack.bin = absl::GetFlag(FLAGS_bin_dir);
+  char tmpl[] = "/tmp/eonce-demo-XXXXXX";
+  stack.data = mkdtemp(tmpl);
+  Say(absl::StrCat("eonce demo: data in ", stack.data, (faults ? ", faults on" : ", faults off")));
+  if (absl::Status started = stack.Start(faults); !started.ok()) {
+    std::cerr << "demo: " << started.message() << "\n";
+    return 1;
+  }
+  DescribeStack(stack, faults);
 
   auto agent_client = AgentClient::Connect(stack.agent->address());
   Agent::Stub& agent = agent_client->stub();
@@ -469,29 +448,8 @@ int Run() {
   auto listed = testing::AllRecords(agent);
   if (!listed.ok()) Say("cannot list the agent's records: " + listed.status().ToString());
   auto records = listed.ok() ? *std::move(listed) : std::map<std::string, v1::OutboxRecord>();
-  auto sidecar = v1::Sidecar::NewStub(
-      grpc::CreateChannel(stack.sidecar->address(), grpc::InsecureChannelCredentials()));
-  int64_t sidecar_replays = 0, direct_attempts = 0;
-  int replayed_so_far = 0;
-  for (const auto& [id, record] : records) {
-    if (record.state() != v1::ACKED ||
-        record.command().target_method().rfind("/eonce.ledger.v1.Ledger/", 0) != 0 ||
-        ++replayed_so_far > n / 10) {
-      continue;
-    }
-    auto context = Context();
-    context->AddMetadata("eonce-tenant", "acme");
-    context->AddMetadata("eonce-credential-epoch", absl::StrCat(record.command().credential_epoch()));
-    v1::SubmitRequest request;
-    *request.mutable_command() = record.command();
-    v1::SubmitResponse response;
-    ++direct_attempts;
-    if (sidecar->Submit(context.get(), request, &response).ok() &&
-        response.disposition() == v1::REPLAYED &&
-        response.result().response() == record.result().response()) {
-      ++sidecar_replays;
-    }
-  }
+  const SidecarReplays direct = ReplayAtTheSidecar(stack, records, n / 10);
+  const int64_t sidecar_replays = direct.replayed, direct_attempts = direct.attempts;
 
   // 7. The verdict, from the ground truth: the services' effect ledgers.
   int64_t effects = 0;
@@ -527,52 +485,28 @@ int Run() {
   for (const auto* m : {&ledger_effects, &legacy_effects, &case_effects}) {
     for (const auto& [id, count] : *m) duplicate_effects += count > 1;
   }
-  int64_t parked = 0;
-  for (Process* p : {stack.sidecar.get(), stack.case_sidecar.get(), stack.legacy_sidecar.get()}) {
-    auto admin = v1::SidecarAdmin::NewStub(
-        grpc::CreateChannel(p->address(), grpc::InsecureChannelCredentials()));
-    auto context = Context();
-    context->AddMetadata("eonce-tenant", "acme");
-    context->AddMetadata(kOperatorHeader, "demo");
-    v1::ListParkedRequest request;
-    request.set_limit(1000);
-    v1::ListParkedResponse response;
-    if (admin->ListParked(context.get(), request, &response).ok()) parked += response.records_size();
-  }
+  const int64_t parked = ParkedOutcomes(stack);
   int64_t balance = 0, legacy_balance = 0;
   bool conserved = Conserved(stack.ledger->address(), &balance) &&
                    Conserved(stack.legacy->address(), &legacy_balance);
-  int64_t duplicates_stopped = agent_duplicates + replayed_by_sidecar;
-
-  if (!quiet) {
-    std::printf("\n  commands enqueued          %zu (+%ld duplicate submissions the agent "
-                "answered from its outbox)\n", enqueued.size(), static_cast<long>(agent_duplicates));
-    std::printf("  attempts sent              %ld\n", static_cast<long>(attempts));
-    std::printf("  duplicates stopped         %ld by the sidecar, %ld by the agent\n",
-                static_cast<long>(replayed_by_sidecar), static_cast<long>(agent_duplicates));
-    std::printf("  business effects applied   %ld\n", static_cast<long>(effects));
-    std::printf("  conflicts                  %ld (a key reused with another payload)\n",
-                static_cast<long>(conflicts));
-    std::printf("  business rejections        %ld (too little balance, a stale case revision)\n",
-                static_cast<long>(rejected));
-    std::printf("  dead letters               %ld\n", static_cast<long>(dead_letters));
-    std::printf("  parked unknown outcomes    %ld (legacy service; see SidecarAdmin.ListParked)\n",
-                static_cast<long>(parked));
-    std::printf("  lost commands              %ld\n", static_cast<long>(lost));
-    std::printf("  duplicate effects          %ld\n", static_cast<long>(duplicate_effects));
-    std::printf("  ledger total               %ld (minted %ld): %s\n", static_cast<long>(balance),
-                static_cast<long>(accounts * 1000), conserved ? "conserved" : "BROKEN");
-    if (!settled) std::printf("  NOT SETTLED within the timeout\n");
-  }
-  std::printf(
-      "summary: commands=%zu attempts=%ld duplicates_stopped=%ld effects=%ld conflicts=%ld "
-      "rejected=%ld dead_letters=%ld parked_unknown=%ld lost=%ld duplicate_effects=%ld "
-      "ledger_conserved=%s\n",
-      enqueued.size() + legacy_keys.size(), static_cast<long>(attempts),
-      static_cast<long>(duplicates_stopped), static_cast<long>(effects),
-      static_cast<long>(conflicts), static_cast<long>(rejected), static_cast<long>(dead_letters),
-      static_cast<long>(parked), static_cast<long>(lost), static_cast<long>(duplicate_effects),
-      conserved ? "true" : "false");
+  demo::Figures figures;
+  figures.commands = static_cast<int64_t>(enqueued.size());
+  figures.direct_calls = static_cast<int64_t>(legacy_keys.size());
+  figures.agent_duplicates = agent_duplicates;
+  figures.attempts = attempts;
+  figures.replayed_by_sidecar = replayed_by_sidecar;
+  figures.effects = effects;
+  figures.conflicts = conflicts;
+  figures.rejected = rejected;
+  figures.dead_letters = dead_letters;
+  figures.parked = parked;
+  figures.lost = lost;
+  figures.duplicate_effects = duplicate_effects;
+  figures.balance = balance;
+  figures.minted = accounts * 1000;
+  figures.conserved = conserved;
+  figures.settled = settled;
+  demo::Report(figures, quiet);
   std::fflush(stdout);
 
   stack.StopAll();

@@ -1,0 +1,103 @@
+// The demo's stack: the ledger and the case service (inbox mode), a legacy ledger, a
+// dedupe sidecar in front of each, and the outbox agent, each a child process on a
+// loopback port with its data under one folder.
+#ifndef EONCE_TOOLS_DEMO_DEMO_STACK_H_
+#define EONCE_TOOLS_DEMO_DEMO_STACK_H_
+
+#include <signal.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tests/util/process.h"
+
+namespace eonce::demo {
+
+struct Stack {
+  std::string data;
+  std::string bin;
+  std::unique_ptr<Process> ledger, cases, legacy, sidecar, case_sidecar, legacy_sidecar, agent;
+  std::string sidecar_port;
+
+  absl::StatusOr<std::unique_ptr<Process>> StartSidecar(const std::string& name,
+                                                        const std::string& upstream,
+                                                        const std::string& listen) {
+    return Process::Start(bin + "/dedupe_sidecar/dedupe_sidecar",
+                          {"--listen=" + listen, "--upstream=" + upstream,
+                           "--data_dir=" + data + "/" + name, "--lease_ms=2500",
+                           "--forward_timeout_ms=1000", "--outcome_query_timeout_ms=1000", "--instance_id=" + name},
+                          data + "/" + name + ".log");
+  }
+
+  absl::Status Start(bool faults) {
+    std::string lose = faults ? "0.03" : "0";
+    auto l = Process::Start(bin + "/services/ledger/ledger_service",
+                            {"--listen=127.0.0.1:0", "--data_dir=" + data + "/ledger",
+                             "--lose_answer_ratio=" + lose, "--fault_seed=7"},
+                            data + "/ledger.log");
+    if (!l.ok()) return l.status();
+    ledger = std::move(*l);
+    auto cs = Process::Start(bin + "/services/case/case_service",
+                             {"--listen=127.0.0.1:0", "--data_dir=" + data + "/cases",
+                              "--lose_answer_ratio=" + lose, "--fault_seed=9"},
+                             data + "/cases.log");
+    if (!cs.ok()) return cs.status();
+    cases = std::move(*cs);
+    auto lg = Process::Start(bin + "/services/ledger/ledger_service",
+                             {"--listen=127.0.0.1:0", "--data_dir=" + data + "/legacy",
+                              "--legacy", "--lose_answer_ratio=" + std::string(faults ? "0.3" : "0"),
+                              "--fault_seed=11"},
+                             data + "/legacy.log");
+    if (!lg.ok()) return lg.status();
+    legacy = std::move(*lg);
+    auto s = StartSidecar("sidecar", ledger->address(), "127.0.0.1:0");
+    if (!s.ok()) return s.status();
+    sidecar = std::move(*s);
+    sidecar_port = sidecar->address().substr(sidecar->address().rfind(':') + 1);
+    auto css = StartSidecar("case_sidecar", cases->address(), "127.0.0.1:0");
+    if (!css.ok()) return css.status();
+    case_sidecar = std::move(*css);
+    auto ls = StartSidecar("legacy_sidecar", legacy->address(), "127.0.0.1:0");
+    if (!ls.ok()) return ls.status();
+    legacy_sidecar = std::move(*ls);
+    auto a = Process::Start(bin + "/outbox_agent/outbox_agent",
+                            {"--listen=127.0.0.1:0", "--data_dir=" + data + "/agent",
+                             "--tenant=acme", "--sidecar=" + sidecar->address(),
+                             "--routes=eonce.case_mgmt.v1.Cases=" + case_sidecar->address(),
+                             "--max_backoff_ms=500", "--base_backoff_ms=20",
+                             "--submit_timeout_ms=2000", "--claim_ttl_ms=4500",
+                             "--max_age_ms=3600000"},
+                            data + "/agent.log");
+    if (!a.ok()) return a.status();
+    agent = std::move(*a);
+    return absl::OkStatus();
+  }
+
+  // kill -9, then start again on the same port with the same data.
+  absl::Status RestartSidecar() {
+    sidecar->Signal(SIGKILL, true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (int i = 0; i < 50; ++i) {
+      auto s = StartSidecar("sidecar", ledger->address(), "127.0.0.1:" + sidecar_port);
+      if (s.ok()) {
+        sidecar = std::move(*s);
+        return absl::OkStatus();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return absl::UnavailableError("the sidecar did not come back");
+  }
+
+  void StopAll() {
+    for (auto* p : {&agent, &sidecar, &case_sidecar, &legacy_sidecar, &ledger, &cases, &legacy}) {
+      if (*p != nullptr) (*p)->Signal(SIGTERM, true);
+    }
+  }
+};
+
+}  // namespace eonce::demo
+
+#endif  // EONCE_TOOLS_DEMO_DEMO_STACK_H_

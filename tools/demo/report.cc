@@ -1,0 +1,41 @@
+#include "tools/demo/report.h"
+
+#include <cstdio>
+
+namespace eonce::demo {
+
+void Report(const Figures& f, bool quiet) {
+  if (!quiet) {
+    std::printf("\n  commands enqueued          %ld (+%ld duplicate submissions the agent "
+                "answered from its outbox)\n", static_cast<long>(f.commands),
+                static_cast<long>(f.agent_duplicates));
+    std::printf("  attempts sent              %ld\n", static_cast<long>(f.attempts));
+    std::printf("  duplicates stopped         %ld by the sidecar, %ld by the agent\n",
+                static_cast<long>(f.replayed_by_sidecar), static_cast<long>(f.agent_duplicates));
+    std::printf("  business effects applied   %ld\n", static_cast<long>(f.effects));
+    std::printf("  conflicts                  %ld (a key reused with another payload)\n",
+                static_cast<long>(f.conflicts));
+    std::printf("  business rejections        %ld (too little balance, a stale case revision)\n",
+                static_cast<long>(f.rejected));
+    std::printf("  dead letters               %ld\n", static_cast<long>(f.dead_letters));
+    std::printf("  parked unknown outcomes    %ld (legacy service; see SidecarAdmin.ListParked)\n",
+                static_cast<long>(f.parked));
+    std::printf("  lost commands              %ld\n", static_cast<long>(f.lost));
+    std::printf("  duplicate effects          %ld\n", static_cast<long>(f.duplicate_effects));
+    std::printf("  ledger total               %ld (minted %ld): %s\n", static_cast<long>(f.balance),
+                static_cast<long>(f.minted), f.conserved ? "conserved" : "BROKEN");
+    if (!f.settled) std::printf("  NOT SETTLED within the timeout\n");
+  }
+  std::printf(
+      "summary: commands=%ld attempts=%ld duplicates_stopped=%ld effects=%ld conflicts=%ld "
+      "rejected=%ld dead_letters=%ld parked_unknown=%ld lost=%ld duplicate_effects=%ld "
+      "ledger_conserved=%s\n",
+      static_cast<long>(f.commands + f.direct_calls), static_cast<long>(f.attempts),
+      static_cast<long>(f.agent_duplicates + f.replayed_by_sidecar), static_cast<long>(f.effects),
+      static_cast<long>(f.conflicts), static_cast<long>(f.rejected),
+      static_cast<long>(f.dead_letters), static_cast<long>(f.parked), static_cast<long>(f.lost),
+      static_cast<long>(f.duplicate_effects), f.conserved ? "true" : "false");
+  std::fflush(stdout);
+}
+
+}  // namespace eonce::demo

@@ -1,0 +1,35 @@
+// What a demo run counted, and the report it prints: a table, then one machine-readable
+// summary line (what ./eonce demo --quiet prints and the README shows).
+#ifndef EONCE_TOOLS_DEMO_REPORT_H_
+#define EONCE_TOOLS_DEMO_REPORT_H_
+
+#include <cstdint>
+
+namespace eonce::demo {
+
+// What a run counted, for the report.
+struct Figures {
+  int64_t commands = 0;      // enqueued through the agent
+  int64_t direct_calls = 0;  // sent by a plain gRPC client through the legacy sidecar
+  int64_t agent_duplicates = 0;
+  int64_t attempts = 0;
+  int64_t replayed_by_sidecar = 0;
+  int64_t effects = 0;
+  int64_t conflicts = 0;
+  int64_t rejected = 0;
+  int64_t dead_letters = 0;
+  int64_t parked = 0;
+  int64_t lost = 0;
+  int64_t duplicate_effects = 0;
+  int64_t balance = 0;
+  int64_t minted = 0;
+  bool conserved = false;
+  bool settled = false;
+};
+
+// The report: a table (unless `quiet`), then the one machine-readable summary line.
+void Report(const Figures& figures, bool quiet);
+
+}  // namespace eonce::demo
+
+#endif  // EONCE_TOOLS_DEMO_REPORT_H_
