@@ -65,7 +65,8 @@ std::string StatusDetails(const absl::Status& status) {
 
 std::string RejectionStatusDetails(absl::StatusCode code, const std::string& message,
                                    const v1::Rejection& rejection) {
-  google::rpc::Status rich = RichStatus(WithReason(absl::Status(code, message), rejection.reason()));
+  google::rpc::Status rich =
+      RichStatus(WithReason(absl::Status(code, message), rejection.reason()));
   Pack(rejection, &rich);
   return rich.SerializeAsString();
 }

@@ -1,6 +1,5 @@
 #include "common/flags.h"
 
-#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <iostream>
@@ -117,7 +116,8 @@ std::string FlagHelp(const Program& program) {
   }
   absl::StrAppend(&out, ":\n");
   for (const auto& [name, flag] : own) {
-    absl::StrAppend(&out, "  --", name, "=", flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue());
+    const std::string fallback = flag->DefaultValue();
+    absl::StrAppend(&out, "  --", name, "=", fallback.empty() ? "\"\"" : fallback);
     if (program.from_environment) absl::StrAppend(&out, "   [", FlagEnvironmentName(name), "]");
     absl::StrAppend(&out, "\n      ", flag->Help(), "\n");
   }

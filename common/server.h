@@ -1,4 +1,5 @@
-// What every eonce server binary shares (flag parsing is in common/flags.h): signal handling for graceful shutdown, and the standard gRPC extras (health checking,
+// What every eonce server binary shares (flag parsing is in common/flags.h): signal
+// handling for graceful shutdown, and the standard gRPC extras (health checking,
 // reflection).
 #ifndef EONCE_COMMON_SERVER_H_
 #define EONCE_COMMON_SERVER_H_

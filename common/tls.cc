@@ -123,7 +123,9 @@ std::string OneNameFromCertificate(const grpc::AuthContext& auth,
 
 std::string CallerWorkload(const grpc::ServerContextBase& context) {
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth == nullptr || !auth->IsPeerAuthenticated()) return RequestMetadata(context, kWorkloadHeader);
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) {
+    return RequestMetadata(context, kWorkloadHeader);
+  }
   return OneNameFromCertificate(*auth, &WorkloadFromSpiffeId);
 }
 
@@ -141,7 +143,9 @@ std::optional<int64_t> CertificateEpoch(const grpc::ServerContextBase& context) 
 
 std::string CallerOperator(const grpc::ServerContextBase& context) {
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth == nullptr || !auth->IsPeerAuthenticated()) return RequestMetadata(context, kOperatorHeader);
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) {
+    return RequestMetadata(context, kOperatorHeader);
+  }
   return OneNameFromCertificate(*auth, &OperatorFromSpiffeId);
 }
 

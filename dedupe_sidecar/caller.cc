@@ -27,9 +27,10 @@ absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clo
   caller.actor = RequestMetadata(*context, kActorHeader);
   caller.operator_name = CallerOperator(*context);
   const size_t max_name_bytes = CommandLimits().max_actor_bytes;
-  for (const auto& [what, name] : {std::pair<const char*, const std::string*>{"workload", &caller.workload},
-                                   {"actor", &caller.actor},
-                                   {"operator", &caller.operator_name}}) {
+  using Named = std::pair<const char*, const std::string*>;
+  for (const auto& [what, name] : {Named{"workload", &caller.workload},
+                                   Named{"actor", &caller.actor},
+                                   Named{"operator", &caller.operator_name}}) {
     if (name->size() > max_name_bytes) {
       deduper.CountDenied();
       return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",

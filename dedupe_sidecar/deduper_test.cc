@@ -340,7 +340,8 @@ TEST_F(DeduperTest, CommandNamingAnotherTenantIsDenied) {
 }
 
 TEST_F(DeduperTest, AuthorizationIsCheckedOnEveryDuplicate) {
-  auto policy = Policy::Parse("act acme * *\nallow acme alice /eonce.ledger.v1.Ledger/Transfer\n");
+  auto policy =
+      Policy::Parse("act acme * *\nallow acme alice /eonce.ledger.v1.Ledger/Transfer\n");
   ASSERT_TRUE(policy.ok());
   policy_->Set(*policy);
   v1::Command c = Cmd("c1");
@@ -351,7 +352,8 @@ TEST_F(DeduperTest, AuthorizationIsCheckedOnEveryDuplicate) {
   bob.set_actor("bob");
   EXPECT_EQ(ReasonOf(Submit(bob).status()), "POLICY_DENIED");
 
-  policy_->Set(*Policy::Parse("act acme * *\nallow acme alice *\nrevoke acme alice below_epoch=2\n"));
+  policy_->Set(
+      *Policy::Parse("act acme * *\nallow acme alice *\nrevoke acme alice below_epoch=2\n"));
   auto duplicate = Submit(c);
   EXPECT_EQ(duplicate.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(ReasonOf(duplicate.status()), "CREDENTIAL_REVOKED");

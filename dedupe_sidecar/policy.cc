@@ -45,8 +45,8 @@ absl::StatusOr<Policy> Policy::Parse(const std::string& text) {
     auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat("policy line ", line_number, ": ", why));
     };
-    if (policy.acts_.size() + policy.allows_.size() + policy.revokes_.size() + policy.read_only_.size() +
-            policy.operators_.size() >=
+    if (policy.acts_.size() + policy.allows_.size() + policy.revokes_.size() +
+            policy.read_only_.size() + policy.operators_.size() >=
         kMaxRules) {
       return bad(absl::StrCat("more than ", kMaxRules, " rules"));
     }

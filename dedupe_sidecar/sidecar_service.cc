@@ -244,8 +244,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
                                               options.max_in_flight_per_tenant);
   if (!options.tls.enabled()) {
     LogWarn("NO MUTUAL TLS: identities are taken from request headers (eonce-tenant, "
-            "eonce-workload, eonce-actor, eonce-operator, eonce-credential-epoch) and trusted as they are; "
-            "development only. GetInfo reports identity_from_headers=true");
+            "eonce-workload, eonce-actor, eonce-operator, eonce-credential-epoch) and trusted "
+            "as they are; development only. GetInfo reports identity_from_headers=true");
   }
   s->sidecar_service_ = std::make_unique<SidecarServiceImpl>(
       *s->deduper_, clock, s->draining_, *s->pool_, *s->admission_, !options.tls.enabled());

@@ -52,7 +52,8 @@ int Fail(const grpc::Status& status) {
 
 int main(int argc, char** argv) {
   std::vector<char*> args = eonce::ParseFlags(
-      argc, argv, {"sidecarctl --sidecar=ADDR --tenant=T info|reconcile|audit|verify|parked|resolve"});
+      argc, argv,
+      {"sidecarctl --sidecar=ADDR --tenant=T info|reconcile|audit|verify|parked|resolve"});
   if (args.size() < 2 || absl::GetFlag(FLAGS_tenant).empty()) {
     std::cerr << absl::ProgramUsageMessage() << "\n";
     return 2;

@@ -45,7 +45,8 @@ ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight work may finish on SIGT
 int main(int argc, char** argv) {
   eonce::BlockShutdownSignals();
   eonce::ParseFlags(argc, argv,
-                   {"outbox_agent --data_dir=DIR --tenant=T [--sidecar=ADDR]", /*from_environment=*/true});
+                    {"outbox_agent --data_dir=DIR --tenant=T [--sidecar=ADDR]",
+                     /*from_environment=*/true});
   eonce::AgentServerOptions o;
   o.listen_address = absl::GetFlag(FLAGS_listen);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);

@@ -80,7 +80,8 @@ int FuzzPassThrough(const uint8_t* data, size_t size) {
   // Fields, one a line: certificate URI, stated workload, stated actor, method,
   // idempotency key, command id, body (the rest).
   std::vector<std::string> fields =
-      absl::StrSplit(std::string(reinterpret_cast<const char*>(data), size), absl::MaxSplits('\n', 6));
+      absl::StrSplit(std::string(reinterpret_cast<const char*>(data), size),
+                     absl::MaxSplits('\n', 6));
   fields.resize(7);
   const std::string& uri = fields[0];
   const std::string& method = fields[3];
