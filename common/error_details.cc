@@ -1,6 +1,5 @@
 #include "common/error_details.h"
 
-#include <cctype>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -15,13 +14,6 @@ constexpr char kTypePrefix[] = "type.googleapis.com/";
 
 bool Retryable(absl::StatusCode code) {
   return code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kAborted;
-}
-
-// UPPER_SNAKE_CASE name of a code, the reason of an error that names none.
-std::string CodeReason(absl::StatusCode code) {
-  std::string name = absl::StatusCodeToString(code);
-  for (char& c : name) c = c == ' ' ? '_' : static_cast<char>(std::toupper(c));
-  return name;
 }
 
 void Pack(const google::protobuf::Message& message, google::rpc::Status* rich) {
@@ -42,7 +34,7 @@ google::rpc::Status RichStatus(const absl::Status& status) {
   rich.set_message(std::string(status.message()));
   google::rpc::ErrorInfo info;
   std::string reason = ReasonOf(status);
-  info.set_reason(reason.empty() ? CodeReason(status.code()) : reason);
+  info.set_reason(reason.empty() ? CodeName(static_cast<int>(status.code())) : reason);
   info.set_domain(kErrorDomain);
   for (const auto& [key, value] : ErrorMetadataOf(status)) (*info.mutable_metadata())[key] = value;
   Pack(info, &rich);

@@ -50,6 +50,12 @@ std::map<std::string, std::string> ErrorMetadataOf(const absl::Status& status) {
   return out;
 }
 
+std::string CodeName(int code) {
+  std::string name =
+      code >= 0 && code <= 16 ? absl::StatusCodeToString(static_cast<absl::StatusCode>(code)) : "";
+  return name.empty() ? "UNKNOWN" : name;
+}
+
 absl::Status Error(absl::StatusCode code, absl::string_view reason,
                    absl::string_view message) {
   return WithReason(absl::Status(code, message), reason);

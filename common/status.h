@@ -54,6 +54,10 @@ absl::Status WithErrorMetadata(absl::Status status, absl::string_view key,
 // The facts attached to `status`, by key.
 std::map<std::string, std::string> ErrorMetadataOf(const absl::Status& status);
 
+// The name of a gRPC status code ("INVALID_ARGUMENT"); "UNKNOWN" for a number that is
+// none.
+std::string CodeName(int code);
+
 // Builds a status with a reason in one call.
 absl::Status Error(absl::StatusCode code, absl::string_view reason,
                    absl::string_view message);

@@ -19,32 +19,7 @@ constexpr int64_t kPendingRetryMs = 200;
 // stretches it if the original is slow.
 constexpr int64_t kInProgressRetryMs = 100;
 
-const char* CodeName(int code) {
-  static const char* kNames[] = {
-      "OK",        "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",       "DATA_LOSS",
-      "UNAUTHENTICATED"};
-  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
-}
-
 }  // namespace
-
-// A key belongs to the command that first used it, with that command's payload. Another
-// payload or another command id under the key is a terminal conflict, never its answer.
-absl::Status Deduper::CheckOwner(const Record& record, const std::string& command_id,
-                        const std::string& payload_sha256) {
-  if (!payload_sha256.empty() && record.payload_hash() != payload_sha256) {
-    return Error(absl::StatusCode::kAlreadyExists, "IDEMPOTENCY_CONFLICT",
-                 "this idempotency key was used with a different payload");
-  }
-  if (!command_id.empty() && !record.command_id().empty() && record.command_id() != command_id) {
-    return Error(absl::StatusCode::kAlreadyExists, "KEY_REUSED",
-                 "this idempotency key belongs to another command id");
-  }
-  return absl::OkStatus();
-}
 
 struct Deduper::Context {
   Caller caller;

@@ -1,5 +1,6 @@
-// The Deduper's lookups, operator checks and settings (Reconcile, ListParked, Info,
-// option validation), apart from the Submit path and ResolveParked in deduper.cc.
+// The Deduper's lookups, checks and settings (Reconcile, ListParked, Info, who owns a
+// key, the tenant and operator checks, option validation), apart from the Submit path
+// and ResolveParked in deduper.cc.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,21 @@ absl::Status ValidateDeduperOptions(const DeduperOptions& o) {
         o.forward_timeout_ms, ") and ", DeduperOptions::kLeaseSlackMs,
         " ms for queueing and synced writes; raise --lease_ms to at least ", needed,
         " or lower --forward_timeout_ms / --outcome_query_timeout_ms"));
+  }
+  return absl::OkStatus();
+}
+
+// A key belongs to the command that first used it, with that command's payload. Another
+// payload or another command id under the key is a terminal conflict, never its answer.
+absl::Status Deduper::CheckOwner(const Record& record, const std::string& command_id,
+                        const std::string& payload_sha256) {
+  if (!payload_sha256.empty() && record.payload_hash() != payload_sha256) {
+    return Error(absl::StatusCode::kAlreadyExists, "IDEMPOTENCY_CONFLICT",
+                 "this idempotency key was used with a different payload");
+  }
+  if (!command_id.empty() && !record.command_id().empty() && record.command_id() != command_id) {
+    return Error(absl::StatusCode::kAlreadyExists, "KEY_REUSED",
+                 "this idempotency key belongs to another command id");
   }
   return absl::OkStatus();
 }
