@@ -191,8 +191,8 @@ TEST_F(AgentServerTest, WatchStreamsStateChanges) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   auto stream = client->stub().Watch(&context, v1::WatchRequest());
-  // The subscription is registered when the call starts; give it a moment.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The headers arrive once the subscription is in place.
+  stream->WaitForInitialMetadata();
   ASSERT_TRUE(client->Enqueue(Open("carol")).ok());
   std::vector<v1::OutboxState> seen;
   v1::WatchEvent event;
@@ -205,6 +205,45 @@ TEST_F(AgentServerTest, WatchStreamsStateChanges) {
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.front(), v1::QUEUED);
   EXPECT_EQ(seen.back(), v1::ACKED);
+}
+
+// A watcher that goes away while a write to it is in flight still ends its stream on the
+// server: otherwise OnDone never comes and Shutdown waits for it forever (this test then
+// runs into its timeout). Each round enqueues while 8 watchers read, cancels them amid the
+// events, and shuts the agent down; the old mistake hung about one round in sixteen.
+TEST_F(AgentServerTest, ShutdownEndsWatchersThatWentAwayMidWrite) {
+  AgentServerOptions options = Options();
+  options.default_sidecar = "127.0.0.1:1";  // nothing is sent: one event per Enqueue
+  options.startup_info_wait_ms = 0;
+  for (int round = 0; round < 20; ++round) {
+    auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    auto client = AgentClient::Connect("127.0.0.1:" + std::to_string((*agent)->port()));
+    constexpr int kWatchers = 8;
+    std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+    std::vector<std::thread> readers;
+    for (int w = 0; w < kWatchers; ++w) {
+      contexts.push_back(std::make_unique<grpc::ClientContext>());
+      contexts.back()->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+      auto* context = contexts.back().get();
+      auto stream = client->stub().Watch(context, v1::WatchRequest());
+      stream->WaitForInitialMetadata();
+      readers.emplace_back([stream = std::move(stream), w]() mutable {
+        v1::WatchEvent event;
+        // Readers stop at different points, so some streams have writes in flight.
+        for (int read = 0; read < 4 * w && stream->Read(&event); ++read) {
+        }
+      });
+    }
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_TRUE(client->Enqueue(Open(absl::StrCat("w", round, "-", i))).ok());
+      if (i == 20) {
+        for (auto& context : contexts) context->TryCancel();
+      }
+    }
+    for (auto& reader : readers) reader.join();
+    ASSERT_TRUE((*agent)->Shutdown(0).ok());
+  }
 }
 
 // Records carry their requests: a page stops at about 1 MiB and says where the next

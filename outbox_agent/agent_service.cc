@@ -58,14 +58,29 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::WatchEvent> {
                           nullptr));
       return;
     }
+    // The headers say "subscribed": a client that waits for them before it reads the
+    // store misses no change after that read.
+    StartSendInitialMetadata();
     MaybeWrite();
   }
 
   void OnWriteDone(bool ok) override {
+    if (!ok) {
+      // The client went away. A server reactor must still call Finish, once, or OnDone
+      // never comes and the server's Shutdown waits for this stream forever; OnCancel
+      // may come before or after this, and whichever sees the stream unfinished ends it.
+      bool finish = false;
+      {
+        absl::MutexLock lock(&shared_->mu);
+        writing_ = false;
+        if (!finished_) finish = finished_ = true;
+      }
+      if (finish) Finish(grpc::Status::CANCELLED);
+      return;
+    }
     {
       absl::MutexLock lock(&shared_->mu);
       writing_ = false;
-      if (!ok) finished_ = true;  // the client went away; OnCancel or OnDone follows
     }
     MaybeWrite();
   }

@@ -157,6 +157,7 @@ def main():
     stub = agent_pb2_grpc.AgentStub(channel)
     events = queue.Queue()
     watch = stub.Watch(agent_pb2.WatchRequest())
+    watch.initial_metadata()  # the agent sends it once subscribed: no change is missed
 
     def follow():
         try:

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   auto agent = eonce::AgentClient::Connect(absl::GetFlag(FLAGS_agent), tls);
   grpc::ClientContext watch_context;
   auto watch = agent->stub().Watch(&watch_context, eonce::v1::WatchRequest());
+  watch->WaitForInitialMetadata();  // subscribed: no state change from here on is missed
 
   std::set<std::string> pending;
   for (const char* id : {"a", "b"}) {

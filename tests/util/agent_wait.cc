@@ -24,7 +24,9 @@ absl::StatusOr<v1::OutboxRecord> WaitUntilFinal(v1::Agent::Stub& agent,
     request.set_command_id(command_id);
     return agent.Get(&context, request, &record).ok() && IsFinal(record.state());
   };
-  // Watch is open before the first read: a change after it is an event.
+  // The agent sends the headers once the subscription is in place: a change after the
+  // first read is an event on the stream.
+  watch->WaitForInitialMetadata();
   if (read()) {
     watch_context.TryCancel();
     return record;

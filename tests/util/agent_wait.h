@@ -11,7 +11,8 @@
 
 namespace eonce::testing {
 
-// The record `command_id` once it is final (IsFinal). Opens Watch first, then reads the
+// The record `command_id` once it is final (IsFinal). Opens Watch and waits for its headers
+// (the subscription is then in place), then reads the
 // record, then reads it again on every event that names it, until `timeout_ms` has
 // passed (DEADLINE_EXCEEDED, with the last state seen in the message).
 absl::StatusOr<v1::OutboxRecord> WaitUntilFinal(v1::Agent::Stub& agent,
