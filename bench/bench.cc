@@ -1,7 +1,7 @@
 // eonce bench: what effectively-once costs, next to the physical limits of the same
 // machine, measured in the same run.
 //
-// Every path is measured with a closed loop of N calls in flight (1, 8 and 64 by
+// Every path is measured with a closed loop of N calls in flight (1, 16 and 64 by
 // default): the loopback gRPC echo and synced RocksDB puts (the limits), the ledger called
 // directly, first-seen commands and duplicates through the sidecar, the agent's Enqueue,
 // and the whole pipeline's drain rate. Then the sidecar's memory with a million records
@@ -28,6 +28,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/loops.h"
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/flags.h"
@@ -50,8 +51,10 @@
 #include "services/ledger/ledger_service.h"
 #include "tests/util/process.h"
 
-ABSL_FLAG(std::string, in_flight, "1,8,64", "calls in flight to measure at");
-ABSL_FLAG(double, seconds, 2.0, "how long each measurement runs");
+ABSL_FLAG(std::string, in_flight, "1,16,64", "calls in flight to measure at (the peers' client counts)");
+ABSL_FLAG(double, seconds, 2.0, "how long each run of a measurement lasts");
+ABSL_FLAG(int32_t, runs, 3, "runs per measurement (the median is reported)");
+ABSL_FLAG(double, warmup_seconds, 0.5, "the warm-up before each measurement");
 ABSL_FLAG(int64_t, records, 1'000'000, "records for the sidecar memory and disk measurement");
 ABSL_FLAG(std::string, out_dir, "bench/results", "where the table, JSON and plot go");
 ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are (for the memory run)");
@@ -61,101 +64,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-struct Figures {
-  double ops_per_s = 0;
-  double p50_us = 0;
-  double p99_us = 0;
-  int64_t ops = 0;
-  int64_t errors = 0;
-};
-
-// Keeps `in_flight` operations going for `seconds`; `issue(i, done)` starts operation i
-// and calls done(ok) when it ends (on any thread).
-Figures ClosedLoop(int in_flight, double seconds,
-                   const std::function<void(int64_t, std::function<void(bool)>)>& issue) {
-  absl::Mutex mu;
-  std::vector<double> latencies;
-  latencies.reserve(1 << 20);
-  int64_t next = 0, outstanding = 0, errors = 0;
-  bool stopping = false;
-  auto start = Clock::now();
-  auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  std::function<void()> launch;
-  launch = [&] {
-    int64_t i;
-    {
-      absl::MutexLock lock(&mu);
-      if (stopping || Clock::now() >= end) {
-        stopping = true;
-        return;
-      }
-      i = next++;
-      ++outstanding;
-    }
-    auto began = Clock::now();
-    issue(i, [&, began](bool ok) {
-      double us = std::chrono::duration<double, std::micro>(Clock::now() - began).count();
-      {
-        absl::MutexLock lock(&mu);
-        latencies.push_back(us);
-        if (!ok) ++errors;
-        --outstanding;
-      }
-      launch();
-    });
-  };
-  for (int k = 0; k < in_flight; ++k) launch();
-  {
-    absl::MutexLock lock(&mu);
-    auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping && outstanding == 0; };
-    mu.Await(absl::Condition(&idle));
-  }
-  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  Figures f;
-  f.ops = static_cast<int64_t>(latencies.size());
-  f.errors = errors;
-  f.ops_per_s = f.ops / elapsed;
-  std::sort(latencies.begin(), latencies.end());
-  if (!latencies.empty()) {
-    f.p50_us = latencies[latencies.size() / 2];
-    f.p99_us = latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
-  }
-  return f;
-}
-
-// Closed loop over threads, for blocking calls.
-Figures Threads(int threads, double seconds, const std::function<bool(int64_t)>& op) {
-  std::atomic<int64_t> next{0};
-  std::vector<std::vector<double>> per(threads);
-  std::atomic<int64_t> errors{0};
-  auto start = Clock::now();
-  auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      while (Clock::now() < end) {
-        auto began = Clock::now();
-        if (!op(next.fetch_add(1))) errors++;
-        per[t].push_back(std::chrono::duration<double, std::micro>(Clock::now() - began).count());
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  std::vector<double> all;
-  for (auto& v : per) all.insert(all.end(), v.begin(), v.end());
-  std::sort(all.begin(), all.end());
-  Figures f;
-  f.ops = static_cast<int64_t>(all.size());
-  f.errors = errors;
-  f.ops_per_s = f.ops / elapsed;
-  if (!all.empty()) {
-    f.p50_us = all[all.size() / 2];
-    f.p99_us = all[std::min(all.size() - 1, all.size() * 99 / 100)];
-  }
-  return f;
-}
 
 // A generic echo server: the loopback gRPC round trip, the physical limit of a hop.
 class EchoService : public grpc::CallbackGenericService {
@@ -238,6 +146,10 @@ int Run() {
     points.push_back(std::stoi(std::string(p)));
   }
   const double seconds = absl::GetFlag(FLAGS_seconds);
+  MeasureOptions measure;
+  measure.seconds = seconds;
+  measure.runs = absl::GetFlag(FLAGS_runs);
+  measure.warmup_seconds = absl::GetFlag(FLAGS_warmup_seconds);
   char tmpl[] = "/tmp/eonce-bench-XXXXXX";
   std::string base = mkdtemp(tmpl);
   std::vector<Row> rows;
@@ -249,8 +161,9 @@ int Run() {
     std::fflush(stdout);
   };
 
-  std::printf("eonce bench on %ld cores; each figure is a %.1f s closed loop\n",
-              sysconf(_SC_NPROCESSORS_ONLN), seconds);
+  std::printf("eonce bench on %ld cores; each figure is the median of %d closed loops of "
+              "%.1f s after a %.1f s warm-up\n",
+              sysconf(_SC_NPROCESSORS_ONLN), measure.runs, seconds, measure.warmup_seconds);
 
   // --- physical limits -------------------------------------------------------------------
   EchoService echo;
@@ -263,7 +176,7 @@ int Run() {
   grpc::GenericStub echo_stub(echo_channel);
   std::string payload(120, 'x');  // about the size of a command
   for (int n : points) {
-    add("grpc echo (limit)", n, ClosedLoop(n, seconds, [&](int64_t, std::function<void(bool)> done) {
+    add("grpc echo (limit)", n, Measure(measure, n, [&](int64_t, std::function<void(bool)> done) {
           struct Call {
             grpc::ClientContext context;
             grpc::ByteBuffer request, response;
@@ -279,7 +192,7 @@ int Run() {
     auto store = RocksStore::Open(base + "/puts", {}, StoreOptions());
     if (!store.ok()) return 1;
     for (int n : points) {
-      add("synced put (limit)", n, Threads(n, seconds, [&](int64_t i) {
+      add("synced put (limit)", n, MeasureBlocking(measure, n, [&](int64_t i) {
             return (*store)->db()->Put(SyncedWrite(), absl::StrCat("key", i), payload).ok();
           }), "synced put (limit)");
     }
@@ -317,7 +230,7 @@ int Run() {
   }
 
   for (int n : points) {
-    add("ledger direct", n, ClosedLoop(n, seconds, [&, n](int64_t i, std::function<void(bool)> done) {
+    add("ledger direct", n, Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
           struct Call {
             grpc::ClientContext context;
             ledger::v1::TransferRequest request;
@@ -353,15 +266,15 @@ int Run() {
                                   });
   };
   for (int n : points) {
-    Figures f = ClosedLoop(n, seconds, [&, n](int64_t i, std::function<void(bool)> done) {
+    // The duplicates below replay the commands of this warm-up (numbers 0 .. count-1).
+    Figures f = Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
       submit(TransferCommand(absl::StrCat("fs-", n, "-", i), kAccounts, i), done, false);
-    });
-    first_seen_count[n] = f.ops;
+    }, &first_seen_count[n]);
     add("sidecar first-seen", n, f, "grpc echo (limit)");
   }
   for (int n : points) {
     int64_t known = std::max<int64_t>(1, first_seen_count[n]);
-    add("sidecar duplicate", n, ClosedLoop(n, seconds, [&, n, known](int64_t i, std::function<void(bool)> done) {
+    add("sidecar duplicate", n, Measure(measure, n, [&, n, known](int64_t i, std::function<void(bool)> done) {
           int64_t j = i % known;
           submit(TransferCommand(absl::StrCat("fs-", n, "-", j), kAccounts, j), done, true);
         }), "grpc echo (limit)");
@@ -371,9 +284,8 @@ int Run() {
   auto agent_stub = v1::Agent::NewStub(
       grpc::CreateChannel(Address((*agent)->port()), grpc::InsecureChannelCredentials()));
   (*agent)->credential().Set(1, true).IgnoreError();
-  int64_t enqueued = 0;
   for (int n : points) {
-    Figures f = ClosedLoop(n, seconds, [&, n](int64_t i, std::function<void(bool)> done) {
+    Figures f = Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
       struct Call {
         grpc::ClientContext context;
         v1::EnqueueRequest request;
@@ -387,11 +299,11 @@ int Run() {
       agent_stub->async()->Enqueue(&call->context, &call->request, &call->response,
                                    [call, done](grpc::Status s) { done(s.ok()); });
     });
-    enqueued += f.ops;
     add("agent enqueue", n, f, "synced put (limit)");
   }
 
   // The whole pipeline: renew the credential and time the drain of what was enqueued.
+  const int64_t enqueued = (*agent)->store().CountsByState()[v1::QUEUED];
   auto drain_start = Clock::now();
   (*agent)->credential().Set(2, false).IgnoreError();
   (*agent)->Kick();
@@ -461,7 +373,10 @@ int Run() {
       auto stub = v1::Sidecar::NewStub(
           grpc::CreateChannel((*sidecar_proc)->address(), grpc::InsecureChannelCredentials()));
       // Read records from all over the key space, as duplicates would.
-      Figures reads = ClosedLoop(64, seconds, [&](int64_t i, std::function<void(bool)> done) {
+      // A longer warm-up: the process just started, its caches are cold.
+      MeasureOptions large = measure;
+      large.warmup_seconds = std::max(2.0, measure.warmup_seconds);
+      Figures reads = Measure(large, 64, [&](int64_t i, std::function<void(bool)> done) {
         int64_t j = (i * 7919) % records;
         struct Call {
           grpc::ClientContext context;

@@ -2,12 +2,14 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "rocksdb/cache.h"
+#include "rocksdb/filter_policy.h"
 #include "rocksdb/table.h"
 
 namespace eonce {
@@ -44,7 +46,15 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
   auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = cache;
+  // Point lookups dominate (is this key known?): a bloom filter answers "no" for a first
+  // seen key without reading a data block; index and filter blocks live in the cache at
+  // high priority, and level 0's stay pinned there, so a data block is the only thing a
+  // lookup may have to read; a hash index inside each data block finds the key in it.
   table.cache_index_and_filter_blocks = true;
+  table.cache_index_and_filter_blocks_with_high_priority = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  table.data_block_index_type = rocksdb::BlockBasedTableOptions::kDataBlockBinaryAndHash;
 
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   families.insert(families.begin(), ColumnFamilySpec{rocksdb::kDefaultColumnFamilyName, {}});
@@ -75,6 +85,9 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
   for (size_t i = 0; i < handles.size(); ++i) {
     store->handles_[descriptors[i].name] = handles[i];
   }
+  // What the log held after a process crash may never have been synced: make it durable
+  // now, so that everything a reader can see from here on is (AwaitDurable's promise).
+  EONCE_RETURN_IF_ERROR(FromRocks(store->db_->SyncWAL(), absl::StrCat("sync ", path)));
   return store;
 }
 
@@ -142,6 +155,34 @@ absl::Status RocksStore::Write(rocksdb::WriteBatch* batch, bool sync, const char
       FromRocks(db_->Write(sync ? SyncedWrite() : UnsyncedWrite(), batch), what);
   if (!status.ok()) MarkFailed();
   return status;
+}
+
+absl::Status RocksStore::AwaitDurable() {
+  if (failed()) return Error(absl::StatusCode::kUnavailable, "STORE_FAILED", "the store failed");
+  // Every write with a sequence number up to `target` is already in the log file.
+  const uint64_t target = db_->GetLatestSequenceNumber();
+  absl::MutexLock lock(&sync_mu_);
+  while (durable_seq_ < target) {
+    if (syncing_) {
+      // Another caller's fsync is under way: wait for it, then see whether it covered us.
+      auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_) { return !syncing_; };
+      sync_mu_.Await(absl::Condition(&done));
+      continue;
+    }
+    syncing_ = true;
+    const uint64_t covering = db_->GetLatestSequenceNumber();
+    sync_mu_.Unlock();
+    rocksdb::Status synced = db_->SyncWAL();
+    sync_mu_.Lock();
+    syncing_ = false;
+    syncs_++;
+    if (!synced.ok()) {
+      MarkFailed();
+      return FromRocks(synced, "sync");
+    }
+    durable_seq_ = std::max(durable_seq_, covering);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RocksStore::CheckSpace() const {

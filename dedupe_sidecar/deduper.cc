@@ -41,6 +41,9 @@ struct Deduper::Begun {
   Kind kind = Kind::kAnswer;
   absl::StatusOr<v1::SubmitResponse> answer = absl::InternalError("unset");
   uint64_t token = 0;
+  // The state of a record that Begin wrote, or read to answer from, and that must be
+  // durable before the forward or the answer: awaited once the key's lock is released.
+  std::optional<Record::State> await;
 };
 
 Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
@@ -173,7 +176,11 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
       auto record = store_.Get(caller.tenant, command.idempotency_key());
       if (record.ok() && record->has_value() && IsFinished(**record) &&
           (*record)->payload_hash() == command.payload_hash().sha256()) {
-        ctx->Answer(Replay(*ctx, **record));
+        absl::Status durable = not_durable_.Contains(ScopedKey(caller.tenant,
+                                                                command.idempotency_key()))
+                                   ? store_.AwaitDurable((*record)->state())
+                                   : absl::OkStatus();
+        ctx->Answer(durable.ok() ? Replay(*ctx, **record) : durable);
         return;
       }
     }
@@ -191,6 +198,13 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
   }
 
   Begun begun = Begin(ctx);
+  if (begun.await.has_value()) {
+    if (absl::Status durable = store_.AwaitDurable(*begun.await); !durable.ok()) {
+      stats_.store_errors++;
+      ctx->Answer(durable);
+      return;
+    }
+  }
   switch (begun.kind) {
     case Begun::Kind::kAnswer:
       ctx->Answer(std::move(begun.answer));
@@ -240,16 +254,17 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     record.set_updated_ms(now);
     record.set_attempts(1);
     record.set_credential_epoch(command.credential_epoch());
-    // Synced: the started record must be on disk before the business can see the call,
-    // or a crash could forget a forward that happened.
+    // Durable before the business can see the call, or a crash could forget a forward
+    // that happened: Submit awaits it once the lock is released (begun.await).
     absl::Status written = store_.Write(
-        record, existing->has_value() ? (*existing)->state() : Record::STATE_UNSPECIFIED, true);
+        record, existing->has_value() ? (*existing)->state() : Record::STATE_UNSPECIFIED, false);
     if (!written.ok()) {
       stats_.store_errors++;
       begun.answer = written;
       return begun;
     }
     begun.kind = Begun::Kind::kForward;
+    begun.await = Record::STARTED;
     begun.token = record.fencing_token();
     ctx->lease_expires_ms = record.lease_expires_ms();
     return begun;
@@ -265,13 +280,16 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     return begun;
   }
   Record::State previous = record.state();
-  record.set_attempts(record.attempts() + 1);
+  record.set_attempts(record.attempts() + 1);  // in the answer; stored only by a takeover
   switch (record.state()) {
     case Record::COMMITTED:
     case Record::FAILED:
-      // Not synced: the attempt count is informational; losing one costs nothing.
-      if (!record.tombstone()) store_.Write(record, previous, false).IgnoreError();
+      // A duplicate is a read: nothing is written for it. The outcome it is answered with
+      // may still be on its way to the disk: then it awaits the same fsync as its Finish.
       begun.answer = Replay(*ctx, record);
+      if (begun.answer.ok() && not_durable_.Contains(ctx->scoped_key)) {
+        begun.await = record.state();
+      }
       return begun;
     case Record::PARKED:
       Audit(*ctx, "parked_unknown", "duplicate", record.fencing_token());
@@ -293,12 +311,13 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
       record.set_lease_owner(options_.instance_id);
       record.set_lease_expires_ms(now + options_.lease_ms);
       record.set_updated_ms(now);
-      if (absl::Status written = store_.Write(record, previous, true); !written.ok()) {
+      if (absl::Status written = store_.Write(record, previous, false); !written.ok()) {
         stats_.store_errors++;
         begun.answer = written;
         return begun;
       }
       begun.kind = Begun::Kind::kRecover;
+      begun.await = Record::STARTED;
       begun.token = record.fencing_token();
       ctx->lease_expires_ms = record.lease_expires_ms();
       return begun;
@@ -415,6 +434,8 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
                      const v1::CallResult& result, int64_t entity_revision,
                      const char* decision) {
   absl::StatusOr<v1::SubmitResponse> answer;
+  std::optional<Record::State> await;  // what must be durable before the answer
+  bool wrote = false;                  // this call wrote the outcome (not_durable_ has it)
   {
     StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
     auto existing = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
@@ -426,6 +447,7 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
       stats_.fenced++;
       if (existing->has_value() && IsFinished(**existing) && !(*existing)->tombstone()) {
         answer = Response(*ctx, **existing, v1::REPLAYED);
+        if (not_durable_.Contains(ctx->scoped_key)) await = (*existing)->state();
       } else {
         answer = WithRetryAfter(Error(absl::StatusCode::kUnavailable, "IN_PROGRESS",
                                       "a newer attempt of this command holds it"),
@@ -439,8 +461,10 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
       record.set_updated_ms(clock_.NowMs());
       record.clear_lease_owner();
       record.set_lease_expires_ms(0);
-      // Synced: an outcome is only answered once it will be replayed after a crash.
-      absl::Status written = store_.Write(record, Record::STARTED, true);
+      // An outcome is only answered once it will be replayed after a crash: written here,
+      // awaited on the disk below, once the lock is released.
+      not_durable_.Add(ctx->scoped_key);
+      absl::Status written = store_.Write(record, Record::STARTED, false);
       if (!written.ok()) {
         stats_.store_errors++;
         answer = written;
@@ -449,7 +473,17 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
         if (std::string(decision) == "recovered") stats_.recovered++;
         Audit(*ctx, decision, CodeName(result.code()), token);
         answer = Response(*ctx, record, v1::APPLIED);
+        await = record.state();
+        wrote = true;
       }
+    }
+  }
+  if (answer.ok() && await.has_value()) {
+    if (absl::Status durable = store_.AwaitDurable(*await); !durable.ok()) {
+      stats_.store_errors++;
+      answer = durable;
+    } else if (wrote) {
+      not_durable_.Remove(ctx->scoped_key);
     }
   }
   if (answer.ok()) {

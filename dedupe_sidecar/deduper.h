@@ -33,6 +33,7 @@
 #include "common/striped_lock.h"
 #include "common/work_pool.h"
 #include "dedupe_sidecar/audit_log.h"
+#include "dedupe_sidecar/pending_durability.h"
 #include "dedupe_sidecar/policy.h"
 #include "dedupe_sidecar/record_store.h"
 #include "dedupe_sidecar/upstream.h"
@@ -182,6 +183,7 @@ class Deduper {
   FaultInjector* const faults_;
   WorkPool* const executor_;
   StripedLocks locks_;
+  PendingDurability not_durable_;  // outcomes written, their fsync still to come
   DeduperStats stats_;
 };
 

@@ -1,11 +1,96 @@
 // What the Deduper keeps through crashes and time: synced records (with their negative
-// controls), fencing of superseded forwards, the retention promise, the audit chain.
+// controls), duplicates that never answer ahead of the disk, fencing of superseded
+// forwards, the retention promise, the audit chain.
+#include <atomic>
 #include <string>
+#include <thread>
 
 #include "dedupe_sidecar/deduper_test_fixture.h"
 
 namespace eonce {
 namespace {
+
+// A record store whose wait for a durable outcome blocks until the test opens the gate:
+// the window between an outcome's write (visible) and its fsync, held open.
+class GatedRecordStore : public RecordStore {
+ public:
+  using RecordStore::RecordStore;
+  absl::Status AwaitDurable(Record::State state) override {
+    if (state == Record::COMMITTED || state == Record::FAILED) {
+      absl::MutexLock lock(&mu_);
+      awaits_++;
+      waiters_++;
+      mu_.Await(absl::Condition(&open_));
+      waiters_--;
+    }
+    return RecordStore::AwaitDurable(state);
+  }
+  bool WaitForWaiters(int n) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiters_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(10));
+  }
+  void Open() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+  int awaits() {
+    absl::MutexLock lock(&mu_);
+    return awaits_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  int awaits_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A duplicate is a read, but it must not answer with an outcome that a power cut could
+// still take back: while the outcome's fsync is pending it awaits it too, and once the
+// outcome is durable it answers without waiting for anything.
+TEST_F(DeduperTest, ADuplicateAwaitsAnOutcomeStillOnItsWayToTheDiskAndOnlyThen) {
+  GatedRecordStore gated(*rocks_, clock_, retention_);
+  Deduper deduper(gated, *audit_, upstream_, *policy_, clock_, options_);
+  Caller caller;
+  caller.tenant = "acme";
+  caller.workload = "agent";
+  v1::Command c = Cmd("c1");
+  upstream_.set_next_reply(FakeUpstream::Ok("the answer"));
+  absl::StatusOr<v1::SubmitResponse> first = absl::InternalError("unset");
+  std::thread original([&] {
+    deduper.Submit(caller, c, [&](absl::StatusOr<v1::SubmitResponse> r) { first = r; });
+  });
+  ASSERT_TRUE(gated.WaitForWaiters(1));  // its outcome is written, its fsync held back
+
+  std::atomic<bool> answered{false};
+  absl::StatusOr<v1::SubmitResponse> duplicate = absl::InternalError("unset");
+  std::thread replay([&] {
+    deduper.Submit(caller, c, [&](absl::StatusOr<v1::SubmitResponse> r) {
+      duplicate = r;
+      answered = true;
+    });
+  });
+  // The duplicate joins the wait instead of answering.
+  EXPECT_TRUE(gated.WaitForWaiters(2));
+  EXPECT_FALSE(answered.load());
+  gated.Open();
+  original.join();
+  replay.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(duplicate.ok()) << duplicate.status();
+  EXPECT_EQ(duplicate->disposition(), v1::REPLAYED);
+  EXPECT_EQ(duplicate->result().response(), "the answer");
+
+  // Durable now: the next duplicate answers without a wait.
+  const int awaits = gated.awaits();
+  absl::StatusOr<v1::SubmitResponse> later = absl::InternalError("unset");
+  deduper.Submit(caller, c, [&](absl::StatusOr<v1::SubmitResponse> r) { later = r; });
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(later->disposition(), v1::REPLAYED);
+  EXPECT_EQ(gated.awaits(), awaits);
+  EXPECT_EQ(upstream_.forwards(), 1u);
+}
 
 TEST_F(DeduperTest, ALongerRetentionIsAdvertisedOnlyOnceEveryStoredRecordKeepsIt) {
   v1::Command c = Cmd("c1");

@@ -47,6 +47,9 @@ TEST_F(DeduperTest, DuplicateOfFinishedCommandGetsStoredAnswerWithoutForward) {
   EXPECT_EQ(second->replay().attempts(), 2u);
   EXPECT_EQ(upstream_.forwards(), 1u);
   EXPECT_EQ(deduper_->stats().replayed.load(), 1);
+  // A duplicate is a read: nothing was written for the first, so the next one sees the
+  // same count.
+  EXPECT_EQ(Submit(c)->replay().attempts(), 2u);
 }
 
 TEST_F(DeduperTest, SameKeyDifferentPayloadIsATerminalConflict) {

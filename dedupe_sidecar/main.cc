@@ -41,7 +41,9 @@ ABSL_FLAG(int64_t, memory_quota_mb, 256, "memory gRPC may use for this server's 
 ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight calls may finish on SIGTERM");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus endpoint, host:port (e.g. 0.0.0.0:9100); empty: no endpoint");
-ABSL_FLAG(int64_t, compaction_interval_ms, 3'600'000, "how often expired records are compacted away");
+ABSL_FLAG(int64_t, compaction_interval_ms, 0,
+          "a forced full compaction this often (0: none; RocksDB's periodic compaction already "
+          "rewrites every file at least every 6 hours, which drops what retention let go)");
 
 int main(int argc, char** argv) {
   eonce::BlockShutdownSignals();

@@ -3,9 +3,9 @@
 // binary can reach them.
 //   ForgettingRecordStore   remembers nothing: every command looks first seen, as if
 //                           there were no sidecar
-//   UnsyncedRecordStore     writes records in one state without syncing them: the
-//                           `started` record before a forward, or the outcome before an
-//                           answer
+//   UnsyncedRecordStore     neither syncs records in the given states nor waits for them
+//                           to be durable: the `started` record before a forward, or the
+//                           outcome before an answer
 //   UnfencedRecordStore     fencing off: any token holds a started record, so a late
 //                           answer of a superseded forward may write
 #ifndef EONCE_DEDUPE_SIDECAR_NEGATIVE_CONTROLS_H_
@@ -40,6 +40,9 @@ class UnsyncedRecordStore : public RecordStore {
       : RecordStore(store, clock, retention), unsynced_(std::move(unsynced)) {}
   absl::Status Write(const Record& record, Record::State previous, bool sync) override {
     return RecordStore::Write(record, previous, sync && unsynced_.count(record.state()) == 0);
+  }
+  absl::Status AwaitDurable(Record::State state) override {
+    return unsynced_.count(state) == 0 ? RecordStore::AwaitDurable(state) : absl::OkStatus();
   }
 
  private:

@@ -127,6 +127,10 @@ absl::Status RecordStore::Write(const Record& record, Record::State previous, bo
   return absl::OkStatus();
 }
 
+absl::Status RecordStore::AwaitDurable(Record::State /*state*/) {
+  return store_.AwaitDurable();
+}
+
 bool RecordStore::HeldBy(const std::optional<Record>& record, uint64_t token) const {
   return record.has_value() && record->state() == Record::STARTED &&
          record->fencing_token() == token;

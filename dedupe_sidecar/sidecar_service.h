@@ -54,9 +54,10 @@ struct SidecarServerOptions {
   // The memory gRPC may use for this server's calls (a gRPC resource quota).
   int64_t memory_quota_bytes = 256ll << 20;
   int64_t policy_reload_ms = 1'000;
-  // How often every column family is compacted, so that expired records go even when no
-  // writes arrive. 0 = leave it to RocksDB's periodic compaction.
-  int64_t compaction_interval_ms = 3'600'000;
+  // How often every column family is force-compacted. 0 (the default) leaves it to
+  // RocksDB's periodic compaction, which rewrites every file at least every 6 hours, so
+  // expired records go even when no writes arrive, without a full rewrite every hour.
+  int64_t compaction_interval_ms = 0;
   // Prometheus endpoint, "host:port"; empty: none.
   std::string metrics_address;
   // How often the store is probed with a synced write; a failure turns readiness false.

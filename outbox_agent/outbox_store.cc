@@ -160,6 +160,16 @@ void OutboxStore::AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* bef
 }
 
 absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::Insert(const v1::Command& command) {
+  EONCE_ASSIGN_OR_RETURN(auto inserted, InsertLocked(command));
+  // Enqueue says yes only to what a crash cannot take back, and the same goes for a record
+  // found (its own Insert may still be awaiting the disk). Awaited after the locks are
+  // released, so calls share their fsyncs.
+  EONCE_RETURN_IF_ERROR(store_.AwaitDurable());
+  return inserted;
+}
+
+absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::InsertLocked(
+    const v1::Command& command) {
   OutboxRecord record;
   *record.mutable_command() = command;
   StripedLocks::Guard guard = locks_.Lock({command.command_id(), LaneOf(record)});
@@ -202,8 +212,8 @@ absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::Insert(const v1::Comm
   // Only the head of a lane is due; a later command waits for its turn.
   EONCE_ASSIGN_OR_RETURN(auto ahead, NextInLane(record));
   if (!ahead.has_value()) batch.Put(store_.cf(kDueCf), DueKey(now, command.command_id()), "");
-  // Synced: Enqueue says yes only to what a crash cannot take back.
-  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "enqueue"));
+  // Not synced here: Insert awaits durability once the locks are released.
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "enqueue"));
   counts_[v1::QUEUED]++;
   return std::make_pair(std::move(record), true);
 }
@@ -211,6 +221,16 @@ absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::Insert(const v1::Comm
 absl::StatusOr<OutboxRecord> OutboxStore::Mutate(const std::string& command_id,
                                                  const std::string& why,
                                                  const ChangeFn& change, bool sync) {
+  EONCE_ASSIGN_OR_RETURN(OutboxRecord after, MutateLocked(command_id, why, change));
+  // A synced transition is durable before the caller goes on; awaited after the locks are
+  // released, so transitions share their fsyncs.
+  if (sync) EONCE_RETURN_IF_ERROR(store_.AwaitDurable());
+  return after;
+}
+
+absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& command_id,
+                                                       const std::string& why,
+                                                       const ChangeFn& change) {
   EONCE_ASSIGN_OR_RETURN(auto peek, Get(command_id));
   if (!peek.has_value()) {
     return Error(absl::StatusCode::kNotFound, "NO_SUCH_COMMAND",
@@ -259,7 +279,7 @@ absl::StatusOr<OutboxRecord> OutboxStore::Mutate(const std::string& command_id,
     EONCE_ASSIGN_OR_RETURN(bool head, IsLaneHead(after));
     if (head) batch.Put(store_.cf(kDueCf), DueKey(*due, command_id), "");
   }
-  EONCE_RETURN_IF_ERROR(store_.Write(&batch, sync, "outbox transition"));
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "outbox transition"));
   if (after.state() != before->state()) {
     counts_[before->state()]--;
     counts_[after.state()]++;

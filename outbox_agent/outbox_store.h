@@ -14,7 +14,9 @@
 // Every change of a record is one atomic WriteBatch with all of its index entries.
 // Changes are serialized per entity lane and per command id (striped locks, both taken
 // in one call), so promoting the next command of a lane never races an Enqueue to it;
-// other entities change in parallel. Insert is synced, so Enqueue never says yes to something a crash can lose.
+// other entities change in parallel. Insert (and a synced Mutate) is durable before it
+// returns, so Enqueue never says yes to something a crash can lose; the fsync is awaited
+// after the locks are released, and calls that wait together share it.
 // Thread-safe. The RocksStore must outlive it.
 #ifndef EONCE_OUTBOX_AGENT_OUTBOX_STORE_H_
 #define EONCE_OUTBOX_AGENT_OUTBOX_STORE_H_
@@ -112,6 +114,10 @@ class OutboxStore {
   absl::Status CompactAll();
 
  private:
+  // Insert's and Mutate's work under their locks; the write is not synced.
+  absl::StatusOr<std::pair<OutboxRecord, bool>> InsertLocked(const v1::Command& command);
+  absl::StatusOr<OutboxRecord> MutateLocked(const std::string& command_id,
+                                            const std::string& why, const ChangeFn& change);
   void AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* before,
                   const OutboxRecord& after);
   absl::StatusOr<std::optional<std::string>> NextInLane(const OutboxRecord& record);

@@ -29,6 +29,11 @@ PACKAGES=(
   procps
 )
 
+# `setup.sh --peers` adds the servers ./eonce bench --peers compares eonce with.
+if [ "${1:-}" = "--peers" ]; then
+  PACKAGES+=(postgresql postgresql-contrib redis-server redis-tools)
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

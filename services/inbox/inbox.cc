@@ -101,18 +101,33 @@ absl::StatusOr<std::optional<internal::InboxEntry>> Inbox::Lookup(
 absl::StatusOr<v1::CallResult> Inbox::Run(const CallIdentity& identity,
                                           std::initializer_list<absl::string_view> entities,
                                           const ApplyFn& apply) {
+  EONCE_ASSIGN_OR_RETURN(Ran ran, RunLocked(identity, entities, apply));
+  // Outside the locks: the effect and its inbox entry (or the entry a repeat found) must
+  // be durable before the answer leaves. Calls that wait together share one fsync, and a
+  // call that read this one's state is later in the log, so its sync covers this write.
+  if (ran.wrote || ran.repeat) EONCE_RETURN_IF_ERROR(AwaitDurable());
+  EONCE_RETURN_IF_ERROR(HitFault(faults_, FaultPoint::kAfterApplyBeforeResponse));
+  return std::move(ran.result);
+}
+
+absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
+                                            std::initializer_list<absl::string_view> entities,
+                                            const ApplyFn& apply) {
   const bool dedupe = !legacy_mode_ && !identity.command_id.empty();
   std::string inbox_key = InboxKey(identity.tenant, identity.command_id);
   // The lock set is the command plus every entity, taken in one call, in stripe order.
   std::vector<absl::string_view> keys(entities);
   keys.push_back(inbox_key);
   StripedLocks::Guard guard = locks_.Lock(keys);
+  Ran ran;
 
   if (dedupe) {
     EONCE_ASSIGN_OR_RETURN(auto stored, Lookup(identity.tenant, identity.command_id));
     if (stored.has_value()) {
       repeats_++;
-      return stored->result();
+      ran.repeat = true;
+      ran.result = stored->result();
+      return ran;
     }
   }
 
@@ -143,12 +158,13 @@ absl::StatusOr<v1::CallResult> Inbox::Run(const CallIdentity& identity,
               EncodeFramed(now + entry_retention_ms_, 0, entry.SerializeAsString()));
   }
   if (batch.Count() > 0) {
-    // Synced: the effect and its inbox entry must be durable before the answer leaves.
-    EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "apply"));
+    // Not synced here: Run awaits durability once the locks are released.
+    EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "apply"));
+    ran.wrote = true;
   }
   (applied.effect.has_value() ? applied_ : rejected_)++;
-  EONCE_RETURN_IF_ERROR(HitFault(faults_, FaultPoint::kAfterApplyBeforeResponse));
-  return applied.result;
+  ran.result = std::move(applied.result);
+  return ran;
 }
 
 absl::StatusOr<v1::QueryOutcomeResponse> Inbox::QueryOutcome(const std::string& tenant,
@@ -161,6 +177,8 @@ absl::StatusOr<v1::QueryOutcomeResponse> Inbox::QueryOutcome(const std::string& 
   }
   EONCE_ASSIGN_OR_RETURN(auto stored, Lookup(tenant, command_id));
   v1::QueryOutcomeResponse response;
+  // An entry is only reported once it is durable (its Run may still be awaiting it).
+  if (stored.has_value()) EONCE_RETURN_IF_ERROR(AwaitDurable());
   if (stored.has_value()) {
     response.set_applied(true);
     *response.mutable_result() = stored->result();
@@ -175,6 +193,9 @@ absl::StatusOr<v1::ListEffectsResponse> Inbox::ListEffects(uint64_t after_seq, i
   v1::ListEffectsResponse response;
   // Read before the iterator: every effect up to it is already in the store.
   const uint64_t watermark = CommittedWatermark();
+  // ... and durable once this returns: a reader never sees an effect a power cut could
+  // take back.
+  EONCE_RETURN_IF_ERROR(AwaitDurable());
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kEffectsCf);
   int scanned = 0;
   for (it->Seek(SeqKey(after_seq + 1)); it->Valid() && response.effects_size() < limit &&

@@ -11,8 +11,10 @@
 //   auto result = inbox.Run(identity, {"account/a", "account/b"},
 //       [&](rocksdb::WriteBatch* batch, uint64_t seq) -> absl::StatusOr<Applied> {...});
 //
-// Run serializes calls that share a command id or an entity (striped locks); others run
-// in parallel and share RocksDB's group commit. In legacy mode the inbox is off: every
+// Run serializes calls that share a command id or an entity (striped locks) while it reads
+// and writes; it waits for the write to be durable after it released them, so calls on
+// the same account do not queue behind each other's fsync, and every call waiting at the
+// same time shares one (RocksStore::AwaitDurable). In legacy mode the inbox is off: every
 // call applies (the effect ledger still records it, as ground truth).
 //
 // Inbox entries expire `entry_retention_ms` after they were written (TTL compaction, and
@@ -77,6 +79,7 @@ class Inbox {
 
   Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* faults = nullptr,
         int64_t entry_retention_ms = kDefaultEntryRetentionMs);
+  virtual ~Inbox() = default;
 
   // Adds the effect's writes to `batch` and returns the answer. `effect_seq` is the
   // sequence number the effect will have in the ledger (ascending; a rejection leaves a
@@ -113,7 +116,22 @@ class Inbox {
   int64_t repeats_answered() const { return repeats_.load(); }
   int64_t rejected() const { return rejected_.load(); }
 
+ protected:
+  // Returns once every write made so far is on disk (the store's group commit). Virtual
+  // only so that a negative control can skip it (inbox_test).
+  virtual absl::Status AwaitDurable() { return store_.AwaitDurable(); }
+
  private:
+  struct Ran {
+    v1::CallResult result;
+    bool wrote = false;   // an effect or an inbox entry was written (not yet synced)
+    bool repeat = false;  // the stored result of an earlier run
+  };
+  // Run's work under its locks: look up, apply, write unsynced.
+  absl::StatusOr<Ran> RunLocked(const CallIdentity& identity,
+                                std::initializer_list<absl::string_view> entities,
+                                const ApplyFn& apply);
+
   RocksStore& store_;
   Clock& clock_;
   const bool legacy_mode_;

@@ -1,0 +1,45 @@
+// The measuring loops of eonce bench: a closed loop of N operations in flight (callback
+// or blocking), and Measure, which warms up first and reports the median of several runs.
+#ifndef EONCE_BENCH_LOOPS_H_
+#define EONCE_BENCH_LOOPS_H_
+
+#include <cstdint>
+#include <functional>
+
+namespace eonce::bench {
+
+struct Figures {
+  double ops_per_s = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  int64_t ops = 0;
+  int64_t errors = 0;
+};
+
+// Starts operation `i` and calls `done(ok)` when it ends, on any thread.
+using IssueFn = std::function<void(int64_t i, std::function<void(bool)> done)>;
+// Runs operation `i` on the calling thread; true when it succeeded.
+using BlockingFn = std::function<bool(int64_t i)>;
+
+// Keeps `in_flight` operations going for `seconds`; operation numbers start at `first`.
+Figures ClosedLoop(int in_flight, double seconds, const IssueFn& issue, int64_t first = 0);
+// The same over `threads` threads, for blocking calls.
+Figures Threads(int threads, double seconds, const BlockingFn& op, int64_t first = 0);
+
+struct MeasureOptions {
+  double warmup_seconds = 0.5;
+  double seconds = 2.0;
+  int runs = 3;  // the median by throughput is reported
+};
+
+// A warm-up (operations 0, 1, ... ; their count is `*warmup_ops`), then `runs` runs whose
+// operation numbers start at k * kRunStride, so that no two runs share one; returns the
+// run with the median throughput.
+inline constexpr int64_t kRunStride = 1'000'000'000;
+Figures Measure(const MeasureOptions& options, int in_flight, const IssueFn& issue,
+                int64_t* warmup_ops = nullptr);
+Figures MeasureBlocking(const MeasureOptions& options, int threads, const BlockingFn& op);
+
+}  // namespace eonce::bench
+
+#endif  // EONCE_BENCH_LOOPS_H_

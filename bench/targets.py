@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Checks eonce bench's figures against the performance targets, and against the peers.
+
+Reads the bench's latest.json and, when given, the peers' JSON (bench/peers.py). Prints
+one line per target (the figure, the bound, met or missed) and the peer comparison, adds
+both to latest.json ("targets", "peers") and to latest.txt, and writes latest.md, the
+table the README shows. Exit status 0 even when a target is missed: a benchmark reports,
+it does not gate.
+"""
+import argparse
+import json
+import os
+
+ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ARGS.add_argument("--results", default="bench/results", help="the folder of latest.json")
+ARGS.add_argument("--peers", default="", help="the peers' JSON (bench/peers.py)")
+
+
+def row(rows, path, in_flight):
+    for r in rows:
+        if r["path"] == path and r["in_flight"] == in_flight:
+            return r
+    return None
+
+
+def rate(rows, path, in_flight=64):
+    r = row(rows, path, in_flight)
+    return r["ops_per_s"] if r else 0.0
+
+
+def targets(figures):
+    rows = figures["rows"]
+    echo = rate(rows, "grpc echo (limit)")
+    put = rate(rows, "synced put (limit)")
+    ledger = rate(rows, "ledger direct")
+    first = rate(rows, "sidecar first-seen")
+    dup = rate(rows, "sidecar duplicate")
+    dup_large = rate(rows, "sidecar dup, 1M records")
+    dup_p99 = (row(rows, "sidecar duplicate", 64) or {}).get("p99_us", 0)
+    dup_large_p99 = (row(rows, "sidecar dup, 1M records", 64) or {}).get("p99_us", 0)
+    drain = max([r["ops_per_s"] for r in rows if r["path"] == "pipeline drain"] or [0])
+    enqueue = rate(rows, "agent enqueue")
+    # (name, figure, bound, unit, met)
+    checks = [
+        ("ledger direct, 64 in flight", ledger / echo if echo else 0, 0.5, "x echo", None),
+        ("first seen through the sidecar, 64 in flight", first / echo if echo else 0, 0.33,
+         "x echo", None),
+        ("first seen through the sidecar vs ledger direct", first / ledger if ledger else 0,
+         0.7, "x ledger", None),
+        ("added p50 at 1 in flight", figures.get("added_p50_us_at_1", 0),
+         figures.get("added_p50_budget_us", 0), "us (at most)", "max"),
+        ("duplicates, 64 in flight", dup / echo if echo else 0, 0.75, "x echo", None),
+        ("duplicates with 1M records", dup_large / dup if dup else 0, 0.9, "x small store",
+         None),
+        ("duplicates with 1M records, p99", dup_large_p99 / dup_p99 if dup_p99 else 0, 3.0,
+         "x small-store p99 (at most)", "max"),
+        ("whole-pipeline drain", drain / first if first else 0, 0.8, "x first seen", None),
+        ("agent Enqueue, 64 in flight", enqueue / put if put else 0, 0.5, "x synced put",
+         None),
+        ("sidecar RSS with 1M records", figures.get("sidecar_rss_mib", 0), 300.0,
+         "MiB (at most)", "max"),
+        ("sidecar disk", figures.get("disk_ratio", 0), 2.0, "x raw bytes (at most)", "max"),
+    ]
+    out = []
+    for name, value, bound, unit, kind in checks:
+        met = value <= bound if kind == "max" else value >= bound
+        out.append({"target": name, "value": round(value, 3), "bound": bound, "unit": unit,
+                    "met": met})
+    return out
+
+
+def peer_lines(figures, peers):
+    rows = figures["rows"]
+    lines = []
+    for clients in ("1", "16", "64"):
+        n = int(clients)
+        ours_first = rate(rows, "sidecar first-seen", n)
+        ours_dup = rate(rows, "sidecar duplicate", n)
+        for peer in ("postgres", "redis"):
+            theirs = peers.get(peer, {})
+            first = theirs.get("first_seen", {}).get(clients, {}).get("ops_per_s", 0)
+            dup = theirs.get("duplicate", {}).get(clients, {}).get("ops_per_s", 0)
+            lines.append({"peer": peer, "clients": n, "peer_first_seen": first,
+                          "peer_duplicate": dup, "eonce_first_seen": ours_first,
+                          "eonce_duplicate": ours_dup,
+                          "first_seen_ratio": round(ours_first / first, 2) if first else 0,
+                          "duplicate_ratio": round(ours_dup / dup, 2) if dup else 0})
+    return lines
+
+
+def main():
+    options = ARGS.parse_args()
+    path = os.path.join(options.results, "latest.json")
+    with open(path) as f:
+        figures = json.load(f)
+    checked = targets(figures)
+    peers = {}
+    if options.peers:
+        with open(options.peers) as f:
+            peers = json.load(f)
+        pg64 = peers["postgres"]["first_seen"].get("64", {}).get("ops_per_s", 0)
+        first = rate(figures["rows"], "sidecar first-seen")
+        checked.append({"target": "first seen through the sidecar vs Postgres flow, 64",
+                        "value": round(first / pg64, 3) if pg64 else 0, "bound": 2.0,
+                        "unit": "x Postgres", "met": bool(pg64) and first / pg64 >= 2.0})
+    text = "\ntargets (64 in flight unless named)\n"
+    for t in checked:
+        text += "  %-52s %10.2f %-28s bound %-7g %s\n" % (
+            t["target"], t["value"], t["unit"], t["bound"], "met" if t["met"] else "MISSED")
+    md = ["| path, 64 in flight | eonce ops/s | x echo |", "| --- | --- | --- |"]
+    echo = rate(figures["rows"], "grpc echo (limit)")
+    for name, label in (("grpc echo (limit)", "loopback gRPC echo (limit)"),
+                        ("synced put (limit)", "synced RocksDB put (limit)"),
+                        ("ledger direct", "ledger called directly"),
+                        ("sidecar first-seen", "through the sidecar, first seen"),
+                        ("sidecar duplicate", "through the sidecar, duplicates"),
+                        ("sidecar dup, 1M records", "duplicates with 1M records"),
+                        ("agent enqueue", "agent `Enqueue`"),
+                        ("pipeline drain", "the whole pipeline drains")):
+        value = rate(figures["rows"], name)
+        md.append("| %s | %s | %.2f |" % (label, format(int(value), ","),
+                                          value / echo if echo else 0))
+    if peers:
+        figures["peers"] = peer_lines(figures, peers)
+        text += "\npeers, same machine, same run (ops/s; ratio = eonce / peer)\n"
+        text += "  %-9s %7s %14s %14s %9s %14s %14s %9s\n" % (
+            "peer", "clients", "peer first", "eonce first", "ratio", "peer dup", "eonce dup",
+            "ratio")
+        for p in figures["peers"]:
+            text += "  %-9s %7d %14.0f %14.0f %9.2f %14.0f %14.0f %9.2f\n" % (
+                p["peer"], p["clients"], p["peer_first_seen"], p["eonce_first_seen"],
+                p["first_seen_ratio"], p["peer_duplicate"], p["eonce_duplicate"],
+                p["duplicate_ratio"])
+        md.append("")
+        md.append("| peer flow, 64 clients | ops/s | eonce first seen / it |")
+        md.append("| --- | --- | --- |")
+        for p in figures["peers"]:
+            if p["clients"] == 64:
+                md.append("| %s first seen | %s | %.2f |" % (
+                    "Postgres (Stripe-like, 2 commits)" if p["peer"] == "postgres"
+                    else "Redis `SET NX`, appendfsync always",
+                    format(int(p["peer_first_seen"]), ","), p["first_seen_ratio"]))
+    figures["targets"] = checked
+    with open(path, "w") as f:
+        json.dump(figures, f, indent=2)
+    with open(os.path.join(options.results, "latest.txt"), "a") as f:
+        f.write(text)
+    with open(os.path.join(options.results, "latest.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
