@@ -53,6 +53,9 @@
 
 ABSL_FLAG(std::string, in_flight, "1,16,64", "calls in flight to measure at (the peers' client counts)");
 ABSL_FLAG(double, seconds, 2.0, "how long each run of a measurement lasts");
+ABSL_FLAG(std::string, only, "",
+          "measure only these groups (comma-separated: limits, ledger, sidecar, agent, large); "
+          "for profiling one path with perf");
 ABSL_FLAG(int32_t, runs, 3, "runs per measurement (the median is reported)");
 ABSL_FLAG(double, warmup_seconds, 0.5, "the warm-up before each measurement");
 ABSL_FLAG(int64_t, records, 1'000'000, "records for the sidecar memory and disk measurement");
@@ -146,6 +149,11 @@ int Run() {
     points.push_back(std::stoi(std::string(p)));
   }
   const double seconds = absl::GetFlag(FLAGS_seconds);
+  const std::vector<std::string> only = absl::StrSplit(absl::GetFlag(FLAGS_only), ',',
+                                                       absl::SkipEmpty());
+  auto want = [&only](const char* group) {
+    return only.empty() || std::find(only.begin(), only.end(), group) != only.end();
+  };
   MeasureOptions measure;
   measure.seconds = seconds;
   measure.runs = absl::GetFlag(FLAGS_runs);
@@ -175,7 +183,7 @@ int Run() {
   auto echo_channel = grpc::CreateChannel(Address(echo_port), grpc::InsecureChannelCredentials());
   grpc::GenericStub echo_stub(echo_channel);
   std::string payload(120, 'x');  // about the size of a command
-  for (int n : points) {
+  for (int n : want("limits") ? points : std::vector<int>()) {
     add("grpc echo (limit)", n, Measure(measure, n, [&](int64_t, std::function<void(bool)> done) {
           struct Call {
             grpc::ClientContext context;
@@ -191,7 +199,7 @@ int Run() {
   {
     auto store = RocksStore::Open(base + "/puts", {}, StoreOptions());
     if (!store.ok()) return 1;
-    for (int n : points) {
+    for (int n : want("limits") ? points : std::vector<int>()) {
       add("synced put (limit)", n, MeasureBlocking(measure, n, [&](int64_t i) {
             return (*store)->db()->Put(SyncedWrite(), absl::StrCat("key", i), payload).ok();
           }), "synced put (limit)");
@@ -229,7 +237,7 @@ int Run() {
     ledger_stub->OpenAccount(&context, open, &account);
   }
 
-  for (int n : points) {
+  for (int n : want("ledger") ? points : std::vector<int>()) {
     add("ledger direct", n, Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
           struct Call {
             grpc::ClientContext context;
@@ -265,14 +273,14 @@ int Run() {
                                                        expect_replay);
                                   });
   };
-  for (int n : points) {
+  for (int n : want("sidecar") ? points : std::vector<int>()) {
     // The duplicates below replay the commands of this warm-up (numbers 0 .. count-1).
     Figures f = Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
       submit(TransferCommand(absl::StrCat("fs-", n, "-", i), kAccounts, i), done, false);
     }, &first_seen_count[n]);
     add("sidecar first-seen", n, f, "grpc echo (limit)");
   }
-  for (int n : points) {
+  for (int n : want("sidecar") ? points : std::vector<int>()) {
     int64_t known = std::max<int64_t>(1, first_seen_count[n]);
     add("sidecar duplicate", n, Measure(measure, n, [&, n, known](int64_t i, std::function<void(bool)> done) {
           int64_t j = i % known;
@@ -284,7 +292,7 @@ int Run() {
   auto agent_stub = v1::Agent::NewStub(
       grpc::CreateChannel(Address((*agent)->port()), grpc::InsecureChannelCredentials()));
   (*agent)->credential().Set(1, true).IgnoreError();
-  for (int n : points) {
+  for (int n : want("agent") ? points : std::vector<int>()) {
     Figures f = Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
       struct Call {
         grpc::ClientContext context;
@@ -304,26 +312,28 @@ int Run() {
 
   // The whole pipeline: renew the credential and time the drain of what was enqueued.
   const int64_t enqueued = (*agent)->store().CountsByState()[v1::QUEUED];
-  auto drain_start = Clock::now();
-  (*agent)->credential().Set(2, false).IgnoreError();
-  (*agent)->Kick();
-  int64_t acked = 0;
-  for (int i = 0; i < 6000; ++i) {  // at most 10 minutes
-    acked = (*agent)->store().CountsByState()[v1::ACKED];
-    if (acked >= enqueued) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (want("agent")) {
+    auto drain_start = Clock::now();
+    (*agent)->credential().Set(2, false).IgnoreError();
+    (*agent)->Kick();
+    int64_t acked = 0;
+    for (int i = 0; i < 6000; ++i) {  // at most 10 minutes
+      acked = (*agent)->store().CountsByState()[v1::ACKED];
+      if (acked >= enqueued) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    double drain_s = std::chrono::duration<double>(Clock::now() - drain_start).count();
+    Figures drain;
+    drain.ops = acked;
+    drain.ops_per_s = acked / drain_s;
+    add("pipeline drain", agent_options.replay.max_in_flight, drain, "grpc echo (limit)");
   }
-  double drain_s = std::chrono::duration<double>(Clock::now() - drain_start).count();
-  Figures drain;
-  drain.ops = acked;
-  drain.ops_per_s = acked / drain_s;
-  add("pipeline drain", agent_options.replay.max_in_flight, drain, "grpc echo (limit)");
   agent->reset();
   sidecar->reset();
   ledger->reset();
 
   // --- the sidecar with a million records ------------------------------------------------
-  int64_t records = absl::GetFlag(FLAGS_records);
+  const int64_t records = want("large") ? absl::GetFlag(FLAGS_records) : 0;
   std::string mem_dir = base + "/memory";
   int64_t raw_bytes = 0;
   {
@@ -369,7 +379,7 @@ int Run() {
         {"--listen=127.0.0.1:0", "--data_dir=" + mem_dir,
          "--upstream=" + (ledger_proc.ok() ? (*ledger_proc)->address() : "127.0.0.1:1")},
         base + "/mem-sidecar.log");
-    if (sidecar_proc.ok()) {
+    if (sidecar_proc.ok() && records > 0) {
       auto stub = v1::Sidecar::NewStub(
           grpc::CreateChannel((*sidecar_proc)->address(), grpc::InsecureChannelCredentials()));
       // Read records from all over the key space, as duplicates would.

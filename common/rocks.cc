@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
   store->db_.reset(raw);
   store->path_ = path;
   store->min_free_bytes_ = options.min_free_bytes;
+  store->inline_durability_ = options.inline_durability;
   for (size_t i = 0; i < handles.size(); ++i) {
     store->handles_[descriptors[i].name] = handles[i];
   }
@@ -102,6 +103,7 @@ rocksdb::ColumnFamilyHandle* RocksStore::cf(const std::string& name) const {
 
 absl::Status RocksStore::Close() {
   if (db_ == nullptr) return absl::OkStatus();
+  StopCommitter();
   if (failed()) {
     // A failed store takes no writes, a flush included; the WAL holds what was acked.
     CloseWithoutFlush();
@@ -185,6 +187,60 @@ absl::Status RocksStore::AwaitDurable() {
   return absl::OkStatus();
 }
 
+void RocksStore::WhenDurable(DurableFn done) {
+  if (db_ == nullptr) {
+    done(Error(absl::StatusCode::kUnavailable, "STORE_CLOSED", "the store is closed"));
+    return;
+  }
+  const uint64_t target = db_->GetLatestSequenceNumber();
+  bool durable = false;
+  {
+    absl::MutexLock lock(&sync_mu_);
+    durable = durable_seq_ >= target;
+  }
+  if ((durable && !failed()) || inline_durability_) {
+    done(durable && !failed() ? absl::OkStatus() : AwaitDurable());
+    return;
+  }
+  bool closing = false;
+  {
+    absl::MutexLock lock(&committer_mu_);
+    closing = stop_committer_;
+    if (!closing) {
+      waiters_.push_back(std::move(done));
+      if (!committer_.joinable()) committer_ = std::thread([this] { CommitterLoop(); });
+    }
+  }
+  if (closing) done(Error(absl::StatusCode::kUnavailable, "STORE_CLOSED", "the store is closing"));
+}
+
+void RocksStore::CommitterLoop() {
+  while (true) {
+    std::vector<DurableFn> batch;
+    {
+      absl::MutexLock lock(&committer_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(committer_mu_) {
+        return !waiters_.empty() || stop_committer_;
+      };
+      committer_mu_.Await(absl::Condition(&ready));
+      if (waiters_.empty()) return;  // stopping, and nobody waits
+      batch.swap(waiters_);
+    }
+    // Every waiter of the batch wrote before it queued: one sync covers them all. Those
+    // that queue meanwhile wait for the next round.
+    const absl::Status durable = AwaitDurable();
+    for (DurableFn& done : batch) done(durable);
+  }
+}
+
+void RocksStore::StopCommitter() {
+  {
+    absl::MutexLock lock(&committer_mu_);
+    stop_committer_ = true;
+  }
+  if (committer_.joinable()) committer_.join();  // it serves the waiters left first
+}
+
 absl::Status RocksStore::CheckSpace() const {
   if (min_free_bytes_ == 0) return absl::OkStatus();
   struct statvfs fs;
@@ -207,6 +263,7 @@ absl::Status RocksStore::ProbeWrite() {
 
 void RocksStore::CloseWithoutFlush() {
   if (db_ == nullptr) return;
+  StopCommitter();
   for (auto& [name, handle] : handles_) db_->DestroyColumnFamilyHandle(handle);
   handles_.clear();
   db_->Close().PermitUncheckedError();

@@ -7,9 +7,11 @@
 #define EONCE_COMMON_ROCKS_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,6 +45,10 @@ struct StoreOptions {
   // resume by themselves once space returns: the store never runs into ENOSPC in the
   // middle of a write. Keep it above the bytes that can be in flight at once. 0: no check.
   uint64_t min_free_bytes = 0;
+  // WhenDurable syncs on the caller's thread and calls back before it returns, instead of
+  // leaving it to the committer thread: the deterministic simulation, and unit tests that
+  // drive a component on one thread.
+  bool inline_durability = false;
 };
 
 class RocksStore {
@@ -97,6 +103,12 @@ class RocksStore {
   // sync that makes the later one durable makes this one durable too, and no answer ever
   // rests on a write that a power cut could take back. A failed sync trips the breaker.
   absl::Status AwaitDurable();
+  // The same without blocking: calls `done` once every write made before this call is on
+  // disk - at once when it already is, otherwise from the store's committer thread right
+  // after the fsync that covers it, which serves every call waiting at that moment. `done`
+  // must be quick and must not block (it answers a call, or starts the next step).
+  using DurableFn = std::function<void(absl::Status)>;
+  void WhenDurable(DurableFn done);
 
   // Readiness: a synced write of a probe key in the default column family. Through the
   // breaker, so after a failure it stays failed without touching the disk; refused while
@@ -114,6 +126,9 @@ class RocksStore {
 
  private:
   RocksStore() = default;
+  void CommitterLoop();
+  void StopCommitter();
+
   std::unique_ptr<rocksdb::DB> db_;
   std::string path_;
   uint64_t min_free_bytes_ = 0;
@@ -123,6 +138,13 @@ class RocksStore {
   bool syncing_ ABSL_GUARDED_BY(sync_mu_) = false;
   uint64_t durable_seq_ ABSL_GUARDED_BY(sync_mu_) = 0;  // every write up to it is synced
   std::atomic<int64_t> syncs_{0};
+
+  // The committer: WhenDurable's waiters, served by one thread started on first use.
+  bool inline_durability_ = false;
+  absl::Mutex committer_mu_;
+  std::vector<DurableFn> waiters_ ABSL_GUARDED_BY(committer_mu_);
+  bool stop_committer_ ABSL_GUARDED_BY(committer_mu_) = false;
+  std::thread committer_;
 };
 
 // Write options with sync set deliberately; the reason goes with each call site.

@@ -111,7 +111,8 @@ v1::SubmitResponse Deduper::Response(const Context& ctx, const Record& record,
   return response;
 }
 
-absl::StatusOr<v1::SubmitResponse> Deduper::Replay(const Context& ctx, const Record& record) {
+absl::StatusOr<v1::SubmitResponse> Deduper::Replay(const Context& ctx, const Record& record,
+                                                   bool revoked) {
   if (record.tombstone()) {
     stats_.expired++;
     Audit(ctx, "expired", "RECORD_EXPIRED", record.fencing_token());
@@ -119,7 +120,12 @@ absl::StatusOr<v1::SubmitResponse> Deduper::Replay(const Context& ctx, const Rec
                  "the answer to this key is past retention; only its tombstone is left");
   }
   stats_.replayed++;
-  Audit(ctx, "duplicate_returned", CodeName(record.result().code()), record.fencing_token());
+  // A retry of a command by the actor that sent it is counted (stats, metrics), not
+  // logged: duplicates are reads and cost no write. A stored answer handed to anyone else
+  // (another actor under the same key, a caller whose credential was revoked) is audited.
+  if (record.actor() != ctx.actor || revoked) {
+    Audit(ctx, "duplicate_returned", CodeName(record.result().code()), record.fencing_token());
+  }
   return Response(ctx, record, v1::REPLAYED);
 }
 
@@ -176,11 +182,15 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
       auto record = store_.Get(caller.tenant, command.idempotency_key());
       if (record.ok() && record->has_value() && IsFinished(**record) &&
           (*record)->payload_hash() == command.payload_hash().sha256()) {
-        absl::Status durable = not_durable_.Contains(ScopedKey(caller.tenant,
-                                                                command.idempotency_key()))
-                                   ? store_.AwaitDurable((*record)->state())
-                                   : absl::OkStatus();
-        ctx->Answer(durable.ok() ? Replay(*ctx, **record) : durable);
+        Record found = std::move(**record);
+        auto replay = [this, ctx, found](absl::Status durable) {
+          ctx->Answer(durable.ok() ? Replay(*ctx, found, /*revoked=*/true) : durable);
+        };
+        if (not_durable_.Contains(ctx->scoped_key)) {
+          store_.WhenDurable(found.state(), std::move(replay));
+        } else {
+          replay(absl::OkStatus());
+        }
         return;
       }
     }
@@ -198,13 +208,25 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
   }
 
   Begun begun = Begin(ctx);
-  if (begun.await.has_value()) {
-    if (absl::Status durable = store_.AwaitDurable(*begun.await); !durable.ok()) {
+  if (!begun.await.has_value()) {
+    Proceed(ctx, std::move(begun));
+    return;
+  }
+  // Outside the key's lock: what Begin wrote (or read) is durable before the forward or
+  // the answer, and no thread waits for the fsync meanwhile.
+  const Record::State state = *begun.await;
+  store_.WhenDurable(state, [this, ctx, begun = std::make_shared<Begun>(std::move(begun))](
+                                absl::Status durable) {
+    if (!durable.ok()) {
       stats_.store_errors++;
       ctx->Answer(durable);
       return;
     }
-  }
+    Proceed(ctx, std::move(*begun));
+  });
+}
+
+void Deduper::Proceed(const std::shared_ptr<Context>& ctx, Begun begun) {
   switch (begun.kind) {
     case Begun::Kind::kAnswer:
       ctx->Answer(std::move(begun.answer));
@@ -255,7 +277,7 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     record.set_attempts(1);
     record.set_credential_epoch(command.credential_epoch());
     // Durable before the business can see the call, or a crash could forget a forward
-    // that happened: Submit awaits it once the lock is released (begun.await).
+    // that happened: Submit waits for it once the lock is released (begun.await).
     absl::Status written = store_.Write(
         record, existing->has_value() ? (*existing)->state() : Record::STATE_UNSPECIFIED, false);
     if (!written.ok()) {
@@ -478,21 +500,31 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
       }
     }
   }
-  if (answer.ok() && await.has_value()) {
-    if (absl::Status durable = store_.AwaitDurable(*await); !durable.ok()) {
+  auto respond = [this, ctx](absl::StatusOr<v1::SubmitResponse> answer) {
+    if (answer.ok()) {
+      if (absl::Status fault = HitFault(faults_, FaultPoint::kAfterCommitBeforeResponse);
+          !fault.ok()) {
+        answer = fault;
+      }
+    }
+    ctx->Answer(std::move(answer));
+  };
+  if (!answer.ok() || !await.has_value()) {
+    respond(std::move(answer));
+    return;
+  }
+  // Outside the lock: the outcome is answered once it is durable (one fsync for every
+  // call waiting then), from the store's committer thread.
+  store_.WhenDurable(*await, [this, ctx, wrote, respond = std::move(respond),
+                              answer = std::move(answer)](absl::Status durable) mutable {
+    if (!durable.ok()) {
       stats_.store_errors++;
-      answer = durable;
-    } else if (wrote) {
-      not_durable_.Remove(ctx->scoped_key);
+      respond(durable);
+      return;
     }
-  }
-  if (answer.ok()) {
-    if (absl::Status fault = HitFault(faults_, FaultPoint::kAfterCommitBeforeResponse);
-        !fault.ok()) {
-      answer = fault;
-    }
-  }
-  ctx->Answer(std::move(answer));
+    if (wrote) not_durable_.Remove(ctx->scoped_key);
+    respond(std::move(answer));
+  });
 }
 
 int64_t Deduper::CallDeadline(const Context& ctx, int64_t timeout_ms) {

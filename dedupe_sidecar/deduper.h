@@ -141,6 +141,8 @@ class Deduper {
   struct Begun;
 
   Begun Begin(const std::shared_ptr<Context>& ctx);
+  // What Begin decided, once what it wrote or read is durable: answer, forward or recover.
+  void Proceed(const std::shared_ptr<Context>& ctx, Begun begun);
   void Forward(const std::shared_ptr<Context>& ctx, uint64_t token);
   void OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token, ForwardReply reply);
   void Recover(const std::shared_ptr<Context>& ctx, uint64_t token);
@@ -152,7 +154,9 @@ class Deduper {
   // Stores an outcome if `token` still holds the record; answers the caller either way.
   void Finish(const std::shared_ptr<Context>& ctx, uint64_t token, const v1::CallResult& result,
               int64_t entity_revision, const char* decision);
-  absl::StatusOr<v1::SubmitResponse> Replay(const Context& ctx, const Record& record);
+  // The stored answer for a duplicate; `revoked`: the caller's credential is revoked.
+  absl::StatusOr<v1::SubmitResponse> Replay(const Context& ctx, const Record& record,
+                                            bool revoked = false);
   // The answer to a call the business turned away (upstream.h): INVALID_ARGUMENT
   // UPSTREAM_UNIMPLEMENTED, or FAILED_PRECONDITION UPSTREAM_REFUSED.
   absl::Status Refused(const Context& ctx, const v1::CallResult& result);

@@ -1,55 +1,48 @@
 // What the Deduper keeps through crashes and time: synced records (with their negative
 // controls), duplicates that never answer ahead of the disk, fencing of superseded
 // forwards, the retention promise, the audit chain.
-#include <atomic>
+#include <optional>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "dedupe_sidecar/deduper_test_fixture.h"
 
 namespace eonce {
 namespace {
 
-// A record store whose wait for a durable outcome blocks until the test opens the gate:
-// the window between an outcome's write (visible) and its fsync, held open.
+// A record store that holds back the news that an outcome is durable until the test opens
+// the gate: the window between an outcome's write (visible) and its fsync, held open.
 class GatedRecordStore : public RecordStore {
  public:
   using RecordStore::RecordStore;
-  absl::Status AwaitDurable(Record::State state) override {
+  void WhenDurable(Record::State state, RocksStore::DurableFn done) override {
     if (state == Record::COMMITTED || state == Record::FAILED) {
-      absl::MutexLock lock(&mu_);
-      awaits_++;
-      waiters_++;
-      mu_.Await(absl::Condition(&open_));
-      waiters_--;
+      outcome_waits_++;
+      if (!open_) {
+        held_.push_back(std::move(done));
+        return;
+      }
     }
-    return RecordStore::AwaitDurable(state);
-  }
-  bool WaitForWaiters(int n) {
-    absl::MutexLock lock(&mu_);
-    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiters_ >= n; };
-    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(10));
+    RecordStore::WhenDurable(state, std::move(done));
   }
   void Open() {
-    absl::MutexLock lock(&mu_);
     open_ = true;
+    std::vector<RocksStore::DurableFn> held = std::move(held_);
+    for (auto& done : held) RecordStore::WhenDurable(Record::COMMITTED, std::move(done));
   }
-  int awaits() {
-    absl::MutexLock lock(&mu_);
-    return awaits_;
-  }
+  size_t held() const { return held_.size(); }
+  int outcome_waits() const { return outcome_waits_; }
 
  private:
-  absl::Mutex mu_;
-  bool open_ ABSL_GUARDED_BY(mu_) = false;
-  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
-  int awaits_ ABSL_GUARDED_BY(mu_) = 0;
+  bool open_ = false;
+  std::vector<RocksStore::DurableFn> held_;
+  int outcome_waits_ = 0;
 };
 
 // A duplicate is a read, but it must not answer with an outcome that a power cut could
-// still take back: while the outcome's fsync is pending it awaits it too, and once the
+// still take back: while the outcome's fsync is pending it waits for it too, and once the
 // outcome is durable it answers without waiting for anything.
-TEST_F(DeduperTest, ADuplicateAwaitsAnOutcomeStillOnItsWayToTheDiskAndOnlyThen) {
+TEST_F(DeduperTest, ADuplicateWaitsForAnOutcomeStillOnItsWayToTheDiskAndOnlyThen) {
   GatedRecordStore gated(*rocks_, clock_, retention_);
   Deduper deduper(gated, *audit_, upstream_, *policy_, clock_, options_);
   Caller caller;
@@ -57,38 +50,28 @@ TEST_F(DeduperTest, ADuplicateAwaitsAnOutcomeStillOnItsWayToTheDiskAndOnlyThen) 
   caller.workload = "agent";
   v1::Command c = Cmd("c1");
   upstream_.set_next_reply(FakeUpstream::Ok("the answer"));
-  absl::StatusOr<v1::SubmitResponse> first = absl::InternalError("unset");
-  std::thread original([&] {
-    deduper.Submit(caller, c, [&](absl::StatusOr<v1::SubmitResponse> r) { first = r; });
-  });
-  ASSERT_TRUE(gated.WaitForWaiters(1));  // its outcome is written, its fsync held back
+  std::optional<absl::StatusOr<v1::SubmitResponse>> first, duplicate, later;
+  deduper.Submit(caller, c, [&](absl::StatusOr<v1::SubmitResponse> r) { first = r; });
+  // Forwarded and written; the answer waits for the fsync.
+  EXPECT_EQ(gated.held(), 1u);
+  EXPECT_FALSE(first.has_value());
 
-  std::atomic<bool> answered{false};
-  absl::StatusOr<v1::SubmitResponse> duplicate = absl::InternalError("unset");
-  std::thread replay([&] {
-    deduper.Submit(caller, c, [&](absl::StatusOr<v1::SubmitResponse> r) {
-      duplicate = r;
-      answered = true;
-    });
-  });
+  deduper.Submit(caller, c, [&](absl::StatusOr<v1::SubmitResponse> r) { duplicate = r; });
   // The duplicate joins the wait instead of answering.
-  EXPECT_TRUE(gated.WaitForWaiters(2));
-  EXPECT_FALSE(answered.load());
+  EXPECT_EQ(gated.held(), 2u);
+  EXPECT_FALSE(duplicate.has_value());
   gated.Open();
-  original.join();
-  replay.join();
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(duplicate.ok()) << duplicate.status();
-  EXPECT_EQ(duplicate->disposition(), v1::REPLAYED);
-  EXPECT_EQ(duplicate->result().response(), "the answer");
+  ASSERT_TRUE(first.has_value() && first->ok());
+  ASSERT_TRUE(duplicate.has_value() && duplicate->ok()) << duplicate->status();
+  EXPECT_EQ((*duplicate)->disposition(), v1::REPLAYED);
+  EXPECT_EQ((*duplicate)->result().response(), "the answer");
 
   // Durable now: the next duplicate answers without a wait.
-  const int awaits = gated.awaits();
-  absl::StatusOr<v1::SubmitResponse> later = absl::InternalError("unset");
+  const int waits = gated.outcome_waits();
   deduper.Submit(caller, c, [&](absl::StatusOr<v1::SubmitResponse> r) { later = r; });
-  ASSERT_TRUE(later.ok()) << later.status();
-  EXPECT_EQ(later->disposition(), v1::REPLAYED);
-  EXPECT_EQ(gated.awaits(), awaits);
+  ASSERT_TRUE(later.has_value() && later->ok());
+  EXPECT_EQ((*later)->disposition(), v1::REPLAYED);
+  EXPECT_EQ(gated.outcome_waits(), waits);
   EXPECT_EQ(upstream_.forwards(), 1u);
 }
 
@@ -245,7 +228,9 @@ TEST_F(FencingTest, NegativeControlWithoutFencingIsCaught) {
 
 TEST_F(DeduperTest, AuditChainVerifiesAndDetectsTampering) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(Submit(Cmd("c" + std::to_string(i))).ok());
-  ASSERT_TRUE(Submit(Cmd("c0")).ok());
+  v1::Command replay_for_bob = Cmd("c0");  // a stored answer handed to another actor
+  replay_for_bob.set_actor("bob");
+  ASSERT_TRUE(Submit(replay_for_bob).ok());
   auto verified = audit_->Verify();
   ASSERT_TRUE(verified.ok());
   EXPECT_TRUE(verified->ok());

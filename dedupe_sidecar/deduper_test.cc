@@ -52,6 +52,21 @@ TEST_F(DeduperTest, DuplicateOfFinishedCommandGetsStoredAnswerWithoutForward) {
   EXPECT_EQ(Submit(c)->replay().attempts(), 2u);
 }
 
+// Retries by the sender are counted, not audited; the answer handed to another actor is.
+TEST_F(DeduperTest, OnlyADuplicateFromAnotherActorIsAudited) {
+  v1::Command c = Cmd("c1");  // states actor alice
+  ASSERT_TRUE(Submit(c).ok());
+  ASSERT_TRUE(Submit(c).ok());
+  EXPECT_EQ(AuditDecisions("c1"), std::vector<std::string>{"committed"});
+  v1::Command by_bob = c;
+  by_bob.set_actor("bob");
+  auto replayed = Submit(by_bob);
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  EXPECT_EQ(replayed->disposition(), v1::REPLAYED);
+  EXPECT_EQ(AuditDecisions("c1"), (std::vector<std::string>{"committed", "duplicate_returned"}));
+  EXPECT_EQ(deduper_->stats().replayed.load(), 2);
+}
+
 TEST_F(DeduperTest, SameKeyDifferentPayloadIsATerminalConflict) {
   v1::Command c = Cmd("c1", "transfer 10");
   ASSERT_TRUE(Submit(c).ok());

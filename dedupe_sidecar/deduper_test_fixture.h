@@ -35,6 +35,7 @@ class DeduperTest : public ::testing::Test {
     for (auto& f : AuditLog::ColumnFamilies(*filters_)) families.push_back(f);
     StoreOptions store_options;
     store_options.env = fs_->env();
+    store_options.inline_durability = true;  // the Deduper answers before Submit returns
     auto rocks = RocksStore::Open(dir_, families, store_options);
     ASSERT_TRUE(rocks.ok()) << rocks.status();
     rocks_ = std::move(*rocks);

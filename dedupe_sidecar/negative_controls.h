@@ -41,8 +41,12 @@ class UnsyncedRecordStore : public RecordStore {
   absl::Status Write(const Record& record, Record::State previous, bool sync) override {
     return RecordStore::Write(record, previous, sync && unsynced_.count(record.state()) == 0);
   }
-  absl::Status AwaitDurable(Record::State state) override {
-    return unsynced_.count(state) == 0 ? RecordStore::AwaitDurable(state) : absl::OkStatus();
+  void WhenDurable(Record::State state, RocksStore::DurableFn done) override {
+    if (unsynced_.count(state) == 0) {
+      RecordStore::WhenDurable(state, std::move(done));
+    } else {
+      done(absl::OkStatus());
+    }
   }
 
  private:

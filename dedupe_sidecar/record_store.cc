@@ -127,8 +127,8 @@ absl::Status RecordStore::Write(const Record& record, Record::State previous, bo
   return absl::OkStatus();
 }
 
-absl::Status RecordStore::AwaitDurable(Record::State /*state*/) {
-  return store_.AwaitDurable();
+void RecordStore::WhenDurable(Record::State /*state*/, RocksStore::DurableFn done) {
+  store_.WhenDurable(std::move(done));
 }
 
 bool RecordStore::HeldBy(const std::optional<Record>& record, uint64_t token) const {

@@ -84,12 +84,13 @@ class RecordStore {
   // needs it on disk before going on (a started record before forwarding, an outcome
   // before answering); `previous` is the state it had, to maintain the parked index.
   virtual absl::Status Write(const Record& record, Record::State previous, bool sync);
-  // Returns once every record written so far is on disk; the calls waiting together share
-  // one fsync (RocksStore::AwaitDurable). The Deduper writes a record under its key's lock
-  // without a sync and awaits durability once the lock is released, before it forwards or
-  // answers. `state` is the state of the record the caller waits for: virtual, with it,
-  // only so that a negative control can skip the wait for some states.
-  virtual absl::Status AwaitDurable(Record::State state);
+  // Calls `done` once every record written so far is on disk: at once, or from the store's
+  // committer thread after the fsync that serves every call waiting then
+  // (RocksStore::WhenDurable). The Deduper writes a record under its key's lock without a
+  // sync, and forwards or answers from `done`, so no thread waits for a disk. `state` is
+  // the state of the record waited for: virtual, with it, only so that a negative control
+  // can skip the wait for some states.
+  virtual void WhenDurable(Record::State state, RocksStore::DurableFn done);
   // Removes a record (nothing was applied, so the key is free again).
   virtual absl::Status Delete(const Record& record, bool sync);
   // Fencing: whether `token` still holds the record, i.e. it is a started record carrying

@@ -21,12 +21,11 @@ namespace {
 
 class SidecarServiceImpl : public v1::Sidecar::CallbackService {
  public:
-  SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining, WorkPool& pool,
+  SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining,
                      Admission& admission, bool identity_from_headers)
       : deduper_(deduper),
         clock_(clock),
         draining_(draining),
-        pool_(pool),
         admission_(admission),
         identity_from_headers_(identity_from_headers) {}
 
@@ -50,19 +49,15 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
       return reactor;
     }
     auto ticket = std::make_shared<Admission::Ticket>(std::move(*admitted));
-    bool posted = pool_.Post([this, caller = *std::move(caller), context, request, response,
-                              reactor, ticket] {
-      deduper_.Submit(caller, request->command(),
-                      [context, reactor, response,
-                       ticket](absl::StatusOr<v1::SubmitResponse> result) {
-                        if (result.ok()) *response = std::move(*result);
-                        ticket->Release();
-                        reactor->Finish(ToGrpcStatus(result.status(), context));
-                      });
-    });
-    if (!posted) {
-      reactor->Finish(ToGrpcStatus(PoolFull("Submits"), context));
-    }
+    // On this callback thread: the Deduper holds a key's lock only while it reads and
+    // writes, and waits for no disk (its fsyncs complete on the store's committer thread).
+    deduper_.Submit(*caller, request->command(),
+                    [context, reactor, response,
+                     ticket](absl::StatusOr<v1::SubmitResponse> result) {
+                      if (result.ok()) *response = std::move(*result);
+                      ticket->Release();
+                      reactor->Finish(ToGrpcStatus(result.status(), context));
+                    });
     return reactor;
   }
 
@@ -89,7 +84,6 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
   Deduper& deduper_;
   Clock& clock_;
   std::atomic<bool>& draining_;
-  WorkPool& pool_;
   const bool identity_from_headers_;
   Admission& admission_;
 };
@@ -237,9 +231,11 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
         options.max_message_bytes);
     upstream = s->owned_upstream_.get();
   }
-  s->pool_ = std::make_unique<WorkPool>(64, 4096);
+  // For the operator's long scans (audit queries and verification) only: a Submit runs on
+  // gRPC's threads, and the business's answers are handled where they arrive.
+  s->pool_ = std::make_unique<WorkPool>(4, 256);
   s->deduper_ = std::make_unique<Deduper>(*s->records_, *s->audit_, *upstream, *s->policy_,
-                                          clock, options.deduper, options.faults, s->pool_.get());
+                                          clock, options.deduper, options.faults, nullptr);
   s->admission_ = std::make_unique<Admission>(options.max_in_flight,
                                               options.max_in_flight_per_tenant);
   if (!options.tls.enabled()) {
@@ -248,7 +244,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
             "as they are; development only. GetInfo reports identity_from_headers=true");
   }
   s->sidecar_service_ = std::make_unique<SidecarServiceImpl>(
-      *s->deduper_, clock, s->draining_, *s->pool_, *s->admission_, !options.tls.enabled());
+      *s->deduper_, clock, s->draining_, *s->admission_, !options.tls.enabled());
   s->admin_service_ =
       std::make_unique<SidecarAdminImpl>(*s->deduper_, *s->audit_, clock, *s->pool_);
   s->transparent_service_ = std::make_unique<TransparentService>(

@@ -6,10 +6,10 @@
 
 namespace eonce {
 
-grpc::ServerUnaryReactor* CaseServiceImpl::Run(
-    grpc::CallbackServerContext* context, std::function<absl::StatusOr<v1::CallResult>()> mutation,
-    case_mgmt::v1::Case* response) {
-  return RunMutation(context, pool_, std::move(mutation), response,
+grpc::ServerUnaryReactor* CaseServiceImpl::Run(grpc::CallbackServerContext* context,
+                                               const Mutation& mutation,
+                                               case_mgmt::v1::Case* response) {
+  return RunMutation(context, inbox_, mutation, response,
                      [context](const v1::CallResult& result) {
                        case_mgmt::v1::Case c;
                        if (c.ParseFromString(result.response())) {
@@ -22,29 +22,33 @@ grpc::ServerUnaryReactor* CaseServiceImpl::Run(
 grpc::ServerUnaryReactor* CaseServiceImpl::CreateCase(grpc::CallbackServerContext* context,
                                                       const case_mgmt::v1::CreateCaseRequest* request,
                                                       case_mgmt::v1::Case* response) {
-  CallIdentity id = IdentityFromMetadata(*context);
-  return Run(context, [this, id, request] { return core_->CreateCase(id, *request); }, response);
+  return Run(
+      context, [this, request](const CallIdentity& id) { return core_->CreateCase(id, *request); },
+      response);
 }
 
 grpc::ServerUnaryReactor* CaseServiceImpl::Transition(grpc::CallbackServerContext* context,
                                                       const case_mgmt::v1::TransitionRequest* request,
                                                       case_mgmt::v1::Case* response) {
-  CallIdentity id = IdentityFromMetadata(*context);
-  return Run(context, [this, id, request] { return core_->Transition(id, *request); }, response);
+  return Run(
+      context, [this, request](const CallIdentity& id) { return core_->Transition(id, *request); },
+      response);
 }
 
 grpc::ServerUnaryReactor* CaseServiceImpl::Assign(grpc::CallbackServerContext* context,
                                                   const case_mgmt::v1::AssignRequest* request,
                                                   case_mgmt::v1::Case* response) {
-  CallIdentity id = IdentityFromMetadata(*context);
-  return Run(context, [this, id, request] { return core_->Assign(id, *request); }, response);
+  return Run(
+      context, [this, request](const CallIdentity& id) { return core_->Assign(id, *request); },
+      response);
 }
 
 grpc::ServerUnaryReactor* CaseServiceImpl::AddNote(grpc::CallbackServerContext* context,
                                                    const case_mgmt::v1::AddNoteRequest* request,
                                                    case_mgmt::v1::Case* response) {
-  CallIdentity id = IdentityFromMetadata(*context);
-  return Run(context, [this, id, request] { return core_->AddNote(id, *request); }, response);
+  return Run(
+      context, [this, request](const CallIdentity& id) { return core_->AddNote(id, *request); },
+      response);
 }
 
 grpc::ServerUnaryReactor* CaseServiceImpl::GetCase(grpc::CallbackServerContext* context,
@@ -54,9 +58,8 @@ grpc::ServerUnaryReactor* CaseServiceImpl::GetCase(grpc::CallbackServerContext* 
 }
 
 ServiceHost::Setup CaseSetup() {
-  return [](RocksStore& store, Inbox& inbox,
-            WorkPool* pool) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
-    return std::make_shared<CaseServiceImpl>(std::make_unique<CaseCore>(store, inbox), pool);
+  return [](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
+    return std::make_shared<CaseServiceImpl>(std::make_unique<CaseCore>(store, inbox), inbox);
   };
 }
 

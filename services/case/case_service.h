@@ -7,14 +7,15 @@
 
 #include "eonce/case/v1/case.grpc.pb.h"
 #include "services/case/case.h"
+#include "services/inbox/inbox_services.h"
 #include "services/inbox/service_host.h"
 
 namespace eonce {
 
 class CaseServiceImpl : public case_mgmt::v1::Cases::CallbackService {
  public:
-  CaseServiceImpl(std::unique_ptr<CaseCore> core, WorkPool* pool)
-      : core_(std::move(core)), pool_(pool) {}
+  CaseServiceImpl(std::unique_ptr<CaseCore> core, Inbox& inbox)
+      : core_(std::move(core)), inbox_(inbox) {}
 
   grpc::ServerUnaryReactor* CreateCase(grpc::CallbackServerContext* context,
                                        const case_mgmt::v1::CreateCaseRequest* request,
@@ -35,11 +36,10 @@ class CaseServiceImpl : public case_mgmt::v1::Cases::CallbackService {
   CaseCore& core() { return *core_; }
 
  private:
-  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
-                                std::function<absl::StatusOr<v1::CallResult>()> mutation,
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context, const Mutation& mutation,
                                 case_mgmt::v1::Case* response);
   std::unique_ptr<CaseCore> core_;
-  WorkPool* const pool_;
+  Inbox& inbox_;
 };
 
 ServiceHost::Setup CaseSetup();

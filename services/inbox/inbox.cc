@@ -105,7 +105,9 @@ absl::StatusOr<v1::CallResult> Inbox::Run(const CallIdentity& identity,
   // Outside the locks: the effect and its inbox entry (or the entry a repeat found) must
   // be durable before the answer leaves. Calls that wait together share one fsync, and a
   // call that read this one's state is later in the log, so its sync covers this write.
-  if (ran.wrote || ran.repeat) EONCE_RETURN_IF_ERROR(AwaitDurable());
+  if ((ran.wrote || ran.repeat) && !identity.durability_by_caller) {
+    EONCE_RETURN_IF_ERROR(AwaitDurable());
+  }
   EONCE_RETURN_IF_ERROR(HitFault(faults_, FaultPoint::kAfterApplyBeforeResponse));
   return std::move(ran.result);
 }

@@ -58,6 +58,10 @@ struct CallIdentity {
   std::string actor;
   std::string idempotency_key;
   uint64_t fencing_token = 0;
+  // Run returns as soon as its write is in the store, before it is durable, and the caller
+  // answers only once Inbox::WhenDurable says it is (RunMutation, so that no thread blocks
+  // on an fsync). False: Run itself returns only once the write is durable.
+  bool durability_by_caller = false;
 };
 
 // What an apply function produced.
@@ -97,6 +101,10 @@ class Inbox {
   // The stored entry of (tenant, command id), if the command was applied.
   absl::StatusOr<std::optional<internal::InboxEntry>> Lookup(const std::string& tenant,
                                                              const std::string& command_id);
+
+  // Calls `done` once every write made so far is durable (the store's group commit), from
+  // the store's committer thread or at once; for callers of Run with durability_by_caller.
+  void WhenDurable(RocksStore::DurableFn done) { store_.WhenDurable(std::move(done)); }
 
   absl::StatusOr<v1::QueryOutcomeResponse> QueryOutcome(const std::string& tenant,
                                                        const std::string& command_id);

@@ -39,23 +39,23 @@ grpc::ServerUnaryReactor* EffectsServiceImpl::ListEffects(
                      response);
 }
 
-grpc::ServerUnaryReactor* RunMutation(
-    grpc::CallbackServerContext* context, WorkPool* pool,
-    std::function<absl::StatusOr<v1::CallResult>()> mutation, google::protobuf::Message* response,
-    std::function<void(const v1::CallResult&)> before_finish) {
+grpc::ServerUnaryReactor* RunMutation(grpc::CallbackServerContext* context, Inbox& inbox,
+                                      const Mutation& mutation,
+                                      google::protobuf::Message* response,
+                                      std::function<void(const v1::CallResult&)> before_finish) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto run = [context, reactor, mutation = std::move(mutation), response,
-              before_finish = std::move(before_finish)] {
-    absl::StatusOr<v1::CallResult> result = mutation();
+  CallIdentity identity = IdentityFromMetadata(*context);
+  identity.durability_by_caller = true;  // awaited below, without blocking this thread
+  absl::StatusOr<v1::CallResult> result = mutation(identity);
+  inbox.WhenDurable([context, reactor, response, result = std::move(result),
+                     before_finish = std::move(before_finish)](absl::Status durable) {
+    if (!durable.ok()) {
+      FinishMutationOn(reactor, context, durable, response);
+      return;
+    }
     if (result.ok() && result->code() == 0 && before_finish) before_finish(*result);
     FinishMutationOn(reactor, context, result, response);
-  };
-  if (pool == nullptr) {
-    run();
-  } else if (!pool->Post(run)) {
-    context->AddTrailingMetadata(kNotAppliedTrailer, "true");
-    reactor->Finish(ToGrpcStatus(PoolFull("calls"), context));
-  }
+  });
   return reactor;
 }
 

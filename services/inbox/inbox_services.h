@@ -6,7 +6,6 @@
 
 #include "common/grpc_status.h"
 #include "eonce/v1/outcome.grpc.pb.h"
-#include "common/work_pool.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/server_context.h"
 #include "services/inbox/inbox.h"
@@ -49,13 +48,17 @@ void FinishMutationOn(grpc::ServerUnaryReactor* reactor, grpc::CallbackServerCon
                       const absl::StatusOr<v1::CallResult>& result,
                       google::protobuf::Message* response);
 
-// Runs a mutation on `pool` (inline when null) and finishes the call with its result.
-// `before_finish`, if set, sees a successful result first (to add trailers). A full pool
-// answers RESOURCE_EXHAUSTED with `eonce-not-applied: true`: nothing was applied.
-grpc::ServerUnaryReactor* RunMutation(
-    grpc::CallbackServerContext* context, WorkPool* pool,
-    std::function<absl::StatusOr<v1::CallResult>()> mutation, google::protobuf::Message* response,
-    std::function<void(const v1::CallResult&)> before_finish = nullptr);
+// Runs a mutation for the caller the request metadata names, on gRPC's callback thread
+// (it holds its locks only while it reads and writes; nothing in it waits for a disk),
+// and finishes the call with its result once the write is durable: the inbox's group
+// commit, so the calls in flight share their fsyncs and no thread waits for one.
+// `before_finish`, if set, sees a successful result first (to add trailers).
+using Mutation = std::function<absl::StatusOr<v1::CallResult>(const CallIdentity& identity)>;
+grpc::ServerUnaryReactor* RunMutation(grpc::CallbackServerContext* context, Inbox& inbox,
+                                      const Mutation& mutation,
+                                      google::protobuf::Message* response,
+                                      std::function<void(const v1::CallResult&)> before_finish =
+                                          nullptr);
 
 }  // namespace eonce
 

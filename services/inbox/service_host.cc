@@ -47,8 +47,7 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   EONCE_ASSIGN_OR_RETURN(host->store_, RocksStore::Open(options.data_dir, families, store_options));
   host->inbox_ = std::make_unique<Inbox>(*host->store_, clock, options.legacy_mode, options.faults,
                                          options.inbox_retention_ms);
-  host->pool_ = std::make_unique<WorkPool>(64, 4096);
-  EONCE_ASSIGN_OR_RETURN(host->service_, setup(*host->store_, *host->inbox_, host->pool_.get()));
+  EONCE_ASSIGN_OR_RETURN(host->service_, setup(*host->store_, *host->inbox_));
   host->effects_service_ = std::make_unique<EffectsServiceImpl>(*host->inbox_);
 
   EnableStandardServices();
@@ -112,7 +111,6 @@ absl::Status ServiceHost::Shutdown(int64_t drain_ms) {
     probe_.join();
   }
   StopServing(server_, health_port_, drain_ms);
-  pool_.reset();
   metrics_.reset();
   return store_ != nullptr ? store_->Close() : absl::OkStatus();
 }

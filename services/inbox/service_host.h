@@ -19,7 +19,6 @@
 #include "common/rocks.h"
 #include "common/server.h"
 #include "common/tls.h"
-#include "common/work_pool.h"
 #include "grpcpp/impl/codegen/service_type.h"
 #include "grpcpp/server.h"
 #include "services/inbox/inbox.h"
@@ -54,7 +53,7 @@ class ServiceHost {
   // Builds the service's own gRPC service from the opened store and inbox; the host keeps
   // it alive until shutdown.
   using Setup = std::function<absl::StatusOr<std::shared_ptr<grpc::Service>>(
-      RocksStore& store, Inbox& inbox, WorkPool* pool)>;
+      RocksStore& store, Inbox& inbox)>;
 
   // `families` are the service's column families besides the inbox's.
   static absl::StatusOr<std::unique_ptr<ServiceHost>> Start(
@@ -76,7 +75,6 @@ class ServiceHost {
   std::unique_ptr<RocksStore> store_;
   std::unique_ptr<Inbox> inbox_;
   // Mutations run here, off gRPC's threads, so concurrent ones share fsyncs.
-  std::unique_ptr<WorkPool> pool_;
   std::shared_ptr<grpc::Service> service_;
   std::unique_ptr<OutcomeServiceImpl> outcome_service_;
   std::unique_ptr<EffectsServiceImpl> effects_service_;

@@ -7,17 +7,19 @@ namespace eonce {
 grpc::ServerUnaryReactor* LedgerServiceImpl::OpenAccount(
     grpc::CallbackServerContext* context, const ledger::v1::OpenAccountRequest* request,
     ledger::v1::Account* response) {
-  CallIdentity id = IdentityFromMetadata(*context);
-  return RunMutation(context, pool_, [this, id, request] { return core_->OpenAccount(id, *request); },
-                     response);
+  return RunMutation(
+      context, inbox_,
+      [this, request](const CallIdentity& id) { return core_->OpenAccount(id, *request); },
+      response);
 }
 
 grpc::ServerUnaryReactor* LedgerServiceImpl::Transfer(
     grpc::CallbackServerContext* context, const ledger::v1::TransferRequest* request,
     ledger::v1::TransferResponse* response) {
-  CallIdentity id = IdentityFromMetadata(*context);
-  return RunMutation(context, pool_, [this, id, request] { return core_->Transfer(id, *request); },
-                     response);
+  return RunMutation(
+      context, inbox_,
+      [this, request](const CallIdentity& id) { return core_->Transfer(id, *request); },
+      response);
 }
 
 grpc::ServerUnaryReactor* LedgerServiceImpl::GetAccount(
@@ -33,9 +35,8 @@ grpc::ServerUnaryReactor* LedgerServiceImpl::GetTotal(
 }
 
 ServiceHost::Setup LedgerSetup() {
-  return [](RocksStore& store, Inbox& inbox,
-            WorkPool* pool) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
-    return std::make_shared<LedgerServiceImpl>(std::make_unique<LedgerCore>(store, inbox), pool);
+  return [](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
+    return std::make_shared<LedgerServiceImpl>(std::make_unique<LedgerCore>(store, inbox), inbox);
   };
 }
 
@@ -45,10 +46,9 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(
   LedgerCore** core = &server->core_;
   auto host = ServiceHost::Start(
       options, clock, LedgerCore::ColumnFamilies(),
-      [core](RocksStore& store, Inbox& inbox,
-             WorkPool* pool) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
+      [core](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
         auto service =
-            std::make_shared<LedgerServiceImpl>(std::make_unique<LedgerCore>(store, inbox), pool);
+            std::make_shared<LedgerServiceImpl>(std::make_unique<LedgerCore>(store, inbox), inbox);
         *core = &service->core();
         return service;
       });

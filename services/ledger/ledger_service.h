@@ -16,8 +16,8 @@ namespace eonce {
 
 class LedgerServiceImpl : public ledger::v1::Ledger::CallbackService {
  public:
-  LedgerServiceImpl(std::unique_ptr<LedgerCore> core, WorkPool* pool)
-      : core_(std::move(core)), pool_(pool) {}
+  LedgerServiceImpl(std::unique_ptr<LedgerCore> core, Inbox& inbox)
+      : core_(std::move(core)), inbox_(inbox) {}
 
   grpc::ServerUnaryReactor* OpenAccount(grpc::CallbackServerContext* context,
                                         const ledger::v1::OpenAccountRequest* request,
@@ -36,7 +36,7 @@ class LedgerServiceImpl : public ledger::v1::Ledger::CallbackService {
 
  private:
   std::unique_ptr<LedgerCore> core_;
-  WorkPool* const pool_;
+  Inbox& inbox_;
 };
 
 // The ServiceHost setup that makes a host a ledger.

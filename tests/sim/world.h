@@ -214,6 +214,7 @@ class World {
 
   StoreOptions Store(int i) {
     StoreOptions o;
+    o.inline_durability = true;  // one thread: a fsync and its callbacks run in place
     o.env = nodes_[i].fs->env();
     o.block_cache_bytes = 1 << 20;
     o.periodic_compaction_seconds = 0;
