@@ -47,12 +47,13 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = cache;
   // Point lookups dominate (is this key known?): a bloom filter answers "no" for a first
-  // seen key without reading a data block; index and filter blocks live in the cache at
-  // high priority, and level 0's stay pinned there, so a data block is the only thing a
-  // lookup may have to read; a hash index inside each data block finds the key in it.
-  table.cache_index_and_filter_blocks = true;
-  table.cache_index_and_filter_blocks_with_high_priority = true;
-  table.pin_l0_filter_and_index_blocks_in_cache = true;
+  // seen key without reading a data block, and a hash index inside each data block finds
+  // the key in it. Index and filter blocks stay in the table readers' memory, out of the
+  // block cache: there, with a working set larger than the cache, data blocks evicted
+  // them and every lookup read and decompressed the whole index of its file again
+  // (perf: 60% of the sidecar's cycles in memmove and snappy at a million records). They
+  // cost about 2 MiB per million records.
+  table.cache_index_and_filter_blocks = false;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   table.data_block_index_type = rocksdb::BlockBasedTableOptions::kDataBlockBinaryAndHash;
 
@@ -62,6 +63,10 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
     rocksdb::ColumnFamilyOptions cf_options = family.options;
     cf_options.write_buffer_size = options.write_buffer_bytes;
     cf_options.max_write_buffer_number = 3;
+    // LZ4: the records' repeated strings shrink as well as with snappy (0.80x the raw
+    // bytes at a million records), and a lookup that misses the cache decompresses its
+    // block faster (sidecar duplicates at 1M records: 13.7k/s with snappy, 16.7k/s).
+    cf_options.compression = rocksdb::kLZ4Compression;
     cf_options.periodic_compaction_seconds = options.periodic_compaction_seconds;
     cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
     descriptors.emplace_back(family.name, cf_options);

@@ -28,9 +28,9 @@ struct ColumnFamilySpec {
 };
 
 struct StoreOptions {
-  // Bounded memory: a shared block cache and small memtables. 64 MiB holds the index,
-  // filters and hot data blocks of about a million sidecar records.
-  size_t block_cache_bytes = 64 << 20;
+  // Bounded memory: a shared block cache and small memtables. 128 MiB holds the data
+  // blocks of about a million sidecar records, so a duplicate's lookup is a memory read.
+  size_t block_cache_bytes = 128 << 20;
   size_t write_buffer_bytes = 16 << 20;
   // How often RocksDB compacts files whose data is older than this, so that TTL filters
   // run even when no new writes arrive. 0 = off.
