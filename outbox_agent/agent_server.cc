@@ -69,10 +69,8 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   s->replayer_ = std::make_unique<Replayer>(*s->store_, *client, *s->credential_, clock, random,
                                             options.replay, &s->feed_);
   AgentServer* raw = s.get();
-  s->pool_ = std::make_unique<WorkPool>(64, 4096);
   s->service_ = NewAgentService(*s->outbox_, *s->store_, *s->credential_, s->feed_,
-                                s->draining_, [raw] { raw->Kick(); }, *s->pool_,
-                                options.tenant);
+                                s->draining_, [raw] { raw->Kick(); }, options.tenant);
   EnableStandardServices();
   grpc::ServerBuilder builder;
   EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, options.tls, &s->port_));
@@ -190,7 +188,6 @@ absl::Status AgentServer::Shutdown(int64_t drain_ms) {
   }
   if (server_ != nullptr) draining_ = true;
   StopServing(server_, health_port_, drain_ms);
-  pool_.reset();
   metrics_.reset();
   // Attempts in flight get the drain time to finish. Then the agent's own client cancels
   // the rest and waits for their callbacks; a record whose answer did not arrive stays

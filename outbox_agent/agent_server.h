@@ -17,7 +17,6 @@
 #include "common/rocks.h"
 #include "common/server.h"
 #include "common/tls.h"
-#include "common/work_pool.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "grpcpp/server.h"
 #include "outbox_agent/credential.h"
@@ -94,7 +93,6 @@ class AgentServer {
   StateFeed feed_;
   std::unique_ptr<Outbox> outbox_;
   std::unique_ptr<Replayer> replayer_;
-  std::unique_ptr<WorkPool> pool_;  // Enqueue's synced writes run here
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::unique_ptr<HealthPort> health_port_;
   std::unique_ptr<v1::Agent::CallbackService> service_;

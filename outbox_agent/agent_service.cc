@@ -159,10 +159,8 @@ class RefusedWatch : public grpc::ServerWriteReactor<v1::WatchEvent> {
 class AgentServiceImpl : public v1::Agent::CallbackService {
  public:
   AgentServiceImpl(Outbox& outbox, OutboxStore& store, CredentialState& credential, StateFeed& feed,
-                   std::atomic<bool>& draining, std::function<void()> kick, WorkPool& pool,
-                   std::string tenant)
+                   std::atomic<bool>& draining, std::function<void()> kick, std::string tenant)
       : tenant_(std::move(tenant)),
-        pool_(pool),
         outbox_(outbox),
         store_(store),
         credential_(credential),
@@ -180,17 +178,15 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
             Error(absl::StatusCode::kUnavailable, "DRAINING", "the agent is shutting down"),
             response);
       }
-      // The synced write runs on the pool, so that concurrent Enqueues share an fsync.
+      // On this callback thread: the write waits for no disk, and the answer goes from
+      // the store's committer thread once the fsync shared by every waiting Enqueue is done.
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-      bool posted = pool_.Post([this, context, request, response, reactor] {
-        auto result = outbox_.Enqueue(request->command());
+      outbox_.Enqueue(request->command(), [this, context, response,
+                                           reactor](absl::StatusOr<v1::EnqueueResponse> result) {
         if (result.ok() && result->created()) kick_();
         if (result.ok()) *response = std::move(*result);
         reactor->Finish(ToGrpcStatus(result.status(), context));
       });
-      if (!posted) {
-        reactor->Finish(ToGrpcStatus(PoolFull("Enqueues"), context));
-      }
       return reactor;
     });
   }
@@ -330,7 +326,6 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
   }
 
   const std::string tenant_;
-  WorkPool& pool_;
   Outbox& outbox_;
   OutboxStore& store_;
   CredentialState& credential_;
@@ -343,10 +338,9 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
 
 std::unique_ptr<v1::Agent::CallbackService> NewAgentService(
     Outbox& outbox, OutboxStore& store, CredentialState& credential, StateFeed& feed,
-    std::atomic<bool>& draining, std::function<void()> kick, WorkPool& pool,
-    std::string tenant) {
+    std::atomic<bool>& draining, std::function<void()> kick, std::string tenant) {
   return std::make_unique<AgentServiceImpl>(outbox, store, credential, feed, draining,
-                                            std::move(kick), pool, std::move(tenant));
+                                            std::move(kick), std::move(tenant));
 }
 
 }  // namespace eonce

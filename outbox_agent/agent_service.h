@@ -1,7 +1,8 @@
 // The agent's gRPC service (Enqueue, Get, List, Watch, Stats and the operator calls),
 // apart from the server's lifecycle in agent_server.cc. Every call is settled against the
-// caller's tenant first; Enqueue's synced write runs on the work pool, off gRPC's
-// threads; a Watch stream is bounded and cut off when it falls behind.
+// caller's tenant first; Enqueue writes on gRPC's thread and answers from the store's
+// committer once its fsync is done; a Watch stream is bounded and cut off when it falls
+// behind.
 #ifndef EONCE_OUTBOX_AGENT_AGENT_SERVICE_H_
 #define EONCE_OUTBOX_AGENT_AGENT_SERVICE_H_
 
@@ -10,7 +11,6 @@
 #include <memory>
 #include <string>
 
-#include "common/work_pool.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "outbox_agent/credential.h"
 #include "outbox_agent/outbox.h"
@@ -22,8 +22,7 @@ namespace eonce {
 // `kick` wakes the replay loop after a new command; `draining` turns new Enqueues away.
 std::unique_ptr<v1::Agent::CallbackService> NewAgentService(
     Outbox& outbox, OutboxStore& store, CredentialState& credential, StateFeed& feed,
-    std::atomic<bool>& draining, std::function<void()> kick, WorkPool& pool,
-    std::string tenant);
+    std::atomic<bool>& draining, std::function<void()> kick, std::string tenant);
 
 }  // namespace eonce
 

@@ -1,5 +1,7 @@
 #include "outbox_agent/outbox.h"
 
+#include "absl/synchronization/notification.h"
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -15,35 +17,68 @@ void Outbox::Publish(const OutboxRecord& record) {
   feed_->Publish(event);
 }
 
+void Outbox::Enqueue(v1::Command command, EnqueueDone done) {
+  absl::Status valid = Complete(&command);
+  if (valid.ok()) valid = HitFault(faults_, FaultPoint::kBeforeOutboxWrite);
+  if (!valid.ok()) {
+    done(valid);
+    return;
+  }
+  // Written under the store's locks without a sync; answered once it is durable.
+  absl::StatusOr<std::pair<OutboxRecord, bool>> inserted = store_.InsertUnsynced(command);
+  if (!inserted.ok()) {
+    done(inserted.status());
+    return;
+  }
+  store_.WhenDurable([this, inserted = std::move(*inserted),
+                      done = std::move(done)](absl::Status durable) mutable {
+    if (durable.ok()) durable = HitFault(faults_, FaultPoint::kAfterOutboxWrite);
+    if (!durable.ok()) {
+      done(durable);
+      return;
+    }
+    if (inserted.second) Publish(inserted.first);
+    v1::EnqueueResponse response;
+    *response.mutable_record() = std::move(inserted.first);
+    response.set_created(inserted.second);
+    done(std::move(response));
+  });
+}
+
 absl::StatusOr<v1::EnqueueResponse> Outbox::Enqueue(v1::Command command) {
-  EONCE_RETURN_IF_ERROR(ValidateProducerCommand(command, limits_));
+  absl::Notification answered;
+  absl::StatusOr<v1::EnqueueResponse> result = absl::InternalError("no answer");
+  Enqueue(std::move(command), [&](absl::StatusOr<v1::EnqueueResponse> r) {
+    result = std::move(r);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  return result;
+}
+
+absl::Status Outbox::Complete(v1::Command* command) {
+  EONCE_RETURN_IF_ERROR(ValidateProducerCommand(*command, limits_));
   Session session = credential_.session();
-  if (command.tenant().empty()) command.set_tenant(session.tenant);
-  if (command.tenant() != session.tenant) {
+  if (command->tenant().empty()) command->set_tenant(session.tenant);
+  if (command->tenant() != session.tenant) {
     return Error(absl::StatusCode::kPermissionDenied, "TENANT_MISMATCH",
                  absl::StrCat("this agent serves tenant ", session.tenant));
   }
-  if (command.actor().empty()) command.set_actor(session.actor);
-  if (command.command_id().empty()) command.set_command_id(random_.HexId());
-  if (command.idempotency_key().empty()) command.set_idempotency_key(DeriveIdempotencyKey(command));
-  if (command.idempotency_key().size() > limits_.max_key_bytes) {
+  if (command->actor().empty()) command->set_actor(session.actor);
+  if (command->command_id().empty()) command->set_command_id(random_.HexId());
+  if (command->idempotency_key().empty()) {
+    command->set_idempotency_key(DeriveIdempotencyKey(*command));
+  }
+  if (command->idempotency_key().size() > limits_.max_key_bytes) {
     return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
                  absl::StrCat("idempotency_key: the derived key is longer than ",
                               limits_.max_key_bytes, " bytes; supply a shorter one"));
   }
-  FillPayloadHash(&command);
-  command.set_created_at_ms(clock_.NowMs());
-  command.set_credential_epoch(session.epoch);
-  command.set_schema_version(kSchemaVersion);
-
-  EONCE_RETURN_IF_ERROR(HitFault(faults_, FaultPoint::kBeforeOutboxWrite));
-  EONCE_ASSIGN_OR_RETURN(auto inserted, store_.Insert(command));
-  EONCE_RETURN_IF_ERROR(HitFault(faults_, FaultPoint::kAfterOutboxWrite));
-  if (inserted.second) Publish(inserted.first);
-  v1::EnqueueResponse response;
-  *response.mutable_record() = std::move(inserted.first);
-  response.set_created(inserted.second);
-  return response;
+  FillPayloadHash(command);
+  command->set_created_at_ms(clock_.NowMs());
+  command->set_credential_epoch(session.epoch);
+  command->set_schema_version(kSchemaVersion);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<OutboxRecord> Outbox::Requeue(const std::string& command_id) {

@@ -2,11 +2,13 @@
 // durable intent.
 //
 // Enqueue completes the command (a command id if the producer gave none, the derived
-// idempotency key, the payload hash, the time and the credential epoch) and returns only
+// idempotency key, the payload hash, the time and the credential epoch) and answers only
 // once it is synced to the outbox. The same command id with the same payload returns the
 // existing record; with another payload it is ALREADY_EXISTS. Thread-safe.
 #ifndef EONCE_OUTBOX_AGENT_OUTBOX_H_
 #define EONCE_OUTBOX_AGENT_OUTBOX_H_
+
+#include <functional>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
@@ -34,6 +36,11 @@ class Outbox {
         feed_(feed),
         faults_(faults) {}
 
+  // Calls `done` once the record is durable: at once, or from the store's committer thread
+  // after the fsync that serves every Enqueue waiting then. Nothing in it waits for a disk.
+  using EnqueueDone = std::function<void(absl::StatusOr<v1::EnqueueResponse>)>;
+  void Enqueue(v1::Command command, EnqueueDone done);
+  // The same, returning when `done` would be called (tests, tools).
   absl::StatusOr<v1::EnqueueResponse> Enqueue(v1::Command command);
 
   // Operator calls. Requeue keeps the command id and starts its attempts afresh.
@@ -42,6 +49,8 @@ class Outbox {
 
  private:
   void Publish(const OutboxRecord& record);
+  // Fills in what the producer may leave out, and checks the result.
+  absl::Status Complete(v1::Command* command);
 
   OutboxStore& store_;
   CredentialState& credential_;

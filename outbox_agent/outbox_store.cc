@@ -160,7 +160,7 @@ void OutboxStore::AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* bef
 }
 
 absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::Insert(const v1::Command& command) {
-  EONCE_ASSIGN_OR_RETURN(auto inserted, InsertLocked(command));
+  EONCE_ASSIGN_OR_RETURN(auto inserted, InsertUnsynced(command));
   // Enqueue says yes only to what a crash cannot take back, and the same goes for a record
   // found (its own Insert may still be awaiting the disk). Awaited after the locks are
   // released, so calls share their fsyncs.
@@ -168,7 +168,7 @@ absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::Insert(const v1::Comm
   return inserted;
 }
 
-absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::InsertLocked(
+absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::InsertUnsynced(
     const v1::Command& command) {
   OutboxRecord record;
   *record.mutable_command() = command;

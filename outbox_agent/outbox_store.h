@@ -79,6 +79,11 @@ class OutboxStore {
   // existing one (second = false) when the id is known with the same payload hash.
   // ALREADY_EXISTS for the same id with another payload; RESOURCE_EXHAUSTED when full.
   absl::StatusOr<std::pair<OutboxRecord, bool>> Insert(const v1::Command& command);
+  // Insert's write without its wait: the record is in the store but not yet durable, and
+  // must not be acknowledged before WhenDurable calls back.
+  absl::StatusOr<std::pair<OutboxRecord, bool>> InsertUnsynced(const v1::Command& command);
+  // Calls `done` once every write made so far is durable (RocksStore::WhenDurable).
+  void WhenDurable(RocksStore::DurableFn done) { store_.WhenDurable(std::move(done)); }
 
   absl::StatusOr<std::optional<OutboxRecord>> Get(const std::string& command_id);
 
@@ -114,8 +119,7 @@ class OutboxStore {
   absl::Status CompactAll();
 
  private:
-  // Insert's and Mutate's work under their locks; the write is not synced.
-  absl::StatusOr<std::pair<OutboxRecord, bool>> InsertLocked(const v1::Command& command);
+  // Mutate's work under its locks; the write is not synced.
   absl::StatusOr<OutboxRecord> MutateLocked(const std::string& command_id,
                                             const std::string& why, const ChangeFn& change);
   void AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* before,
