@@ -211,9 +211,13 @@ absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::InsertUnsynced(
   AddIndexes(&batch, nullptr, record);
   // Only the head of a lane is due; a later command waits for its turn.
   EONCE_ASSIGN_OR_RETURN(auto ahead, NextInLane(record));
-  if (!ahead.has_value()) batch.Put(store_.cf(kDueCf), DueKey(now, command.command_id()), "");
+  std::optional<int64_t> earliest_due;
+  if (!ahead.has_value()) {
+    batch.Put(store_.cf(kDueCf), DueKey(now, command.command_id()), "");
+    earliest_due = now;
+  }
   // Not synced here: Insert awaits durability once the locks are released.
-  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "enqueue"));
+  EONCE_RETURN_IF_ERROR(WriteIndexed(&batch, earliest_due, "enqueue"));
   counts_[v1::QUEUED]++;
   return std::make_pair(std::move(record), true);
 }
@@ -261,6 +265,7 @@ absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& comman
   AddIndexes(&batch, &*before, after);
   bool released = ReleasesLane(after) && !ReleasesLane(*before);
   bool rejoined = !ReleasesLane(after) && ReleasesLane(*before);
+  std::optional<int64_t> earliest_due;
   if (released) {
     batch.Delete(store_.cf(kLanesCf), LaneKey(after));
     // The next command of the entity becomes the head: make it due.
@@ -270,6 +275,7 @@ absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& comman
       if (next.has_value()) {
         if (auto due = DueAt(*next); due.has_value()) {
           batch.Put(store_.cf(kDueCf), DueKey(*due, *next_id), "");
+          earliest_due = *due;
         }
       }
     }
@@ -277,9 +283,12 @@ absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& comman
   if (rejoined) batch.Put(store_.cf(kLanesCf), LaneKey(after), command_id);
   if (auto due = DueAt(after); due.has_value()) {
     EONCE_ASSIGN_OR_RETURN(bool head, IsLaneHead(after));
-    if (head) batch.Put(store_.cf(kDueCf), DueKey(*due, command_id), "");
+    if (head) {
+      batch.Put(store_.cf(kDueCf), DueKey(*due, command_id), "");
+      earliest_due = std::min(earliest_due.value_or(*due), *due);
+    }
   }
-  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "outbox transition"));
+  EONCE_RETURN_IF_ERROR(WriteIndexed(&batch, earliest_due, "outbox transition"));
   if (after.state() != before->state()) {
     counts_[before->state()]--;
     counts_[after.state()]++;
@@ -287,21 +296,37 @@ absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& comman
   return after;
 }
 
+absl::Status OutboxStore::WriteIndexed(rocksdb::WriteBatch* batch,
+                                       std::optional<int64_t> earliest_due, const char* what) {
+  if (earliest_due.has_value()) due_floor_.Writing(*earliest_due);
+  absl::Status written = store_.Write(batch, /*sync=*/false, what);
+  if (earliest_due.has_value()) due_floor_.Written(*earliest_due);
+  return written;
+}
+
 absl::StatusOr<std::vector<std::string>> OutboxStore::Due(int64_t now_ms, int limit) {
   std::vector<std::string> ids;
   std::string end = BigEndian64(static_cast<uint64_t>(now_ms) + 1);
+  // From the floor, not from the first key: the front of the index is deletion markers.
+  const int64_t from = due_floor_.BeginScan();
+  int64_t first_live = DueFloor::kNone;
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kDueCf);
-  for (it->SeekToFirst(); it->Valid() && static_cast<int>(ids.size()) < limit; it->Next()) {
+  for (it->Seek(BigEndian64(static_cast<uint64_t>(from)));
+       it->Valid() && static_cast<int>(ids.size()) < limit; it->Next()) {
     if (it->key().compare(end) >= 0) break;
+    if (first_live == DueFloor::kNone) {
+      first_live = static_cast<int64_t>(ReadBigEndian64(absl::string_view(it->key().data(), 8)));
+    }
     ids.push_back(it->key().ToString().substr(8));
   }
   EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "scan due"));
+  due_floor_.EndScan(first_live, now_ms + 1);
   return ids;
 }
 
 std::optional<int64_t> OutboxStore::NextDueMs() {
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kDueCf);
-  it->SeekToFirst();
+  it->Seek(BigEndian64(static_cast<uint64_t>(due_floor_.floor())));
   if (!it->Valid()) return std::nullopt;
   return static_cast<int64_t>(ReadBigEndian64(absl::string_view(it->key().data(), 8)));
 }

@@ -34,6 +34,7 @@
 #include "common/striped_lock.h"
 #include "common/ttl.h"
 #include "eonce/v1/agent.pb.h"
+#include "outbox_agent/due_floor.h"
 #include "outbox_agent/states.h"
 
 namespace eonce {
@@ -119,6 +120,9 @@ class OutboxStore {
   absl::Status CompactAll();
 
  private:
+  // Writes `batch` (unsynced), announcing the earliest due time it puts to due_floor_.
+  absl::Status WriteIndexed(rocksdb::WriteBatch* batch, std::optional<int64_t> earliest_due,
+                            const char* what);
   // Mutate's work under its locks; the write is not synced.
   absl::StatusOr<OutboxRecord> MutateLocked(const std::string& command_id,
                                             const std::string& why, const ChangeFn& change);
@@ -132,6 +136,7 @@ class OutboxStore {
   Clock& clock_;
   const OutboxStoreOptions options_;
   StripedLocks locks_;
+  DueFloor due_floor_;  // where the scan for due records starts
   std::atomic<uint64_t> next_seq_{1};
   std::array<std::atomic<int64_t>, v1::OutboxState_ARRAYSIZE> counts_{};
 };
