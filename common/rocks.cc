@@ -65,7 +65,8 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
     cf_options.max_write_buffer_number = 3;
     // LZ4: the records' repeated strings shrink as well as with snappy (0.80x the raw
     // bytes at a million records), and a lookup that misses the cache decompresses its
-    // block faster (sidecar duplicates at 1M records: 13.7k/s with snappy, 16.7k/s).
+    // block faster (sidecar duplicates at 1M records, `bench --only=large`: 13.7k/s with
+    // snappy, 16.7k/s with LZ4).
     cf_options.compression = rocksdb::kLZ4Compression;
     cf_options.periodic_compaction_seconds = options.periodic_compaction_seconds;
     cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));

@@ -47,19 +47,14 @@ struct Deduper::Begun {
 };
 
 Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
-                 Clock& clock, DeduperOptions options, FaultInjector* faults, WorkPool* executor)
+                 Clock& clock, DeduperOptions options, FaultInjector* faults)
     : store_(store),
       audit_(audit),
       upstream_(upstream),
       policy_(policy),
       clock_(clock),
       options_(std::move(options)),
-      faults_(faults),
-      executor_(executor) {}
-
-void Deduper::Continue(std::function<void()> work) {
-  if (executor_ == nullptr || !executor_->Post(work)) work();
-}
+      faults_(faults) {}
 
 void Deduper::Audit(const Context& ctx, const char* decision, const std::string& result,
                     uint64_t token) {
@@ -369,9 +364,7 @@ void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token) {
   int64_t started_ms = clock_.NowMs();
   upstream_.Forward(std::move(call), [this, ctx, token, started_ms](ForwardReply reply) {
     stats_.forward_latency.Observe((clock_.NowMs() - started_ms) / 1000.0);
-    Continue([this, ctx, token, reply = std::move(reply)]() mutable {
-      OnForwardReply(ctx, token, std::move(reply));
-    });
+    OnForwardReply(ctx, token, std::move(reply));
   });
 }
 
@@ -540,9 +533,7 @@ void Deduper::Recover(const std::shared_ptr<Context>& ctx, uint64_t token) {
   int64_t deadline = CallDeadline(*ctx, options_.outcome_query_timeout_ms);
   upstream_.QueryOutcome(ctx->caller.tenant, ctx->command.command_id(), deadline,
                          [this, ctx, token](absl::StatusOr<v1::QueryOutcomeResponse> outcome) {
-                           Continue([this, ctx, token, outcome = std::move(outcome)]() mutable {
-                             OnOutcome(ctx, token, std::move(outcome));
-                           });
+                           OnOutcome(ctx, token, std::move(outcome));
                          });
 }
 

@@ -31,7 +31,6 @@
 #include "common/fault.h"
 #include "common/metrics.h"
 #include "common/striped_lock.h"
-#include "common/work_pool.h"
 #include "dedupe_sidecar/audit_log.h"
 #include "dedupe_sidecar/pending_durability.h"
 #include "dedupe_sidecar/policy.h"
@@ -42,8 +41,8 @@
 namespace eonce {
 
 struct DeduperOptions {
-  // Time a lease keeps beyond the calls it covers: queueing on the work pools and the
-  // synced writes before and after them.
+  // Time a lease keeps beyond the calls it covers: queueing on gRPC's threads and the
+  // fsyncs before and after them.
   static constexpr int64_t kLeaseSlackMs = 500;
   // How long a started record blocks duplicates. It covers the longest work done under
   // one lease, a recovery: an outcome query, then a forward, plus kLeaseSlackMs (checked
@@ -112,11 +111,11 @@ class Deduper {
  public:
   using SubmitDone = std::function<void(absl::StatusOr<v1::SubmitResponse>)>;
 
-  // `executor`, when set, runs the work that follows an upstream answer (synced writes)
-  // off the upstream's threads; null runs it inline (the simulation).
+  // Nothing in a Submit waits for a disk: reads and unsynced writes run on the calling
+  // thread (or the one delivering the business's answer), and what follows a write runs
+  // once the store calls back that it is durable.
   Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
-          Clock& clock, DeduperOptions options, FaultInjector* faults = nullptr,
-          WorkPool* executor = nullptr);
+          Clock& clock, DeduperOptions options, FaultInjector* faults = nullptr);
 
   // `done` runs exactly once.
   void Submit(const Caller& caller, const v1::Command& command, SubmitDone done);
@@ -174,9 +173,6 @@ class Deduper {
   // not compared.
   static absl::Status CheckOwner(const Record& record, const std::string& command_id,
                                  const std::string& payload_sha256);
-  // Runs `work` on the executor if there is one (inline if it is full: an answer that
-  // arrived must be handled).
-  void Continue(std::function<void()> work);
 
   RecordStore& store_;
   AuditLog& audit_;
@@ -185,7 +181,6 @@ class Deduper {
   Clock& clock_;
   const DeduperOptions options_;
   FaultInjector* const faults_;
-  WorkPool* const executor_;
   StripedLocks locks_;
   PendingDurability not_durable_;  // outcomes written, their fsync still to come
   DeduperStats stats_;

@@ -235,7 +235,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   // gRPC's threads, and the business's answers are handled where they arrive.
   s->pool_ = std::make_unique<WorkPool>(4, 256);
   s->deduper_ = std::make_unique<Deduper>(*s->records_, *s->audit_, *upstream, *s->policy_,
-                                          clock, options.deduper, options.faults, nullptr);
+                                          clock, options.deduper, options.faults);
   s->admission_ = std::make_unique<Admission>(options.max_in_flight,
                                               options.max_in_flight_per_tenant);
   if (!options.tls.enabled()) {

@@ -1,5 +1,5 @@
-// Real concurrency on the same keys: the sidecar's Deduper with its production work pool
-// (64 threads) in front of a business that answers on threads of its own, two agents
+// Real concurrency on the same keys: the sidecar's Deduper, answering from its store's
+// committer thread, in front of a business that answers on threads of its own, two agents
 // (each its own outbox and Replayer, pumping on its own thread) replaying the same
 // commands, and six more threads submitting duplicates straight to the Deduper. The
 // business keeps no inbox, so every call it receives would be an effect: each command
@@ -102,9 +102,7 @@ class ConcurrencyStressTest : public ::testing::Test {
     AuditLog audit(*sidecar_rocks, clock_, 24LL * 3600 * 1000);
     auto policy = std::move(*PolicyStore::Open(""));
     CountingBusiness business;
-    WorkPool executor(64, 4096);  // as the sidecar runs it
-    Deduper deduper(*records, audit, business, *policy, clock_, DeduperOptions(), nullptr,
-                    &executor);
+    Deduper deduper(*records, audit, business, *policy, clock_, DeduperOptions());
     testing::InProcessSidecar sidecar(deduper);
 
     std::vector<v1::Command> all;

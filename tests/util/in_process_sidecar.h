@@ -1,6 +1,7 @@
 // InProcessSidecar: the agent's SidecarClient calling a real Deduper in the same process,
 // for component tests of agent and sidecar together without the network in between.
-// Answers arrive on whatever thread the Deduper answers on (its executor, with one).
+// Answers arrive on whatever thread the Deduper answers on (the caller's, the business's
+// answer's, or the store's committer).
 //
 // Two switches for tests: `before_answer` runs before each Submit answer reaches the
 // agent; `mismatch_accepted` makes it a sidecar whose Reconcile trusts the key alone
