@@ -80,6 +80,17 @@ def median(runs):
     return middle
 
 
+def stop(server):
+    """Stops a server started with Popen: politely, then by force after 30 s."""
+    if server is None:
+        return
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
 def p50_of(latencies_us):
     if not latencies_us:
         return 0.0
@@ -158,12 +169,7 @@ class Postgres:
         return {"ops_per_s": float(tps.group(1)) if tps else 0.0, "p50_us": p50_of(latencies)}
 
     def stop(self):
-        if self.server is not None:
-            self.server.terminate()
-            try:
-                self.server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.server.kill()
+        stop(self.server)
 
 
 class Redis:
@@ -206,12 +212,7 @@ class Redis:
         return {"ops_per_s": float(fields[1]), "p50_us": float(fields[4]) * 1000}
 
     def stop(self):
-        if self.server is not None:
-            self.server.terminate()
-            try:
-                self.server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.server.kill()
+        stop(self.server)
 
 
 def main():

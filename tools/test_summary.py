@@ -19,13 +19,29 @@ STATUS = re.compile(
     r"FAILED TO BUILD|SKIPPED)\b")
 
 
+def latest_files(folder):
+    """The XML files of the target's latest run. Bazel leaves the shard_K_of_N and
+    run_K_of_N folders of earlier invocations (another --runs_per_test, another shard
+    count) next to the latest ones: of the top-level test.xml, each shard set and each run
+    set, only the set written last counts."""
+    sets = {}
+    top = os.path.join(folder, "test.xml")
+    if os.path.exists(top):
+        sets["top"] = [top]
+    for path in glob.glob(os.path.join(folder, "*_*_of_*", "test.xml")):
+        m = re.match(r"(shard|run)_\d+_of_(\d+)$", os.path.basename(os.path.dirname(path)))
+        if m:
+            sets.setdefault((m.group(1), m.group(2)), []).append(path)
+    if not sets:
+        return []
+    newest = max(sets.values(), key=lambda files: max(os.path.getmtime(f) for f in files))
+    return sorted(newest)
+
+
 def cases_of(target):
     package, name = target[2:].split(":", 1)
     folder = os.path.join("bazel-testlogs", package, name)
-    files = sorted(glob.glob(os.path.join(folder, "test.xml")) +
-                   glob.glob(os.path.join(folder, "shard_*", "test.xml")) +
-                   glob.glob(os.path.join(folder, "run_*", "test.xml")))
-    for path in files:
+    for path in latest_files(folder):
         try:
             root = ET.parse(path).getroot()
         except (ET.ParseError, OSError):
