@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "dedupe_sidecar/deduper_context.h"
 
 namespace eonce {
 namespace {
@@ -20,31 +21,6 @@ constexpr int64_t kPendingRetryMs = 200;
 constexpr int64_t kInProgressRetryMs = 100;
 
 }  // namespace
-
-struct Deduper::Context {
-  Caller caller;
-  v1::Command command;
-  std::string actor;
-  std::string scoped_key;
-  int64_t lease_expires_ms = 0;  // of the lease this submit holds, once it holds one
-  SubmitDone done;
-
-  void Answer(absl::StatusOr<v1::SubmitResponse> answer) {
-    SubmitDone callback = std::move(done);
-    done = nullptr;
-    if (callback) callback(std::move(answer));
-  }
-};
-
-struct Deduper::Begun {
-  enum class Kind { kAnswer, kForward, kRecover };
-  Kind kind = Kind::kAnswer;
-  absl::StatusOr<v1::SubmitResponse> answer = absl::InternalError("unset");
-  uint64_t token = 0;
-  // The state of a record that Begin wrote, or read to answer from, and that must be
-  // durable before the forward or the answer: awaited once the key's lock is released.
-  std::optional<Record::State> await;
-};
 
 Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
                  Clock& clock, DeduperOptions options, FaultInjector* faults)
@@ -595,49 +571,6 @@ void Deduper::OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
     return;
   }
   ctx->Answer(answer);
-}
-
-absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
-    const Caller& caller, const v1::ResolveParkedRequest& request) {
-  EONCE_RETURN_IF_ERROR(RequireOperator(caller));
-  if (request.idempotency_key().empty() ||
-      request.idempotency_key().size() > options_.limits.max_key_bytes) {
-    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
-                 "idempotency_key: required, within limits");
-  }
-  if (request.operator_note().size() > kMaxOperatorNoteBytes) {
-    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
-                 absl::StrCat("operator_note: longer than ", kMaxOperatorNoteBytes, " bytes"));
-  }
-  Context ctx;
-  ctx.caller = caller;
-  ctx.actor = absl::StrCat("operator:", caller.operator_name);
-  std::string scoped = ScopedKey(caller.tenant, request.idempotency_key());
-  StripedLocks::Guard guard = locks_.Lock({scoped});
-  EONCE_ASSIGN_OR_RETURN(auto existing, store_.Get(caller.tenant, request.idempotency_key()));
-  if (!existing.has_value() || existing->state() != Record::PARKED) {
-    return Error(absl::StatusCode::kFailedPrecondition, "NOT_PARKED",
-                 "no parked record under this key");
-  }
-  Record record = std::move(*existing);
-  ctx.command.set_command_id(record.command_id());
-  ctx.command.set_idempotency_key(record.idempotency_key());
-  ctx.command.set_target_method(record.operation());
-  ctx.command.mutable_payload_hash()->set_sha256(record.payload_hash());
-  v1::ResolveParkedResponse response;
-  if (request.applied()) {
-    record.set_state(request.result().code() == 0 ? Record::COMMITTED : Record::FAILED);
-    *record.mutable_result() = request.result();
-    record.set_updated_ms(clock_.NowMs());
-    EONCE_RETURN_IF_ERROR(store_.Write(record, Record::PARKED, true));
-    Audit(ctx, "resolved_applied", request.operator_note(), record.fencing_token());
-    response.set_state(request.result().code() == 0 ? v1::RECORD_COMMITTED : v1::RECORD_FAILED);
-  } else {
-    EONCE_RETURN_IF_ERROR(store_.Delete(record, true));
-    Audit(ctx, "resolved_not_applied", request.operator_note(), record.fencing_token());
-    response.set_state(v1::RECORD_NOT_SEEN);
-  }
-  return response;
 }
 
 }  // namespace eonce

@@ -1,12 +1,13 @@
-// The Deduper's lookups, checks and settings (Reconcile, ListParked, Info, who owns a
-// key, the tenant and operator checks, option validation), apart from the Submit path
-// and ResolveParked in deduper.cc.
+// The Deduper's lookups, checks, settings and operator calls (Reconcile, ListParked,
+// ResolveParked, Info, who owns a key, the tenant and operator checks, option
+// validation), apart from the Submit path in deduper.cc.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "dedupe_sidecar/deduper.h"
+#include "dedupe_sidecar/deduper_context.h"
 
 namespace eonce {
 
@@ -151,6 +152,49 @@ v1::GetInfoResponse Deduper::Info() const {
   info.set_max_request_bytes(static_cast<int64_t>(options_.limits.max_request_bytes));
   info.set_version("eonce-sidecar/0.1.0");
   return info;
+}
+
+absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
+    const Caller& caller, const v1::ResolveParkedRequest& request) {
+  EONCE_RETURN_IF_ERROR(RequireOperator(caller));
+  if (request.idempotency_key().empty() ||
+      request.idempotency_key().size() > options_.limits.max_key_bytes) {
+    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                 "idempotency_key: required, within limits");
+  }
+  if (request.operator_note().size() > kMaxOperatorNoteBytes) {
+    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                 absl::StrCat("operator_note: longer than ", kMaxOperatorNoteBytes, " bytes"));
+  }
+  Context ctx;
+  ctx.caller = caller;
+  ctx.actor = absl::StrCat("operator:", caller.operator_name);
+  std::string scoped = ScopedKey(caller.tenant, request.idempotency_key());
+  StripedLocks::Guard guard = locks_.Lock({scoped});
+  EONCE_ASSIGN_OR_RETURN(auto existing, store_.Get(caller.tenant, request.idempotency_key()));
+  if (!existing.has_value() || existing->state() != Record::PARKED) {
+    return Error(absl::StatusCode::kFailedPrecondition, "NOT_PARKED",
+                 "no parked record under this key");
+  }
+  Record record = std::move(*existing);
+  ctx.command.set_command_id(record.command_id());
+  ctx.command.set_idempotency_key(record.idempotency_key());
+  ctx.command.set_target_method(record.operation());
+  ctx.command.mutable_payload_hash()->set_sha256(record.payload_hash());
+  v1::ResolveParkedResponse response;
+  if (request.applied()) {
+    record.set_state(request.result().code() == 0 ? Record::COMMITTED : Record::FAILED);
+    *record.mutable_result() = request.result();
+    record.set_updated_ms(clock_.NowMs());
+    EONCE_RETURN_IF_ERROR(store_.Write(record, Record::PARKED, true));
+    Audit(ctx, "resolved_applied", request.operator_note(), record.fencing_token());
+    response.set_state(request.result().code() == 0 ? v1::RECORD_COMMITTED : v1::RECORD_FAILED);
+  } else {
+    EONCE_RETURN_IF_ERROR(store_.Delete(record, true));
+    Audit(ctx, "resolved_not_applied", request.operator_note(), record.fencing_token());
+    response.set_state(v1::RECORD_NOT_SEEN);
+  }
+  return response;
 }
 
 }  // namespace eonce

@@ -1,0 +1,40 @@
+// The state one Submit carries through its steps (Deduper::Context) and what Begin decided
+// (Deduper::Begun): private to the Deduper's own files.
+#ifndef EONCE_DEDUPE_SIDECAR_DEDUPER_CONTEXT_H_
+#define EONCE_DEDUPE_SIDECAR_DEDUPER_CONTEXT_H_
+
+#include <optional>
+#include <string>
+
+#include "dedupe_sidecar/deduper.h"
+
+namespace eonce {
+
+struct Deduper::Context {
+  Caller caller;
+  v1::Command command;
+  std::string actor;
+  std::string scoped_key;
+  int64_t lease_expires_ms = 0;  // of the lease this submit holds, once it holds one
+  SubmitDone done;
+
+  void Answer(absl::StatusOr<v1::SubmitResponse> answer) {
+    SubmitDone callback = std::move(done);
+    done = nullptr;
+    if (callback) callback(std::move(answer));
+  }
+};
+
+struct Deduper::Begun {
+  enum class Kind { kAnswer, kForward, kRecover };
+  Kind kind = Kind::kAnswer;
+  absl::StatusOr<v1::SubmitResponse> answer = absl::InternalError("unset");
+  uint64_t token = 0;
+  // The state of a record that Begin wrote, or read to answer from, and that must be
+  // durable before the forward or the answer: awaited once the key's lock is released.
+  std::optional<Record::State> await;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_DEDUPER_CONTEXT_H_
