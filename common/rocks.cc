@@ -183,7 +183,6 @@ absl::Status RocksStore::AwaitDurable() {
     rocksdb::Status synced = db_->SyncWAL();
     sync_mu_.Lock();
     syncing_ = false;
-    syncs_++;
     if (!synced.ok()) {
       MarkFailed();
       return FromRocks(synced, "sync");
@@ -198,14 +197,15 @@ void RocksStore::WhenDurable(DurableFn done) {
     done(Error(absl::StatusCode::kUnavailable, "STORE_CLOSED", "the store is closed"));
     return;
   }
-  const uint64_t target = db_->GetLatestSequenceNumber();
   bool durable = false;
   {
     absl::MutexLock lock(&sync_mu_);
-    durable = durable_seq_ >= target;
+    durable = durable_seq_ >= db_->GetLatestSequenceNumber();
   }
-  if ((durable && !failed()) || inline_durability_) {
-    done(durable && !failed() ? absl::OkStatus() : AwaitDurable());
+  // Already durable (or a failed store, which AwaitDurable answers at once), or inline:
+  // answered here.
+  if (durable || failed() || inline_durability_) {
+    done(AwaitDurable());
     return;
   }
   bool closing = false;

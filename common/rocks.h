@@ -118,9 +118,6 @@ class RocksStore {
   // RESOURCE_EXHAUSTED while the file system has less free space than min_free_bytes.
   absl::Status CheckSpace() const;
 
-  // The fsyncs AwaitDurable has made (each served every caller waiting at the time).
-  int64_t group_syncs() const { return syncs_.load(); }
-
   // Total live SST bytes plus memtable bytes, for metrics and benchmarks.
   uint64_t ApproximateBytes();
 
@@ -137,7 +134,6 @@ class RocksStore {
   absl::Mutex sync_mu_;
   bool syncing_ ABSL_GUARDED_BY(sync_mu_) = false;
   uint64_t durable_seq_ ABSL_GUARDED_BY(sync_mu_) = 0;  // every write up to it is synced
-  std::atomic<int64_t> syncs_{0};
 
   // The committer: WhenDurable's waiters, served by one thread started on first use.
   bool inline_durability_ = false;

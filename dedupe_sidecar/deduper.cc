@@ -157,11 +157,7 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
         auto replay = [this, ctx, found](absl::Status durable) {
           ctx->Answer(durable.ok() ? Replay(*ctx, found, /*revoked=*/true) : durable);
         };
-        if (not_durable_.Contains(ctx->scoped_key)) {
-          store_.WhenDurable(found.state(), std::move(replay));
-        } else {
-          replay(absl::OkStatus());
-        }
+        AfterDurable(ctx->scoped_key, found.state(), /*wrote=*/false, std::move(replay));
         return;
       }
     }
@@ -186,15 +182,17 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
   // Outside the key's lock: what Begin wrote (or read) is durable before the forward or
   // the answer, and no thread waits for the fsync meanwhile.
   const Record::State state = *begun.await;
-  store_.WhenDurable(state, [this, ctx, begun = std::make_shared<Begun>(std::move(begun))](
-                                absl::Status durable) {
-    if (!durable.ok()) {
-      stats_.store_errors++;
-      ctx->Answer(durable);
-      return;
-    }
-    Proceed(ctx, std::move(*begun));
-  });
+  const bool wrote = begun.wrote;
+  AfterDurable(
+      ctx->scoped_key, state, wrote,
+      [this, ctx, begun = std::make_shared<Begun>(std::move(begun))](absl::Status durable) {
+        if (!durable.ok()) {
+          stats_.store_errors++;
+          ctx->Answer(durable);
+          return;
+        }
+        Proceed(ctx, std::move(*begun));
+      });
 }
 
 void Deduper::Proceed(const std::shared_ptr<Context>& ctx, Begun begun) {
@@ -258,6 +256,7 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     }
     begun.kind = Begun::Kind::kForward;
     begun.await = Record::STARTED;
+    begun.wrote = true;
     begun.token = record.fencing_token();
     ctx->lease_expires_ms = record.lease_expires_ms();
     return begun;
@@ -278,11 +277,9 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     case Record::COMMITTED:
     case Record::FAILED:
       // A duplicate is a read: nothing is written for it. The outcome it is answered with
-      // may still be on its way to the disk: then it awaits the same fsync as its Finish.
+      // may still be on its way to the disk: then it waits for the same fsync as its Finish.
       begun.answer = Replay(*ctx, record);
-      if (begun.answer.ok() && not_durable_.Contains(ctx->scoped_key)) {
-        begun.await = record.state();
-      }
+      if (begun.answer.ok()) begun.await = record.state();
       return begun;
     case Record::PARKED:
       Audit(*ctx, "parked_unknown", "duplicate", record.fencing_token());
@@ -311,6 +308,7 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
       }
       begun.kind = Begun::Kind::kRecover;
       begun.await = Record::STARTED;
+      begun.wrote = true;
       begun.token = record.fencing_token();
       ctx->lease_expires_ms = record.lease_expires_ms();
       return begun;
@@ -438,7 +436,7 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
       stats_.fenced++;
       if (existing->has_value() && IsFinished(**existing) && !(*existing)->tombstone()) {
         answer = Response(*ctx, **existing, v1::REPLAYED);
-        if (not_durable_.Contains(ctx->scoped_key)) await = (*existing)->state();
+        await = (*existing)->state();
       } else {
         answer = WithRetryAfter(Error(absl::StatusCode::kUnavailable, "IN_PROGRESS",
                                       "a newer attempt of this command holds it"),
@@ -484,16 +482,26 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
   }
   // Outside the lock: the outcome is answered once it is durable (one fsync for every
   // call waiting then), from the store's committer thread.
-  store_.WhenDurable(*await, [this, ctx, wrote, respond = std::move(respond),
-                              answer = std::move(answer)](absl::Status durable) mutable {
-    if (!durable.ok()) {
-      stats_.store_errors++;
-      respond(durable);
-      return;
-    }
-    if (wrote) not_durable_.Remove(ctx->scoped_key);
-    respond(std::move(answer));
-  });
+  AfterDurable(ctx->scoped_key, *await, wrote,
+               [this, ctx, wrote, respond = std::move(respond),
+                answer = std::move(answer)](absl::Status durable) mutable {
+                 if (!durable.ok()) {
+                   stats_.store_errors++;
+                   respond(durable);
+                   return;
+                 }
+                 if (wrote) not_durable_.Remove(ctx->scoped_key);
+                 respond(std::move(answer));
+               });
+}
+
+void Deduper::AfterDurable(const std::string& scoped_key, Record::State state, bool wrote,
+                           RocksStore::DurableFn then) {
+  if (!wrote && !not_durable_.Contains(scoped_key)) {
+    then(absl::OkStatus());  // an outcome already on disk
+    return;
+  }
+  store_.WhenDurable(state, std::move(then));
 }
 
 int64_t Deduper::CallDeadline(const Context& ctx, int64_t timeout_ms) {

@@ -142,6 +142,11 @@ class Deduper {
   Begun Begin(const std::shared_ptr<Context>& ctx);
   // What Begin decided, once what it wrote or read is durable: answer, forward or recover.
   void Proceed(const std::shared_ptr<Context>& ctx, Begun begun);
+  // Runs `then` once what an answer rests on is durable: a record this call wrote
+  // (`wrote`), or an outcome it read whose own write still waits for its fsync
+  // (not_durable_); at once for an outcome already on disk.
+  void AfterDurable(const std::string& scoped_key, Record::State state, bool wrote,
+                    RocksStore::DurableFn then);
   void Forward(const std::shared_ptr<Context>& ctx, uint64_t token);
   void OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token, ForwardReply reply);
   void Recover(const std::shared_ptr<Context>& ctx, uint64_t token);

@@ -33,6 +33,7 @@ struct Deduper::Begun {
   // The state of a record that Begin wrote, or read to answer from, and that must be
   // durable before the forward or the answer: awaited once the key's lock is released.
   std::optional<Record::State> await;
+  bool wrote = false;  // Begin wrote it (a read outcome waits only while its write does)
 };
 
 }  // namespace eonce

@@ -1,8 +1,7 @@
 #include "outbox_agent/outbox.h"
 
-#include "absl/synchronization/notification.h"
-
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/log.h"
 #include "common/status.h"
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/big_endian.h"
 #include "common/command.h"
 #include "common/error_details.h"
@@ -98,6 +99,17 @@ absl::StatusOr<std::optional<internal::InboxEntry>> Inbox::Lookup(
   return std::optional<internal::InboxEntry>(std::move(entry));
 }
 
+absl::Status Inbox::AwaitDurable() {
+  absl::Notification done;
+  absl::Status durable;
+  WhenDurable([&](absl::Status status) {
+    durable = std::move(status);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return durable;
+}
+
 absl::StatusOr<v1::CallResult> Inbox::Run(const CallIdentity& identity,
                                           std::initializer_list<absl::string_view> entities,
                                           const ApplyFn& apply) {
@@ -179,9 +191,9 @@ absl::StatusOr<v1::QueryOutcomeResponse> Inbox::QueryOutcome(const std::string& 
   }
   EONCE_ASSIGN_OR_RETURN(auto stored, Lookup(tenant, command_id));
   v1::QueryOutcomeResponse response;
-  // An entry is only reported once it is durable (its Run may still be awaiting it).
-  if (stored.has_value()) EONCE_RETURN_IF_ERROR(AwaitDurable());
   if (stored.has_value()) {
+    // An entry is only reported once it is durable (its Run may still be awaiting it).
+    EONCE_RETURN_IF_ERROR(AwaitDurable());
     response.set_applied(true);
     *response.mutable_result() = stored->result();
     response.set_applied_at_ms(stored->applied_at_ms());

@@ -14,7 +14,7 @@
 // Run serializes calls that share a command id or an entity (striped locks) while it reads
 // and writes; it waits for the write to be durable after it released them, so calls on
 // the same account do not queue behind each other's fsync, and every call waiting at the
-// same time shares one (RocksStore::AwaitDurable). In legacy mode the inbox is off: every
+// same time shares one (RocksStore::WhenDurable). In legacy mode the inbox is off: every
 // call applies (the effect ledger still records it, as ground truth).
 //
 // Inbox entries expire `entry_retention_ms` after they were written (TTL compaction, and
@@ -104,7 +104,9 @@ class Inbox {
 
   // Calls `done` once every write made so far is durable (the store's group commit), from
   // the store's committer thread or at once; for callers of Run with durability_by_caller.
-  void WhenDurable(RocksStore::DurableFn done) { store_.WhenDurable(std::move(done)); }
+  // Every wait of the inbox goes through it. Virtual only so that a negative control can
+  // skip the wait (inbox_test).
+  virtual void WhenDurable(RocksStore::DurableFn done) { store_.WhenDurable(std::move(done)); }
 
   absl::StatusOr<v1::QueryOutcomeResponse> QueryOutcome(const std::string& tenant,
                                                        const std::string& command_id);
@@ -124,12 +126,10 @@ class Inbox {
   int64_t repeats_answered() const { return repeats_.load(); }
   int64_t rejected() const { return rejected_.load(); }
 
- protected:
-  // Returns once every write made so far is on disk (the store's group commit). Virtual
-  // only so that a negative control can skip it (inbox_test).
-  virtual absl::Status AwaitDurable() { return store_.AwaitDurable(); }
-
  private:
+  // WhenDurable, waited for. Never from a WhenDurable callback (the committer runs those).
+  absl::Status AwaitDurable();
+
   struct Ran {
     v1::CallResult result;
     bool wrote = false;   // an effect or an inbox entry was written (not yet synced)

@@ -216,9 +216,7 @@ TEST_F(InboxTest, ListEffectsNeverShowsAnEffectPastOneStillCommitting) {
 class SkipsDurabilityInbox : public Inbox {
  public:
   using Inbox::Inbox;
-
- protected:
-  absl::Status AwaitDurable() override { return absl::OkStatus(); }
+  void WhenDurable(RocksStore::DurableFn done) override { done(absl::OkStatus()); }
 };
 
 // Runs 8 threads x 25 calls on one counter on a crash file system, cuts the power, and
