@@ -26,8 +26,18 @@ inline constexpr char kWorkloadHeader[] = "eonce-workload";
 inline constexpr char kOperatorHeader[] = "eonce-operator";
 inline constexpr char kFencingTokenHeader[] = "eonce-fencing-token";
 inline constexpr char kCredentialEpochHeader[] = "eonce-credential-epoch";
+// The command's payload hash (SHA-256 of method and request), in hex: a business that
+// keeps an inbox compares it when a key comes back.
+inline constexpr char kPayloadHashHeader[] = "eonce-payload-sha256";
 inline constexpr char kNotAppliedTrailer[] = "eonce-not-applied";
 inline constexpr char kEntityRevisionTrailer[] = "eonce-entity-revision";
+// Sent by a business that keeps the call's outcome in an inbox (services/inbox):
+// kInboxKept on an answer that the inbox holds durably (the sidecar then need not sync
+// its own records before forwarding or answering), kInboxConflict on a refusal because
+// the key belongs to another command or payload (nothing was applied).
+inline constexpr char kInboxTrailer[] = "eonce-inbox";
+inline constexpr char kInboxKept[] = "kept";
+inline constexpr char kInboxConflict[] = "conflict";
 
 struct CommandLimits {
   size_t max_command_id_bytes = 128;

@@ -245,8 +245,11 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     record.set_updated_ms(now);
     record.set_attempts(1);
     record.set_credential_epoch(command.credential_epoch());
-    // Durable before the business can see the call, or a crash could forget a forward
-    // that happened: Submit waits for it once the lock is released (begun.await).
+    // Before the business can see the call, the record must survive a crash, or the
+    // sidecar could forget a forward that happened. Where the business keeps an inbox,
+    // the inbox is what survives (it refuses a second apply and a reused key), so the
+    // record need not be synced first; otherwise Submit waits for it once the lock is
+    // released (begun.await).
     absl::Status written = store_.Write(
         record, existing->has_value() ? (*existing)->state() : Record::STATE_UNSPECIFIED, false);
     if (!written.ok()) {
@@ -255,7 +258,11 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
       return begun;
     }
     begun.kind = Begun::Kind::kForward;
-    begun.await = Record::STARTED;
+    if (inbox_methods_.Kept(command.target_method())) {
+      stats_.forwards_before_sync++;
+    } else {
+      begun.await = Record::STARTED;
+    }
     begun.wrote = true;
     begun.token = record.fencing_token();
     ctx->lease_expires_ms = record.lease_expires_ms();
@@ -307,7 +314,7 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
         return begun;
       }
       begun.kind = Begun::Kind::kRecover;
-      begun.await = Record::STARTED;
+      if (!inbox_methods_.Kept(command.target_method())) begun.await = Record::STARTED;
       begun.wrote = true;
       begun.token = record.fencing_token();
       ctx->lease_expires_ms = record.lease_expires_ms();
@@ -331,6 +338,7 @@ void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token) {
   call.idempotency_key = ctx->command.idempotency_key();
   call.tenant = ctx->caller.tenant;
   call.actor = ctx->actor;
+  call.payload_sha256 = ctx->command.payload_hash().sha256();
   call.fencing_token = token;
   call.deadline_ms = CallDeadline(*ctx, options_.forward_timeout_ms);
   call.parent = ctx->caller.context;
@@ -350,8 +358,12 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
   }
   switch (reply.kind) {
     case ForwardReply::Kind::kAnswered:
+      inbox_methods_.Learn(ctx->command.target_method(), reply.inbox_kept);
       Finish(ctx, token, reply.result, reply.entity_revision,
-             reply.result.code() == 0 ? "committed" : "rejected");
+             reply.result.code() == 0 ? "committed" : "rejected", reply.inbox_kept);
+      return;
+    case ForwardReply::Kind::kConflict:
+      OnKeyConflict(ctx, token, reply);
       return;
     case ForwardReply::Kind::kNotApplied:
     case ForwardReply::Kind::kRefused:
@@ -419,9 +431,26 @@ absl::Status Deduper::Refused(const Context& ctx, const v1::CallResult& result) 
                             "); nothing was applied and the key is free"));
 }
 
+void Deduper::OnKeyConflict(const std::shared_ptr<Context>& ctx, uint64_t token,
+                            const ForwardReply& reply) {
+  {
+    StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
+    auto record = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
+    // This attempt's record claims a key that is another command's: drop it, unsynced (a
+    // copy that survives a crash is refused again the same way). The owner's next retry
+    // is answered from the business's inbox.
+    if (record.ok() && store_.HeldBy(*record, token)) store_.Delete(**record, false).IgnoreError();
+  }
+  stats_.conflicts++;
+  const std::string reason = reply.detail.empty() ? "KEY_REUSED" : reply.detail;
+  Audit(*ctx, "conflict", reason, token);
+  ctx->Answer(Error(absl::StatusCode::kAlreadyExists, reason,
+                    reply.result.message().substr(0, 512)));
+}
+
 void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
                      const v1::CallResult& result, int64_t entity_revision,
-                     const char* decision) {
+                     const char* decision, bool kept) {
   absl::StatusOr<v1::SubmitResponse> answer;
   std::optional<Record::State> await;  // what must be durable before the answer
   bool wrote = false;                  // this call wrote the outcome (not_durable_ has it)
@@ -450,9 +479,10 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
       record.set_updated_ms(clock_.NowMs());
       record.clear_lease_owner();
       record.set_lease_expires_ms(0);
-      // An outcome is only answered once it will be replayed after a crash: written here,
-      // awaited on the disk below, once the lock is released.
-      not_durable_.Add(ctx->scoped_key);
+      // An outcome is only answered once it will be replayed after a crash: held by the
+      // business's inbox (`kept`), or written here and awaited on the disk below, once
+      // the lock is released.
+      if (!kept) not_durable_.Add(ctx->scoped_key);
       absl::Status written = store_.Write(record, Record::STARTED, false);
       if (!written.ok()) {
         stats_.store_errors++;
@@ -462,8 +492,10 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
         if (std::string(decision) == "recovered") stats_.recovered++;
         Audit(*ctx, decision, CodeName(result.code()), token);
         answer = Response(*ctx, record, v1::APPLIED);
-        await = record.state();
-        wrote = true;
+        if (!kept) {
+          await = record.state();
+          wrote = true;
+        }
       }
     }
   }
@@ -524,7 +556,8 @@ void Deduper::Recover(const std::shared_ptr<Context>& ctx, uint64_t token) {
 void Deduper::OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
                         absl::StatusOr<v1::QueryOutcomeResponse> outcome) {
   if (outcome.ok() && outcome->applied()) {
-    Finish(ctx, token, outcome->result(), 0, "recovered");
+    // Answered from the business's inbox, which reports an entry only once it is durable.
+    Finish(ctx, token, outcome->result(), 0, "recovered", /*kept=*/true);
     return;
   }
   absl::Status answer;

@@ -2,9 +2,12 @@
 //
 // For each Submit it decides, under a per-key lock (striped; different keys never wait on
 // each other), what the command gets:
-//   - first seen: a `started` record with a fencing token and a lease is synced, then
+//   - first seen: a `started` record with a fencing token and a lease is written, then
 //     the request is forwarded upstream, then the outcome (`committed` or `failed`) is
-//     synced and returned;
+//     written and returned. Where the truth is: for a method whose business keeps an
+//     inbox (InboxMethods), the business's own durable write is the commit point, and
+//     neither record waits for an fsync; for any other, each is synced before the step
+//     that follows it (docs/design.md);
 //   - a duplicate of a finished command: the stored answer, marked as a replay;
 //   - the same key with another payload: a terminal conflict;
 //   - a duplicate while the original is in flight (live lease): IN_PROGRESS with a delay;
@@ -32,6 +35,7 @@
 #include "common/metrics.h"
 #include "common/striped_lock.h"
 #include "dedupe_sidecar/audit_log.h"
+#include "dedupe_sidecar/inbox_methods.h"
 #include "dedupe_sidecar/pending_durability.h"
 #include "dedupe_sidecar/policy.h"
 #include "dedupe_sidecar/record_store.h"
@@ -101,6 +105,8 @@ struct DeduperStats {
   std::atomic<int64_t> refused{0};          // turned away by the business, key freed
   std::atomic<int64_t> store_errors{0};
   std::atomic<int64_t> forwards{0};
+  // Forwards sent before their started record was synced (InboxMethods).
+  std::atomic<int64_t> forwards_before_sync{0};
   LatencyHistogram forward_latency;
 };
 
@@ -156,8 +162,14 @@ class Deduper {
   void OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
                  absl::StatusOr<v1::QueryOutcomeResponse> outcome);
   // Stores an outcome if `token` still holds the record; answers the caller either way.
+  // `kept`: the business holds the outcome durably in its inbox, so the answer need not
+  // wait for the sidecar's fsync.
   void Finish(const std::shared_ptr<Context>& ctx, uint64_t token, const v1::CallResult& result,
-              int64_t entity_revision, const char* decision);
+              int64_t entity_revision, const char* decision, bool kept);
+  // The business's inbox refused the key (it belongs to another command or payload):
+  // frees this attempt's record and answers the conflict.
+  void OnKeyConflict(const std::shared_ptr<Context>& ctx, uint64_t token,
+                     const ForwardReply& reply);
   // The stored answer for a duplicate; `revoked`: the caller's credential is revoked.
   absl::StatusOr<v1::SubmitResponse> Replay(const Context& ctx, const Record& record,
                                             bool revoked = false);
@@ -188,6 +200,7 @@ class Deduper {
   FaultInjector* const faults_;
   StripedLocks locks_;
   PendingDurability not_durable_;  // outcomes written, their fsync still to come
+  InboxMethods inbox_methods_;     // methods whose business is the commit point
   DeduperStats stats_;
 };
 

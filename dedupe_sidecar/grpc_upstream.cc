@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
@@ -66,8 +67,23 @@ ForwardReply GrpcUpstream::Classify(
     absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()),
                      &reply.entity_revision);
   }
+  auto inbox = trailers.find(kInboxTrailer);
+  const absl::string_view inbox_says =
+      inbox == trailers.end() ? absl::string_view()
+                              : absl::string_view(inbox->second.data(), inbox->second.size());
+  if (status.error_code() == grpc::StatusCode::ALREADY_EXISTS && inbox_says == kInboxConflict) {
+    reply.kind = ForwardReply::Kind::kConflict;
+    reply.result.set_code(static_cast<int>(status.error_code()));
+    reply.result.set_message(status.error_message());
+    reply.result.set_error_details(status.error_details());
+    if (auto reason = trailers.find(kReasonTrailer); reason != trailers.end()) {
+      reply.detail = std::string(reason->second.data(), reason->second.size());
+    }
+    return reply;
+  }
   if (status.ok() || IsTerminalBusinessCode(status.error_code()) ||
       IsRefusal(status.error_code())) {
+    reply.inbox_kept = inbox_says == kInboxKept;
     reply.kind = IsRefusal(status.error_code()) ? ForwardReply::Kind::kRefused
                                                 : ForwardReply::Kind::kAnswered;
     reply.result.set_code(static_cast<int>(status.error_code()));
@@ -121,6 +137,9 @@ void GrpcUpstream::Forward(ForwardCall call, std::function<void(ForwardReply)> d
   state->context->AddMetadata(kTenantHeader, call.tenant);
   state->context->AddMetadata(kActorHeader, call.actor);
   state->context->AddMetadata(kFencingTokenHeader, absl::StrCat(call.fencing_token));
+  if (!call.payload_sha256.empty()) {
+    state->context->AddMetadata(kPayloadHashHeader, absl::BytesToHexString(call.payload_sha256));
+  }
   grpc::Slice slice(call.request);
   state->request = grpc::ByteBuffer(&slice, 1);
   generic_.UnaryCall(state->context.get(), call.method, grpc::StubOptions(), &state->request,

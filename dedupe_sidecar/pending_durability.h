@@ -3,7 +3,8 @@
 // group fsync after releasing it; a duplicate that reads the record meanwhile must await
 // that fsync too before it answers, and only then. A duplicate of a key not listed here
 // answers at once: its record is durable (a write leaves the list only after its fsync,
-// and the store syncs what it recovered when it opens).
+// and the store syncs what it recovered when it opens), or its outcome is held durably by
+// the business's inbox (an outcome the business kept is never listed).
 #ifndef EONCE_DEDUPE_SIDECAR_PENDING_DURABILITY_H_
 #define EONCE_DEDUPE_SIDECAR_PENDING_DURABILITY_H_
 

@@ -323,6 +323,11 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
                             {{{}, static_cast<double>(admission_->in_flight())}}));
   out.push_back(CounterFamily("eonce_sidecar_forwards_total", "Calls forwarded to the business.",
                               {{{}, n(st.forwards)}}));
+  out.push_back(CounterFamily(
+      "eonce_sidecar_forwards_before_sync_total",
+      "Calls forwarded before their started record was synced: the business keeps an inbox "
+      "and its write is the commit point.",
+      {{{}, n(st.forwards_before_sync)}}));
   out.push_back(CounterFamily("eonce_sidecar_recovered_total",
                               "Unknown outcomes resolved through QueryOutcome.", {{{}, n(st.recovered)}}));
   out.push_back(CounterFamily("eonce_sidecar_fenced_answers_total",

@@ -13,6 +13,12 @@
 //                 store: the key stays free
 //   unknown       anything else (deadline, connection lost after sending, cancelled):
 //                 the business may or may not have applied it
+//   conflict      a business that keeps an inbox refused the call because its key
+//                 belongs to another command or payload (`eonce-inbox: conflict`):
+//                 nothing was applied, and the key is not this command's
+// An answer also says whether the business keeps its outcome in an inbox
+// (`eonce-inbox: kept`): then the business's durable write is the commit point, and the
+// sidecar need not sync its own records for that method (docs/design.md).
 #ifndef EONCE_DEDUPE_SIDECAR_UPSTREAM_H_
 #define EONCE_DEDUPE_SIDECAR_UPSTREAM_H_
 
@@ -38,6 +44,7 @@ struct ForwardCall {
   std::string idempotency_key;
   std::string tenant;
   std::string actor;
+  std::string payload_sha256;  // raw bytes, sent in hex
   uint64_t fencing_token = 0;
   int64_t deadline_ms = 0;  // absolute, on the Deduper's clock
   // The caller's call, whose cancellation the forward follows; null when there is none.
@@ -45,9 +52,11 @@ struct ForwardCall {
 };
 
 struct ForwardReply {
-  enum class Kind { kAnswered, kNotApplied, kRefused, kUnknown };
+  enum class Kind { kAnswered, kNotApplied, kRefused, kUnknown, kConflict };
   Kind kind = Kind::kUnknown;
-  v1::CallResult result;  // kAnswered, kRefused: the business status and bytes
+  v1::CallResult result;  // kAnswered, kRefused, kConflict: the business status and bytes
+  // kAnswered: the business holds this outcome durably in its inbox.
+  bool inbox_kept = false;
   std::string detail;     // otherwise: what happened, for logs and the caller
   int64_t entity_revision = 0;
 };

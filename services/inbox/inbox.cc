@@ -15,9 +15,53 @@ namespace {
 
 constexpr char kInboxCf[] = "inbox";
 constexpr char kEffectsCf[] = "effects";
+constexpr char kInboxKeysCf[] = "inbox_keys";
 
-std::string InboxKey(const std::string& tenant, const std::string& command_id) {
-  return absl::StrCat(tenant, std::string(1, '\0'), command_id);
+// (tenant, command id) in the inbox; (tenant, idempotency key) in inbox_keys.
+std::string InboxKey(const std::string& tenant, const std::string& id) {
+  return absl::StrCat(tenant, std::string(1, '\0'), id);
+}
+
+// Reads a framed value (TTL) into `message`; nullopt when absent or expired. A value
+// written before values were framed never expires.
+template <typename Message>
+absl::StatusOr<std::optional<Message>> GetFramed(RocksStore& store, const char* cf,
+                                                 const std::string& key, int64_t now_ms) {
+  std::string value;
+  rocksdb::Status status = store.Get(cf, key, &value);
+  if (status.IsNotFound()) return std::optional<Message>();
+  EONCE_RETURN_IF_ERROR(FromRocks(status, "inbox lookup"));
+  Message message;
+  Framed framed;
+  if (DecodeFramed(value, &framed) &&
+      message.ParseFromArray(framed.payload.data(), static_cast<int>(framed.payload.size()))) {
+    if (framed.DroppedAt(now_ms)) return std::optional<Message>();
+    return std::optional<Message>(std::move(message));
+  }
+  if (!message.ParseFromString(value)) {
+    return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable inbox entry");
+  }
+  return std::optional<Message>(std::move(message));
+}
+
+// The sidecar's answer to the same mistakes (Deduper::CheckOwner).
+absl::Status KeyConflict(const char* reason, const char* why) {
+  return Error(absl::StatusCode::kAlreadyExists, reason,
+               absl::StrCat(why, " (found by the business's inbox); nothing was applied"));
+}
+
+// A key's owner: the same command id and, where both are known, the same payload.
+absl::Status CheckKeyOwner(const std::string& command_id, const std::string& payload_sha256,
+                           const CallIdentity& identity) {
+  if (!payload_sha256.empty() && !identity.payload_sha256.empty() &&
+      payload_sha256 != identity.payload_sha256) {
+    return KeyConflict("IDEMPOTENCY_CONFLICT",
+                       "this idempotency key was used with a different payload");
+  }
+  if (command_id != identity.command_id) {
+    return KeyConflict("KEY_REUSED", "this idempotency key belongs to another command id");
+  }
+  return absl::OkStatus();
 }
 
 std::string SeqKey(uint64_t seq) { return BigEndian64(seq); }
@@ -46,7 +90,9 @@ class InboxTtlFilter : public rocksdb::CompactionFilterFactory {
 std::vector<ColumnFamilySpec> Inbox::ColumnFamilies(Clock& clock) {
   ColumnFamilySpec inbox{kInboxCf, {}};
   inbox.options.compaction_filter_factory = std::make_shared<InboxTtlFilter>(clock);
-  return {inbox, ColumnFamilySpec{kEffectsCf, {}}};
+  ColumnFamilySpec keys{kInboxKeysCf, {}};
+  keys.options.compaction_filter_factory = std::make_shared<InboxTtlFilter>(clock);
+  return {inbox, keys, ColumnFamilySpec{kEffectsCf, {}}};
 }
 
 Inbox::Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* faults,
@@ -81,22 +127,8 @@ uint64_t Inbox::CommittedWatermark() {
 
 absl::StatusOr<std::optional<internal::InboxEntry>> Inbox::Lookup(
     const std::string& tenant, const std::string& command_id) {
-  std::string value;
-  rocksdb::Status status = store_.Get(kInboxCf, InboxKey(tenant, command_id), &value);
-  if (status.IsNotFound()) return std::optional<internal::InboxEntry>();
-  EONCE_RETURN_IF_ERROR(FromRocks(status, "inbox lookup"));
-  internal::InboxEntry entry;
-  Framed framed;
-  if (DecodeFramed(value, &framed) &&
-      entry.ParseFromArray(framed.payload.data(), static_cast<int>(framed.payload.size()))) {
-    if (framed.DroppedAt(clock_.NowMs())) return std::optional<internal::InboxEntry>();
-    return std::optional<internal::InboxEntry>(std::move(entry));
-  }
-  // An entry written before entries were framed: it never expires.
-  if (!entry.ParseFromString(value)) {
-    return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable inbox entry");
-  }
-  return std::optional<internal::InboxEntry>(std::move(entry));
+  return GetFramed<internal::InboxEntry>(store_, kInboxCf, InboxKey(tenant, command_id),
+                                         clock_.NowMs());
 }
 
 absl::Status Inbox::AwaitDurable() {
@@ -128,16 +160,36 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
                                             std::initializer_list<absl::string_view> entities,
                                             const ApplyFn& apply) {
   const bool dedupe = !legacy_mode_ && !identity.command_id.empty();
+  const bool owns_key = dedupe && !identity.idempotency_key.empty();
   std::string inbox_key = InboxKey(identity.tenant, identity.command_id);
-  // The lock set is the command plus every entity, taken in one call, in stripe order.
+  std::string owner_key = InboxKey(identity.tenant, identity.idempotency_key);
+  // The lock set is the command, its key and every entity, taken in one call, in stripe
+  // order (the key's name is prefixed apart from the command's).
+  std::string owner_lock = absl::StrCat("key:", owner_key);
   std::vector<absl::string_view> keys(entities);
   keys.push_back(inbox_key);
+  if (owns_key) keys.push_back(owner_lock);
   StripedLocks::Guard guard = locks_.Lock(keys);
   Ran ran;
 
+  if (owns_key) {
+    EONCE_ASSIGN_OR_RETURN(auto owner, GetFramed<internal::InboxKeyOwner>(
+                                           store_, kInboxKeysCf, owner_key, clock_.NowMs()));
+    if (owner.has_value()) {
+      EONCE_RETURN_IF_ERROR(CheckKeyOwner(owner->command_id(), owner->payload_sha256(), identity));
+    }
+  }
   if (dedupe) {
     EONCE_ASSIGN_OR_RETURN(auto stored, Lookup(identity.tenant, identity.command_id));
     if (stored.has_value()) {
+      if (!stored->idempotency_key().empty() && !identity.idempotency_key.empty()) {
+        // The command came back under another key, or with another payload.
+        if (stored->idempotency_key() != identity.idempotency_key) {
+          return KeyConflict("KEY_REUSED", "this command id was applied under another key");
+        }
+        EONCE_RETURN_IF_ERROR(
+            CheckKeyOwner(identity.command_id, stored->payload_sha256(), identity));
+      }
       repeats_++;
       ran.repeat = true;
       ran.result = stored->result();
@@ -168,8 +220,17 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     *entry.mutable_result() = applied.result;
     entry.set_applied_at_ms(now);
     entry.set_effect_seq(seq);
+    entry.set_idempotency_key(identity.idempotency_key);
+    entry.set_payload_sha256(identity.payload_sha256);
     batch.Put(store_.cf(kInboxCf), inbox_key,
               EncodeFramed(now + entry_retention_ms_, 0, entry.SerializeAsString()));
+  }
+  if (owns_key) {
+    internal::InboxKeyOwner owner;
+    owner.set_command_id(identity.command_id);
+    owner.set_payload_sha256(identity.payload_sha256);
+    batch.Put(store_.cf(kInboxKeysCf), owner_key,
+              EncodeFramed(now + entry_retention_ms_, 0, owner.SerializeAsString()));
   }
   if (batch.Count() > 0) {
     // Not synced here: Run awaits durability once the locks are released.
@@ -227,6 +288,12 @@ absl::StatusOr<v1::ListEffectsResponse> Inbox::ListEffects(uint64_t after_seq, i
   EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "list effects"));
   if (response.last_seq() == 0) response.set_last_seq(after_seq);
   return response;
+}
+
+bool IsKeyConflict(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kAlreadyExists) return false;
+  std::string reason = ReasonOf(status);
+  return reason == "KEY_REUSED" || reason == "IDEMPOTENCY_CONFLICT";
 }
 
 v1::CallResult RejectionResult(absl::StatusCode code, const std::string& reason,

@@ -17,6 +17,13 @@
 // same time shares one (RocksStore::WhenDurable). In legacy mode the inbox is off: every
 // call applies (the effect ledger still records it, as ground truth).
 //
+// A key belongs to the first command that used it, with that command's payload, here as
+// in the sidecar: another command id, or the same one with another payload, is refused
+// with ALREADY_EXISTS (KEY_REUSED, IDEMPOTENCY_CONFLICT) and nothing is applied. The
+// sidecar checks this first; the inbox checks it again because it is the commit point:
+// the sidecar may forward before its own record is durable (docs/design.md, "Where the
+// truth is"), and a record a power cut took back must not let a key be reused.
+//
 // Inbox entries expire `entry_retention_ms` after they were written (TTL compaction, and
 // reads apply the same rule). Keep it at least the sidecar's forensic window, so that
 // QueryOutcome can answer for every command a sidecar may still ask about.
@@ -57,6 +64,7 @@ struct CallIdentity {
   std::string tenant;
   std::string actor;
   std::string idempotency_key;
+  std::string payload_sha256;  // raw bytes; empty: not compared
   uint64_t fencing_token = 0;
   // Run returns as soon as its write is in the store, before it is durable, and the caller
   // answers only once Inbox::WhenDurable says it is (RunMutation, so that no thread blocks
@@ -93,7 +101,8 @@ class Inbox {
 
   // Applies once per (tenant, command id). `entities` names what the effect touches, so
   // that calls on the same entity are serialized. Returns the new or stored result; an
-  // error is an operating error (the store), not a business rejection.
+  // error is an operating error (the store) or a reused key (IsKeyConflict), not a
+  // business rejection.
   absl::StatusOr<v1::CallResult> Run(const CallIdentity& identity,
                                      std::initializer_list<absl::string_view> entities,
                                      const ApplyFn& apply);
@@ -159,6 +168,9 @@ class Inbox {
   std::atomic<int64_t> repeats_{0};
   std::atomic<int64_t> rejected_{0};
 };
+
+// Whether Run refused a call because its key belongs to another command or payload.
+bool IsKeyConflict(const absl::Status& status);
 
 // Builds a CallResult for a terminal business rejection with an eonce.v1.Rejection.
 v1::CallResult RejectionResult(absl::StatusCode code, const std::string& reason,

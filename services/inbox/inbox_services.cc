@@ -1,5 +1,7 @@
 #include "services/inbox/inbox_services.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
@@ -14,6 +16,14 @@ CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context) {
   identity.tenant = RequestMetadata(context, kTenantHeader);
   identity.actor = RequestMetadata(context, kActorHeader);
   identity.idempotency_key = RequestMetadata(context, kIdempotencyKeyHeader);
+  // Hex from the sidecar; anything else is not compared.
+  std::string hash = RequestMetadata(context, kPayloadHashHeader);
+  if (hash.size() == 64) {
+    identity.payload_sha256 = absl::HexStringToBytes(hash);
+    if (absl::BytesToHexString(identity.payload_sha256) != absl::AsciiStrToLower(hash)) {
+      identity.payload_sha256.clear();
+    }
+  }
   uint64_t token = 0;
   if (absl::SimpleAtoi(RequestMetadata(context, kFencingTokenHeader), &token)) {
     identity.fencing_token = token;
@@ -47,12 +57,21 @@ grpc::ServerUnaryReactor* RunMutation(grpc::CallbackServerContext* context, Inbo
   CallIdentity identity = IdentityFromMetadata(*context);
   identity.durability_by_caller = true;  // awaited below, without blocking this thread
   absl::StatusOr<v1::CallResult> result = mutation(identity);
-  inbox.WhenDurable([context, reactor, response, result = std::move(result),
+  // The sidecar learns from this trailer that the outcome is held here (it may then
+  // forward and answer without syncing its own records), or that the key was refused.
+  const char* inbox_says = nullptr;
+  if (result.ok() && !inbox.legacy_mode() && !identity.command_id.empty()) {
+    inbox_says = kInboxKept;
+  } else if (IsKeyConflict(result.status())) {
+    inbox_says = kInboxConflict;
+  }
+  inbox.WhenDurable([context, reactor, response, result = std::move(result), inbox_says,
                      before_finish = std::move(before_finish)](absl::Status durable) {
     if (!durable.ok()) {
       FinishMutationOn(reactor, context, durable, response);
       return;
     }
+    if (inbox_says != nullptr) context->AddTrailingMetadata(kInboxTrailer, inbox_says);
     if (result.ok() && result->code() == 0 && before_finish) before_finish(*result);
     FinishMutationOn(reactor, context, result, response);
   });

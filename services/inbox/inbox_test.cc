@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/crash_fs.h"
+#include "common/status.h"
 #include "gtest/gtest.h"
 #include "tests/util/crash.h"
 #include "tests/util/temp_dir.h"
@@ -49,6 +50,26 @@ class InboxTest : public ::testing::Test {
       v1::Effect effect;
       effect.set_entity("counter/1");
       effect.set_method("/test.Counter/Add");
+      applied.effect = effect;
+      return applied;
+    });
+  }
+
+  // A keyed call, as the sidecar forwards it: command id, key and payload hash.
+  absl::StatusOr<v1::CallResult> ApplyKeyed(const std::string& command_id,
+                                            const std::string& key,
+                                            const std::string& payload_sha256) {
+    CallIdentity id;
+    id.command_id = command_id;
+    id.tenant = "acme";
+    id.idempotency_key = key;
+    id.payload_sha256 = payload_sha256;
+    return inbox_->Run(id, {"counter"}, [&](rocksdb::WriteBatch*, uint64_t) -> absl::StatusOr<Applied> {
+      Applied applied;
+      applies_.fetch_add(1);
+      applied.result.set_response("response-of-" + command_id);
+      v1::Effect effect;
+      effect.set_entity("counter/1");
       applied.effect = effect;
       return applied;
     });
@@ -107,6 +128,46 @@ TEST_F(InboxTest, LegacyModeAppliesEveryCall) {
   EXPECT_EQ(EffectsFor("c1"), 2);
   EXPECT_EQ(inbox_->QueryOutcome("acme", "c1").status().code(),
             absl::StatusCode::kUnimplemented);
+}
+
+// The inbox is the commit point when the sidecar forwards before its own record is
+// durable: should the sidecar forget a key, the inbox still refuses its reuse.
+TEST_F(InboxTest, AKeyBelongsToItsFirstCommandAndPayload) {
+  Open(/*legacy=*/false);
+  const std::string hash(32, 'h');
+  ASSERT_TRUE(ApplyKeyed("c1", "k1", hash).ok());
+  // The same command again: the stored answer.
+  auto repeat = ApplyKeyed("c1", "k1", hash);
+  ASSERT_TRUE(repeat.ok()) << repeat.status();
+  EXPECT_EQ(repeat->response(), "response-of-c1");
+  // Another command under the key, the command under another payload or another key:
+  // refused, nothing applied.
+  auto other_command = ApplyKeyed("c2", "k1", hash);
+  EXPECT_EQ(other_command.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(ReasonOf(other_command.status()), "KEY_REUSED");
+  EXPECT_TRUE(IsKeyConflict(other_command.status()));
+  auto other_payload = ApplyKeyed("c1", "k1", std::string(32, 'x'));
+  EXPECT_EQ(ReasonOf(other_payload.status()), "IDEMPOTENCY_CONFLICT");
+  auto other_key = ApplyKeyed("c1", "k2", hash);
+  EXPECT_EQ(ReasonOf(other_key.status()), "KEY_REUSED");
+  // A new command under a payload-conflicting key is refused too, and the key stays its
+  // owner's across a restart.
+  auto both = ApplyKeyed("c3", "k1", std::string(32, 'x'));
+  EXPECT_EQ(ReasonOf(both.status()), "IDEMPOTENCY_CONFLICT");
+  Open(/*legacy=*/false);
+  EXPECT_EQ(ReasonOf(ApplyKeyed("c4", "k1", hash).status()), "KEY_REUSED");
+  EXPECT_EQ(applies_.load(), 1);
+  EXPECT_EQ(EffectsFor("c1"), 1);
+  EXPECT_EQ(EffectsFor("c2") + EffectsFor("c3") + EffectsFor("c4"), 0);
+  // A store error is not a key conflict.
+  EXPECT_FALSE(IsKeyConflict(absl::AlreadyExistsError("no reason")));
+}
+
+TEST_F(InboxTest, ALegacyInboxComparesNoKeys) {
+  Open(/*legacy=*/true);
+  ASSERT_TRUE(ApplyKeyed("c1", "k1", std::string(32, 'h')).ok());
+  ASSERT_TRUE(ApplyKeyed("c2", "k1", std::string(32, 'x')).ok());
+  EXPECT_EQ(applies_.load(), 2);
 }
 
 TEST_F(InboxTest, CrashBetweenEffectAndAnswerIsRecoveredExactly) {

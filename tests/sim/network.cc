@@ -155,14 +155,24 @@ class SimUpstream : public Upstream {
         if (!w_.Alive(kBusiness, target)) return;
         absl::StatusOr<v1::CallResult> result = Apply(call);
         if (!w_.Alive(kBusiness, target)) return;  // crashed after applying
-        if (!result.ok() || w_.Chance(w_.config_.business_link.lose_answer)) {
+        const bool conflict = IsKeyConflict(result.status());
+        if ((!result.ok() && !conflict) || w_.Chance(w_.config_.business_link.lose_answer)) {
           w_.Trace("no answer to forward " + call.command_id);
           return;
         }
-        w_.Trace(absl::StrCat("applied ", call.command_id, " code ", result->code()));
         ForwardReply reply;
-        reply.kind = ForwardReply::Kind::kAnswered;
-        reply.result = *result;
+        if (conflict) {
+          w_.Trace("key conflict " + call.command_id);
+          reply.kind = ForwardReply::Kind::kConflict;
+          reply.detail = ReasonOf(result.status());
+        } else {
+          w_.Trace(absl::StrCat("applied ", call.command_id, " code ", result->code()));
+          reply.kind = ForwardReply::Kind::kAnswered;
+          reply.result = *result;
+          // What the real business says in its `eonce-inbox` trailer; the negative
+          // control makes a legacy business claim it too.
+          reply.inbox_kept = !w_.inbox_->legacy_mode() || w_.options_.legacy_claims_inbox;
+        }
         w_.loop_.After(w_.Delay(w_.config_.business_link), [finish, reply] { finish(reply); });
       });
     }
@@ -202,6 +212,7 @@ class SimUpstream : public Upstream {
     id.tenant = call.tenant;
     id.actor = call.actor;
     id.idempotency_key = call.idempotency_key;
+    id.payload_sha256 = call.payload_sha256;
     id.fencing_token = call.fencing_token;
     if (call.method == kOpen) {
       ledger::v1::OpenAccountRequest request;

@@ -30,6 +30,9 @@ struct SimOptions {
   bool disable_sidecar_dedupe = false;  // the sidecar forwards everything
   bool unsynced_enqueue = false;        // the outbox says yes before the record is durable
   bool late_ids = false;                // producers leave the command id to the agent
+  // A legacy business answers as if it kept an inbox, so the sidecar forwards and
+  // answers before its own records are durable.
+  bool legacy_claims_inbox = false;
   // Every fault point armed, and a harsher network; the negative controls use it.
   bool harsh = false;
   // Never a legacy business (the inbox hides double forwards from the effect checks).

@@ -17,7 +17,7 @@ ABSL_FLAG(bool, trace, false, "print every run's trace");
 ABSL_FLAG(std::string, work_dir, "/tmp", "where runs keep their data while they run");
 ABSL_FLAG(std::string, negative_control, "",
           "break the system on purpose to see the checker fail: no_dedupe, "
-          "no_dedupe_inbox, unsynced_enqueue or late_ids");
+          "no_dedupe_inbox, unsynced_enqueue, late_ids or legacy_claims_inbox");
 ABSL_FLAG(int32_t, repeat, 1, "with --seed: run it this many times in one process");
 ABSL_FLAG(bool, harsh, false, "arm every fault point and make the network worse");
 
@@ -37,10 +37,12 @@ int main(int argc, char** argv) {
     options.base.unsynced_enqueue = true;
   } else if (control == "late_ids") {
     options.base.late_ids = true;
+  } else if (control == "legacy_claims_inbox") {
+    options.base.legacy_claims_inbox = true;
   } else if (!control.empty()) {
     std::fprintf(stderr,
-                 "sim: negative_control must be no_dedupe, no_dedupe_inbox, unsynced_enqueue "
-                 "or late_ids\n");
+                 "sim: negative_control must be no_dedupe, no_dedupe_inbox, unsynced_enqueue, "
+                 "late_ids or legacy_claims_inbox\n");
     return 2;
   }
   if (absl::GetFlag(FLAGS_seed) >= 0) {

@@ -103,6 +103,16 @@ TEST(SimTest, NegativeControlWithLateCommandIdsIsCaught) {
   EXPECT_GT(report.violations, 0) << "the checker missed intents stored twice";
 }
 
+// The sidecar skips its fsyncs only for a business whose inbox is the commit point; a
+// legacy business that claims one loses forwards a restarted sidecar forgot.
+TEST(SimTest, NegativeControlWithALegacyBusinessClaimingAnInboxIsCaught) {
+  SimOptions broken;
+  broken.harsh = true;
+  broken.legacy_claims_inbox = true;
+  CampaignReport report = Campaign(1, 10, broken);
+  EXPECT_GT(report.violations, 0) << "the checker missed forwards a restart forgot";
+}
+
 TEST(SimTest, NegativeControlWithUnsyncedEnqueueIsCaught) {
   SimOptions broken;
   broken.harsh = true;
