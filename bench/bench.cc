@@ -288,6 +288,11 @@ int Run() {
         }), "grpc echo (limit)");
   }
 
+  // How many first-seen forwards went out before the sidecar's own sync (the ledger's
+  // inbox is the commit point: docs/design.md).
+  const int64_t forwards = (*sidecar)->deduper().stats().forwards.load();
+  const int64_t forwards_before_sync = (*sidecar)->deduper().stats().forwards_before_sync.load();
+
   // Enqueue alone: the credential is revoked, so nothing is replayed meanwhile.
   auto agent_stub = v1::Agent::NewStub(
       grpc::CreateChannel(Address((*agent)->port()), grpc::InsecureChannelCredentials()));
@@ -441,14 +446,19 @@ int Run() {
       "\nadded p50 at 1 in flight: %.0f us through the sidecar (budget: echo + synced put = %.0f us)\n",
       added_p50, budget_p50));
   absl::StrAppend(&table, absl::StrFormat(
+      "sidecar forwards before its own sync (the ledger's inbox is the commit point): %d of %d\n",
+      forwards_before_sync, forwards));
+  absl::StrAppend(&table, absl::StrFormat(
       "sidecar with %d records: RSS %.1f MiB; SST %.1f MiB for %.1f MiB of key + hash + response "
       "(%.2fx)\n", records, rss_kb / 1024.0, sst_bytes / 1048576.0, raw_bytes / 1048576.0,
       raw_bytes > 0 ? static_cast<double>(sst_bytes) / raw_bytes : 0));
   absl::StrAppend(&json, absl::StrFormat(
       "  ],\n  \"added_p50_us_at_1\": %.1f,\n  \"added_p50_budget_us\": %.1f,\n"
+      "  \"sidecar_forwards\": %d,\n  \"sidecar_forwards_before_sync\": %d,\n"
       "  \"sidecar_records\": %d,\n  \"sidecar_rss_mib\": %.1f,\n  \"sidecar_sst_bytes\": %d,\n"
       "  \"raw_key_hash_response_bytes\": %d,\n  \"disk_ratio\": %.3f\n}\n",
-      added_p50, budget_p50, records, rss_kb / 1024.0, sst_bytes, raw_bytes,
+      added_p50, budget_p50, forwards, forwards_before_sync, records, rss_kb / 1024.0,
+      sst_bytes, raw_bytes,
       raw_bytes > 0 ? static_cast<double>(sst_bytes) / raw_bytes : 0));
   std::printf("\n%s", table.c_str());
   std::ofstream(out_dir + "/latest.json") << json;
