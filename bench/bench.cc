@@ -258,7 +258,8 @@ int Run() {
   auto sidecar_stub = v1::Sidecar::NewStub(
       grpc::CreateChannel(Address((*sidecar)->port()), grpc::InsecureChannelCredentials()));
   std::map<int, int64_t> first_seen_count;
-  auto submit = [&](const v1::Command& command, std::function<void(bool)> done, bool expect_replay) {
+  auto submit_to = [&](v1::Sidecar::Stub* stub, const v1::Command& command,
+                       std::function<void(bool)> done, bool expect_replay) {
     struct Call {
       grpc::ClientContext context;
       v1::SubmitRequest request;
@@ -267,11 +268,15 @@ int Run() {
     auto call = std::make_shared<Call>();
     call->context.AddMetadata(kTenantHeader, "bench");
     *call->request.mutable_command() = command;
-    sidecar_stub->async()->Submit(&call->context, &call->request, &call->response,
-                                  [call, done, expect_replay](grpc::Status s) {
-                                    done(s.ok() && (call->response.disposition() == v1::REPLAYED) ==
-                                                       expect_replay);
-                                  });
+    stub->async()->Submit(&call->context, &call->request, &call->response,
+                          [call, done, expect_replay](grpc::Status s) {
+                            done(s.ok() && (call->response.disposition() == v1::REPLAYED) ==
+                                               expect_replay);
+                          });
+  };
+  auto submit = [&](const v1::Command& command, std::function<void(bool)> done,
+                    bool expect_replay) {
+    submit_to(sidecar_stub.get(), command, std::move(done), expect_replay);
   };
   for (int n : want("sidecar") ? points : std::vector<int>()) {
     // The duplicates below replay the commands of this warm-up (numbers 0 .. count-1).
@@ -286,6 +291,28 @@ int Run() {
           int64_t j = i % known;
           submit(TransferCommand(absl::StrCat("fs-", n, "-", j), kAccounts, j), done, true);
         }), "grpc echo (limit)");
+  }
+
+  // The same path with the sidecar as the commit point (--business_commit_point=false):
+  // its started record and outcome synced on the path, as for a legacy business. The
+  // difference is what moving the commit point to the business's inbox buys.
+  if (want("sidecar")) {
+    SidecarServerOptions synced_options = sidecar_options;
+    synced_options.data_dir = base + "/sidecar-synced";
+    synced_options.deduper.business_commit_point = false;
+    auto synced = SidecarServer::Start(synced_options, RealClock::Get());
+    if (!synced.ok()) return 1;
+    auto synced_stub = v1::Sidecar::NewStub(
+        grpc::CreateChannel(Address((*synced)->port()), grpc::InsecureChannelCredentials()));
+    for (int n : {1, 64}) {
+      add("first-seen, sidecar syncs", n,
+          Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
+            submit_to(synced_stub.get(),
+                      TransferCommand(absl::StrCat("sync-", n, "-", i), kAccounts, i),
+                      std::move(done), false);
+          }), "grpc echo (limit)");
+    }
+    (*synced)->Shutdown(1000).IgnoreError();
   }
 
   // How many first-seen forwards went out before the sidecar's own sync (the ledger's

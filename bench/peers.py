@@ -199,12 +199,14 @@ class Redis:
                              capture_output=True, text=True).stdout
         return int(out.strip())
 
-    def bench(self, clients, requests, keyspace):
+    def bench(self, clients, requests, keyspace, prefix="idem"):
+        # redis-benchmark draws the same random sequence in every invocation, so a run that
+        # must see new keys names them under a prefix of its own.
         value = "v" * 200
         out = subprocess.run(
             ["redis-benchmark", "-h", "127.0.0.1", "-p", str(self.port), "-c", str(clients),
              "-n", str(requests), "-r", str(keyspace), "--csv",
-             "SET", "idem:__rand_int__", value, "NX", "EX", "86400"],
+             "SET", prefix + ":__rand_int__", value, "NX", "EX", "86400"],
             check=True, capture_output=True, text=True).stdout
         rows = [line for line in out.splitlines() if line.startswith('"SET')]
         fields = [f.strip('"') for f in rows[-1].split(",")]
@@ -246,9 +248,10 @@ def main():
             per_client_rate = {1: 4_000, 16: 25_000, 64: 45_000}
             for c in clients:
                 n = int(per_client_rate.get(c, 25_000) * options.seconds)
-                redis.bench(c, max(1000, n // 4), 10**9)  # warm-up
+                redis.bench(c, max(1000, n // 4), 10**9, "warm-%d" % c)  # warm-up
                 before = redis.keys()
-                runs = [redis.bench(c, n, 10**9) for _ in range(options.runs)]
+                runs = [redis.bench(c, n, 10**9, "new-%d-%d" % (c, r))
+                        for r in range(options.runs)]
                 if redis.keys() - before < 0.99 * n * options.runs:
                     raise RuntimeError("redis: the SETs did not create new keys; not first seen")
                 results["redis"]["first_seen"][str(c)] = median(runs)

@@ -113,6 +113,8 @@ def main():
             ("synced put (limit)", "synced RocksDB put, 64 threads (limit)", ""),
             ("ledger direct", "the ledger called directly", "echo"),
             ("sidecar first-seen", "through the sidecar, first seen", "echo"),
+            ("first-seen, sidecar syncs",
+             "first seen, the sidecar as commit point (`--business_commit_point=false`)", "echo"),
             ("sidecar duplicate", "through the sidecar, duplicates", "echo"),
             ("sidecar dup, 1M records", "duplicates, sidecar holding 1M records", "echo"),
             ("agent enqueue", "agent `Enqueue`", "synced put"),

@@ -113,6 +113,21 @@ TEST_F(CommitPointTest, ABusinessThatKeepsAnInboxIsTheCommitPointAndOnlyThen) {
   EXPECT_EQ(deduper_->stats().forwards_before_sync.load(), 2);
 }
 
+TEST_F(CommitPointTest, AnOperatorMayKeepTheSidecarAsTheCommitPoint) {
+  DeduperOptions options = options_;
+  options.business_commit_point = false;
+  deduper_ = std::make_unique<Deduper>(held_, *audit_, upstream_, *policy_, clock_, options);
+  upstream_.set_next_reply(Kept("one"));
+  ASSERT_TRUE(Submit(Cmd("c1")).ok());
+  held_.Hold();
+  std::optional<absl::StatusOr<v1::SubmitResponse>> second;
+  Start(Cmd("c2"), &second);
+  EXPECT_EQ(upstream_.forwards(), 1u);  // the started record waits for its sync
+  held_.Release();
+  ASSERT_TRUE(second.has_value() && second->ok());
+  EXPECT_EQ(deduper_->stats().forwards_before_sync.load(), 0);
+}
+
 TEST_F(CommitPointTest, AnOutcomeRecoveredFromTheInboxIsAnsweredWithoutASync) {
   // A forward whose answer was lost, then recovery: QueryOutcome says applied.
   upstream_.set_next_reply(FakeUpstream::Of(ForwardReply::Kind::kUnknown));

@@ -59,6 +59,11 @@ struct DeduperOptions {
   // Whether a duplicate of a command finished before its credential was revoked gets
   // the stored answer (true) or a denial (false, the default).
   bool replay_after_revocation = false;
+  // For a method whose business says its inbox keeps the outcome (InboxMethods), the
+  // business's write is the commit point and the sidecar skips its own fsyncs on the
+  // path (docs/design.md). False: the sidecar syncs as for a legacy business, whatever
+  // the business says.
+  bool business_commit_point = true;
   // Names this sidecar as the lease owner.
   std::string instance_id = "sidecar";
   CommandLimits limits;

@@ -27,6 +27,10 @@ ABSL_FLAG(int64_t, outcome_query_timeout_ms, 2'000,
           "the longest a QueryOutcome to the business may take");
 ABSL_FLAG(int64_t, max_key_bytes, 256, "longest idempotency key");
 ABSL_FLAG(int64_t, max_request_bytes, 1 << 20, "largest request message");
+ABSL_FLAG(bool, business_commit_point, true,
+          "let the business's inbox be the commit point for the methods whose answers say it "
+          "keeps the outcome (eonce-inbox: kept), so the sidecar skips its own fsyncs there; "
+          "false: sync as for a legacy business (docs/design.md)");
 ABSL_FLAG(bool, replay_after_revocation, false,
           "answer duplicates of commands finished before a revocation with the stored answer");
 ABSL_FLAG(bool, refuse_unkeyed_mutations, true,
@@ -62,6 +66,7 @@ int main(int argc, char** argv) {
   o.deduper.forward_timeout_ms = absl::GetFlag(FLAGS_forward_timeout_ms);
   o.deduper.outcome_query_timeout_ms = absl::GetFlag(FLAGS_outcome_query_timeout_ms);
   o.deduper.replay_after_revocation = absl::GetFlag(FLAGS_replay_after_revocation);
+  o.deduper.business_commit_point = absl::GetFlag(FLAGS_business_commit_point);
   o.deduper.instance_id = absl::GetFlag(FLAGS_instance_id);
   o.deduper.limits.max_key_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_key_bytes));
   o.deduper.limits.max_request_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_bytes));
