@@ -46,8 +46,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
                                                                options.initial_epoch));
   EONCE_RETURN_IF_ERROR(s->credential_->MaybeReloadFile(options.credential_file));
 
-  SidecarClient* client = options.client;
-  if (client == nullptr) {
+  {
     EONCE_ASSIGN_OR_RETURN(
         auto grpc_client,
         GrpcSidecarClient::Create(options.routes, options.default_sidecar, options.tls, clock));
@@ -61,12 +60,11 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
             " ms)"));
       }
     }
-    s->owned_client_ = std::move(grpc_client);
-    client = s->owned_client_.get();
+    s->client_ = std::move(grpc_client);
   }
   s->outbox_ = std::make_unique<Outbox>(*s->store_, *s->credential_, clock, random, options.limits,
                                         &s->feed_);
-  s->replayer_ = std::make_unique<Replayer>(*s->store_, *client, *s->credential_, clock, random,
+  s->replayer_ = std::make_unique<Replayer>(*s->store_, *s->client_, *s->credential_, clock, random,
                                             options.replay, &s->feed_);
   AgentServer* raw = s.get();
   s->service_ = NewAgentService(*s->outbox_, *s->store_, *s->credential_, s->feed_,
@@ -200,26 +198,13 @@ absl::Status AgentServer::Shutdown(int64_t drain_ms) {
     }
     return replayer_ == nullptr || replayer_->in_flight() == 0;
   };
-  bool settled = wait_for_attempts(drain_ms);
-  if (!settled && owned_client_ != nullptr) {
+  if (!wait_for_attempts(drain_ms)) {
     LogWarn("attempts still in flight at shutdown: cancelled; reconciled after restart");
-    owned_client_.reset();
-    settled = wait_for_attempts(0);
   }
-  // A client handed in by the caller cannot be cancelled from here; its calls have
-  // deadlines.
-  if (!settled) settled = wait_for_attempts(options_.replay.submit_timeout_ms + 1000);
-  if (!settled) {
-    // Callbacks of the caller's client still reference the replayer and the store: leave
-    // them alive rather than free them under those callbacks.
-    LogError("attempts of the caller's sidecar client outlived their deadline; "
-             "the replayer and the store are left open");
-    replayer_.release();
-    store_.release();
-    rocks_.release();
-    return absl::OkStatus();
-  }
-  owned_client_.reset();
+  // The client cancels what is left and returns once every call's callback has run, and
+  // an attempt ends in its callback (its writes are not synced, so nothing of it waits
+  // for a disk): after it, no attempt touches the replayer or the store.
+  client_.reset();
   return rocks_ != nullptr ? rocks_->Close() : absl::OkStatus();
 }
 

@@ -56,8 +56,6 @@ struct AgentServerOptions {
   std::string health_address;
   // Free space kept on the outbox's disk; below it Enqueue is refused (STORE_FULL).
   uint64_t min_free_bytes = 256ull << 20;
-  // Null: gRPC to the routes above.
-  SidecarClient* client = nullptr;
 };
 
 class AgentServer {
@@ -89,7 +87,7 @@ class AgentServer {
   std::unique_ptr<RocksStore> rocks_;
   std::unique_ptr<OutboxStore> store_;
   std::unique_ptr<CredentialState> credential_;
-  std::unique_ptr<SidecarClient> owned_client_;
+  std::unique_ptr<SidecarClient> client_;
   StateFeed feed_;
   std::unique_ptr<Outbox> outbox_;
   std::unique_ptr<Replayer> replayer_;
