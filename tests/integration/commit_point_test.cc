@@ -19,12 +19,11 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "services/ledger/ledger_service.h"
+#include "tests/integration/ledger_calls.h"
 #include "tests/util/temp_dir.h"
 
 namespace eonce {
 namespace {
-
-constexpr char kTransfer[] = "/eonce.ledger.v1.Ledger/Transfer";
 
 class CommitPointTest : public ::testing::TestWithParam<bool> {
  protected:
@@ -45,8 +44,9 @@ class CommitPointTest : public ::testing::TestWithParam<bool> {
       ledger::v1::OpenAccountRequest open;
       open.set_id(id);
       open.set_initial_balance(1000);
-      auto r = Submit(Command(std::string("open-") + id, "/eonce.ledger.v1.Ledger/OpenAccount",
-                              open.SerializeAsString()));
+      auto r = Submit(testing::LedgerCommand(std::string("open-") + id,
+                                             testing::kOpenAccountMethod,
+                                             open.SerializeAsString()));
       ASSERT_TRUE(r.ok()) << r.status();
     }
   }
@@ -80,59 +80,13 @@ class CommitPointTest : public ::testing::TestWithParam<bool> {
     StartSidecar();
   }
 
-  static v1::Command Command(const std::string& id, const std::string& method,
-                             const std::string& request, const std::string& key = "") {
-    v1::Command c;
-    c.set_command_id(id);
-    c.set_target_method(method);
-    c.set_request(request);
-    c.set_actor("alice");
-    c.mutable_entity()->set_type("account");
-    c.mutable_entity()->set_id("a");
-    c.set_idempotency_key(key.empty() ? DeriveIdempotencyKey(c) : key);
-    FillPayloadHash(&c);
-    return c;
-  }
-
-  static v1::Command Transfer(const std::string& id, int64_t amount, const std::string& key) {
-    ledger::v1::TransferRequest t;
-    t.set_from("a");
-    t.set_to("b");
-    t.set_amount(amount);
-    return Command(id, kTransfer, t.SerializeAsString(), key);
-  }
-
   absl::StatusOr<v1::SubmitResponse> Submit(const v1::Command& c) {
-    grpc::ClientContext context;
-    context.AddMetadata(kTenantHeader, "acme");
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::SubmitRequest request;
-    *request.mutable_command() = c;
-    v1::SubmitResponse response;
-    grpc::Status status = sidecar_stub_->Submit(&context, request, &response);
-    if (!status.ok()) return FromGrpcStatus(status, &context);
-    return response;
+    return testing::SubmitTo(*sidecar_stub_, c);
   }
-
   int EffectsOf(const std::string& command_id) {
-    grpc::ClientContext context;
-    v1::ListEffectsRequest request;
-    request.set_limit(10000);
-    v1::ListEffectsResponse response;
-    EXPECT_TRUE(effects_->ListEffects(&context, request, &response).ok());
-    int n = 0;
-    for (const auto& e : response.effects()) n += e.command_id() == command_id;
-    return n;
+    return testing::EffectsOf(*effects_, command_id);
   }
-
-  int64_t Balance(const std::string& id) {
-    grpc::ClientContext context;
-    ledger::v1::GetAccountRequest request;
-    request.set_id(id);
-    ledger::v1::Account account;
-    EXPECT_TRUE(direct_->GetAccount(&context, request, &account).ok());
-    return account.balance();
-  }
+  int64_t Balance(const std::string& id) { return testing::BalanceOf(*direct_, id); }
 
   std::string sidecar_dir_;
   std::unique_ptr<LedgerServer> ledger_;
@@ -148,12 +102,8 @@ TEST_P(CommitPointTest, TheLedgerSaysWhetherItsInboxKeepsTheOutcome) {
   context.AddMetadata(kCommandIdHeader, "direct-1");
   context.AddMetadata(kIdempotencyKeyHeader, "direct-key-1");
   context.AddMetadata(kTenantHeader, "acme");
-  ledger::v1::TransferRequest t;
-  t.set_from("a");
-  t.set_to("b");
-  t.set_amount(1);
   ledger::v1::TransferResponse response;
-  ASSERT_TRUE(direct_->Transfer(&context, t, &response).ok());
+  ASSERT_TRUE(direct_->Transfer(&context, testing::AToB(1), &response).ok());
   const auto& trailers = context.GetServerTrailingMetadata();
   auto it = trailers.find(kInboxTrailer);
   if (legacy) {
@@ -166,14 +116,14 @@ TEST_P(CommitPointTest, TheLedgerSaysWhetherItsInboxKeepsTheOutcome) {
   // sidecar's sync only where the inbox keeps the outcome (SetUp's second OpenAccount
   // was one already).
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(Submit(Transfer("t" + std::to_string(i), 1, "")).ok());
+    ASSERT_TRUE(Submit(testing::TransferCommand("t" + std::to_string(i), 1, "")).ok());
   }
   EXPECT_EQ(sidecar_->deduper().stats().forwards_before_sync.load(), legacy ? 0 : 1 + 2);
 }
 
 TEST_P(CommitPointTest, ASidecarThatForgotItsRecordsAppliesNothingTwiceAndReusesNoKey) {
   if (GetParam()) GTEST_SKIP() << "a legacy business keeps no inbox to answer in its place";
-  v1::Command t1 = Transfer("t1", 100, "key-1");
+  v1::Command t1 = testing::TransferCommand("t1", 100, "key-1");
   auto first = Submit(t1);
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(Balance("a"), 900);
@@ -181,11 +131,12 @@ TEST_P(CommitPointTest, ASidecarThatForgotItsRecordsAppliesNothingTwiceAndReuses
   // Another command under t1's key, and t1's key with another payload: the sidecar has no
   // record of the key any more, and the inbox refuses both.
   ForgetTheSidecar();
-  auto reused = Submit(Transfer("t2", 100, "key-1"));  // the same payload, another id
+  // The same payload under another command id.
+  auto reused = Submit(testing::TransferCommand("t2", 100, "key-1"));
   EXPECT_EQ(reused.status().code(), absl::StatusCode::kAlreadyExists) << reused.status();
   EXPECT_EQ(ReasonOf(reused.status()), "KEY_REUSED");
   ForgetTheSidecar();
-  auto other_payload = Submit(Transfer("t1", 7, "key-1"));
+  auto other_payload = Submit(testing::TransferCommand("t1", 7, "key-1"));
   EXPECT_EQ(ReasonOf(other_payload.status()), "IDEMPOTENCY_CONFLICT") << other_payload.status();
 
   // t1 itself, retried: the inbox answers with the stored result, byte for byte.

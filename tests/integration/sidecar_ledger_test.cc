@@ -16,6 +16,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "services/ledger/ledger_service.h"
+#include "tests/integration/ledger_calls.h"
 #include "tests/util/temp_dir.h"
 
 namespace eonce {
@@ -92,49 +93,18 @@ class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
     }
   }
 
-  v1::Command MakeCommand(const std::string& id, const std::string& method,
-                          const std::string& request) {
-    v1::Command c;
-    c.set_command_id(id);
-    c.set_target_method(method);
-    c.set_request(request);
-    c.set_actor("alice");
-    c.mutable_entity()->set_type("account");
-    c.mutable_entity()->set_id("a");
-    c.set_idempotency_key(DeriveIdempotencyKey(c));
-    FillPayloadHash(&c);
-    return c;
+  static v1::Command MakeCommand(const std::string& id, const std::string& method,
+                                 const std::string& request) {
+    return testing::LedgerCommand(id, method, request);
   }
-
-  v1::Command TransferCommand(const std::string& id, int64_t amount) {
-    ledger::v1::TransferRequest t;
-    t.set_from("a");
-    t.set_to("b");
-    t.set_amount(amount);
-    return MakeCommand(id, "/eonce.ledger.v1.Ledger/Transfer", t.SerializeAsString());
+  static v1::Command TransferCommand(const std::string& id, int64_t amount) {
+    return testing::TransferCommand(id, amount);
   }
-
   absl::StatusOr<v1::SubmitResponse> Submit(const v1::Command& c,
                                             const std::string& tenant = "acme") {
-    grpc::ClientContext context;
-    context.AddMetadata(kTenantHeader, tenant);
-    context.AddMetadata(kActorHeader, "agent");
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::SubmitRequest request;
-    *request.mutable_command() = c;
-    v1::SubmitResponse response;
-    grpc::Status status = sidecar_stub_->Submit(&context, request, &response);
-    if (!status.ok()) return FromGrpcStatus(status, &context);
-    return response;
+    return testing::SubmitTo(*sidecar_stub_, c, tenant);
   }
-
-  static ledger::v1::TransferRequest AToB(int64_t amount) {
-    ledger::v1::TransferRequest t;
-    t.set_from("a");
-    t.set_to("b");
-    t.set_amount(amount);
-    return t;
-  }
+  static ledger::v1::TransferRequest AToB(int64_t amount) { return testing::AToB(amount); }
 
   // Twice an unkeyed Transfer through a sidecar: refused each time, nothing moves.
   void ExpectUnkeyedTransfersRefused(ledger::v1::Ledger::Stub& stub) {
@@ -149,24 +119,9 @@ class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
   }
 
   int EffectsOf(const std::string& command_id) {
-    grpc::ClientContext context;
-    v1::ListEffectsRequest request;
-    request.set_limit(10000);
-    v1::ListEffectsResponse response;
-    EXPECT_TRUE(effects_->ListEffects(&context, request, &response).ok());
-    int n = 0;
-    for (const auto& e : response.effects()) n += e.command_id() == command_id;
-    return n;
+    return testing::EffectsOf(*effects_, command_id);
   }
-
-  int64_t Balance(const std::string& id) {
-    grpc::ClientContext context;
-    ledger::v1::GetAccountRequest request;
-    request.set_id(id);
-    ledger::v1::Account account;
-    EXPECT_TRUE(direct_->GetAccount(&context, request, &account).ok());
-    return account.balance();
-  }
+  int64_t Balance(const std::string& id) { return testing::BalanceOf(*direct_, id); }
 
   void ExpectConserved() {
     grpc::ClientContext context;

@@ -1,0 +1,92 @@
+// What the tests of a real sidecar in front of the real ledger share: the commands they
+// send (as alice, on account "a"), a Submit through the sidecar, and reads of the ledger's
+// effect ledger and balances, straight from the ledger.
+#ifndef EONCE_TESTS_INTEGRATION_LEDGER_CALLS_H_
+#define EONCE_TESTS_INTEGRATION_LEDGER_CALLS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/command.h"
+#include "common/grpc_status.h"
+#include "eonce/ledger/v1/ledger.grpc.pb.h"
+#include "eonce/v1/outcome.grpc.pb.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
+
+namespace eonce::testing {
+
+inline constexpr char kTransferMethod[] = "/eonce.ledger.v1.Ledger/Transfer";
+inline constexpr char kOpenAccountMethod[] = "/eonce.ledger.v1.Ledger/OpenAccount";
+
+// A command of alice's on account "a"; the key is derived unless given.
+inline v1::Command LedgerCommand(const std::string& id, const std::string& method,
+                                 const std::string& request, const std::string& key = "") {
+  v1::Command c;
+  c.set_command_id(id);
+  c.set_target_method(method);
+  c.set_request(request);
+  c.set_actor("alice");
+  c.mutable_entity()->set_type("account");
+  c.mutable_entity()->set_id("a");
+  c.set_idempotency_key(key.empty() ? DeriveIdempotencyKey(c) : key);
+  FillPayloadHash(&c);
+  return c;
+}
+
+inline ledger::v1::TransferRequest AToB(int64_t amount) {
+  ledger::v1::TransferRequest t;
+  t.set_from("a");
+  t.set_to("b");
+  t.set_amount(amount);
+  return t;
+}
+
+// A transfer of `amount` from "a" to "b".
+inline v1::Command TransferCommand(const std::string& id, int64_t amount,
+                                   const std::string& key = "") {
+  return LedgerCommand(id, kTransferMethod, AToB(amount).SerializeAsString(), key);
+}
+
+// Submit as workload "agent" of `tenant` (development headers), with a 10 s deadline.
+inline absl::StatusOr<v1::SubmitResponse> SubmitTo(v1::Sidecar::Stub& sidecar,
+                                                   const v1::Command& c,
+                                                   const std::string& tenant = "acme") {
+  grpc::ClientContext context;
+  context.AddMetadata(kTenantHeader, tenant);
+  context.AddMetadata(kActorHeader, "agent");
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::SubmitRequest request;
+  *request.mutable_command() = c;
+  v1::SubmitResponse response;
+  grpc::Status status = sidecar.Submit(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, &context);
+  return response;
+}
+
+// How many effects the ledger holds for `command_id`; -1 if it cannot be read.
+inline int EffectsOf(v1::Effects::Stub& effects, const std::string& command_id) {
+  grpc::ClientContext context;
+  v1::ListEffectsRequest request;
+  request.set_limit(10000);
+  v1::ListEffectsResponse response;
+  if (!effects.ListEffects(&context, request, &response).ok()) return -1;
+  int n = 0;
+  for (const auto& e : response.effects()) n += e.command_id() == command_id;
+  return n;
+}
+
+// The balance of account `id`; -1 if it cannot be read.
+inline int64_t BalanceOf(ledger::v1::Ledger::Stub& ledger, const std::string& id) {
+  grpc::ClientContext context;
+  ledger::v1::GetAccountRequest request;
+  request.set_id(id);
+  ledger::v1::Account account;
+  if (!ledger.GetAccount(&context, request, &account).ok()) return -1;
+  return account.balance();
+}
+
+}  // namespace eonce::testing
+
+#endif  // EONCE_TESTS_INTEGRATION_LEDGER_CALLS_H_
