@@ -194,35 +194,50 @@ int64_t ParkedOutcomes(const demo::Stack& stack) {
   return parked;
 }
 
-int Run() {
-  quiet = absl::GetFlag(FLAGS_quiet);
-  const int n = absl::GetFlag(FLAGS_commands);
-  const int accounts = absl::GetFlag(FLAGS_accounts);
-  const bool faults = absl::GetFlag(FLAGS_faults);
-  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+// One run of the demo: the stack, what the producer enqueued, and what each phase adds.
+// Run() is the script; each phase is one method.
+class Demo {
+ public:
+  Demo()
+      : n_(absl::GetFlag(FLAGS_commands)),
+        accounts_(absl::GetFlag(FLAGS_accounts)),
+        faults_(absl::GetFlag(FLAGS_faults)),
+        rng_(absl::GetFlag(FLAGS_seed)) {}
 
-  demo::Stack stack;
-  stack.bin = absl::GetFlag(FLAGS_bin_dir);
-  char tmpl[] = "/tmp/eonce-demo-XXXXXX";
-  stack.data = mkdtemp(tmpl);
-  Say(absl::StrCat("eonce demo: data in ", stack.data, (faults ? ", faults on" : ", faults off")));
-  if (absl::Status started = stack.Start(faults); !started.ok()) {
-    std::cerr << "demo: " << started.message() << "\n";
-    return 1;
+  int Run() {
+    if (!Start()) return 1;
+    // 1. Accounts, 2. transfers with duplicates and faults, 3. cases, 4. a rejection and
+    // a reused key, 5. a caller without the agent.
+    if (!OpenAccounts() || !Transfers() || !Cases()) return 1;
+    RejectionAndReusedKey();
+    LegacyCaller();
+    // 6. Wait until every command is final, 7. replay some at the sidecar, 8. the verdict.
+    const bool settled = WaitUntilFinal();
+    return Verdict(settled);
   }
-  DescribeStack(stack, faults);
 
-  auto agent_client = AgentClient::Connect(stack.agent->address());
-  Agent::Stub& agent = agent_client->stub();
-  std::set<std::string> enqueued;
-  int64_t agent_duplicates = 0;
-  int64_t enqueue_failures = 0;
+ private:
+  bool Start() {
+    stack_.bin = absl::GetFlag(FLAGS_bin_dir);
+    char tmpl[] = "/tmp/eonce-demo-XXXXXX";
+    stack_.data = mkdtemp(tmpl);
+    Say(absl::StrCat("eonce demo: data in ", stack_.data,
+                     (faults_ ? ", faults on" : ", faults off")));
+    if (absl::Status started = stack_.Start(faults_); !started.ok()) {
+      std::cerr << "demo: " << started.message() << "\n";
+      return false;
+    }
+    DescribeStack(stack_, faults_);
+    agent_client_ = AgentClient::Connect(stack_.agent->address());
+    return true;
+  }
+
+  Agent::Stub& agent() { return agent_client_->stub(); }
 
   // Enqueues through the agent like a producer would, retrying while the agent is
   // briefly unreachable; the command id makes every retry harmless.
-  auto enqueue_entity = [&](const std::string& method, const google::protobuf::Message& request,
-                            const v1::Entity& entity, const std::string& id,
-                            const std::string& key) -> bool {
+  bool Enqueue(const std::string& method, const google::protobuf::Message& request,
+               const v1::Entity& entity, const std::string& id, const std::string& key = "") {
     v1::Command command;
     command.set_target_method(method);
     command.set_request(request.SerializeAsString());
@@ -230,295 +245,326 @@ int Run() {
     command.set_command_id(id);
     command.set_idempotency_key(key);
     for (int attempt = 0; attempt < 50; ++attempt) {
-      auto r = agent_client->EnqueueOnce(command, 5000);
+      auto r = agent_client_->EnqueueOnce(command, 5000);
       if (r.ok()) {
-        if (r->created()) enqueued.insert(id); else ++agent_duplicates;
+        if (r->created()) enqueued_.insert(id); else ++agent_duplicates_;
         return true;
       }
-      if (!stack.agent->Running()) break;
+      if (!stack_.agent->Running()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    ++enqueue_failures;
+    ++enqueue_failures_;
     return false;
-  };
-  auto enqueue = [&](const std::string& method, const google::protobuf::Message& request,
-                     const std::string& account, const std::string& id,
-                     const std::string& key = "") {
-    return enqueue_entity(method, request, Account(account), id, key);
-  };
-  auto enqueue_case = [&](const std::string& method, const google::protobuf::Message& request,
-                          const std::string& case_id, const std::string& id) {
+  }
+
+  static v1::Entity Case(const std::string& id) {
     v1::Entity entity;
     entity.set_type("case");
-    entity.set_id(case_id);
-    return enqueue_entity(method, request, entity, id, "");
-  };
+    entity.set_id(id);
+    return entity;
+  }
 
-  auto died = [&]() -> bool {
-    for (Process* p : {stack.agent.get(), stack.ledger.get(), stack.cases.get(),
-                       stack.legacy.get(), stack.sidecar.get(), stack.case_sidecar.get(),
-                       stack.legacy_sidecar.get()}) {
+  bool Died() {
+    for (Process* p : {stack_.agent.get(), stack_.ledger.get(), stack_.cases.get(),
+                       stack_.legacy.get(), stack_.sidecar.get(), stack_.case_sidecar.get(),
+                       stack_.legacy_sidecar.get()}) {
       if (!p->Running()) {
-        std::cerr << "\ndemo: a component died unexpectedly; its log is in " << stack.data << "\n";
+        std::cerr << "\ndemo: a component died unexpectedly; its log is in " << stack_.data
+                  << "\n";
         return true;
       }
     }
     return false;
-  };
-
-  // 1. Accounts.
-  for (int i = 0; i < accounts; ++i) {
-    ledger::v1::OpenAccountRequest open;
-    open.set_id(absl::StrCat("acct", i));
-    open.set_initial_balance(1000);
-    if (!enqueue("/eonce.ledger.v1.Ledger/OpenAccount", open, open.id(), absl::StrCat("open-", i))) {
-      died();
-      return 1;
-    }
   }
 
-  // 2. Transfers, with duplicate submissions and the faults along the way.
-  int64_t progress_total = accounts + n + 2 + 4 * std::max(5, n / 40) + 1;
-  auto last_bar = std::chrono::steady_clock::now();
-  bool killed = false, revoked = false;
-  std::string conflict_key;
-  for (int i = 0; i < n; ++i) {
-    ledger::v1::TransferRequest t;
-    int from = static_cast<int>(rng() % accounts);
-    int to = (from + 1 + static_cast<int>(rng() % (accounts - 1))) % accounts;
-    t.set_from(absl::StrCat("acct", from));
-    t.set_to(absl::StrCat("acct", to));
-    t.set_amount(1 + static_cast<int64_t>(rng() % 150));
-    std::string id = absl::StrCat("t-", i);
-    if (!enqueue("/eonce.ledger.v1.Ledger/Transfer", t, t.from(), id) && died()) return 1;
-    if (rng() % 5 == 0) enqueue("/eonce.ledger.v1.Ledger/Transfer", t, t.from(), id);  // double click
-    if (i == 10) {
-      v1::Command c;
-      c.set_command_id(id);
-      c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
-      *c.mutable_entity() = Account(t.from());
-      conflict_key = DeriveIdempotencyKey(c);
-    }
-    if (faults && !killed && i == n * 2 / 5) {
-      killed = true;
-      if (!quiet) std::printf("\n");
-      Say("  ! kill -9 dedupe_sidecar, and start it again on the same data");
-      if (absl::Status restarted = stack.RestartSidecar(); !restarted.ok()) {
-        std::cerr << "demo: " << restarted.message() << "\n";
-        return 1;
+  bool OpenAccounts() {
+    for (int i = 0; i < accounts_; ++i) {
+      ledger::v1::OpenAccountRequest open;
+      open.set_id(absl::StrCat("acct", i));
+      open.set_initial_balance(1000);
+      if (!Enqueue("/eonce.ledger.v1.Ledger/OpenAccount", open, Account(open.id()),
+                   absl::StrCat("open-", i))) {
+        Died();
+        return false;
       }
     }
-    if (faults && !revoked && i == n * 3 / 5) {
-      revoked = true;
-      if (!quiet) std::printf("\n");
-      Say("  ! credential revoked: replay stops, answers in flight are fenced off");
-      v1::SetCredentialRequest revoke;
-      revoke.set_epoch(1);
-      revoke.set_revoked(true);
-      v1::SetCredentialResponse r;
-      auto context = Context();
-      agent.SetCredential(context.get(), revoke, &r);
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      Say("  ! credential renewed (epoch 2): replay resumes");
-      v1::SetCredentialRequest renew;
-      renew.set_epoch(2);
-      auto context2 = Context();
-      agent.SetCredential(context2.get(), renew, &r);
+    return true;
+  }
+
+  // Transfers, with duplicate submissions and the faults along the way.
+  bool Transfers() {
+    const int64_t progress_total = accounts_ + n_ + 2 + 4 * std::max(5, n_ / 40) + 1;
+    auto last_bar = std::chrono::steady_clock::now();
+    for (int i = 0; i < n_; ++i) {
+      ledger::v1::TransferRequest t;
+      int from = static_cast<int>(rng_() % accounts_);
+      int to = (from + 1 + static_cast<int>(rng_() % (accounts_ - 1))) % accounts_;
+      t.set_from(absl::StrCat("acct", from));
+      t.set_to(absl::StrCat("acct", to));
+      t.set_amount(1 + static_cast<int64_t>(rng_() % 150));
+      std::string id = absl::StrCat("t-", i);
+      if (!Enqueue(kTransfer, t, Account(t.from()), id) && Died()) return false;
+      if (rng_() % 5 == 0) Enqueue(kTransfer, t, Account(t.from()), id);  // double click
+      if (i == 10) {
+        v1::Command c;
+        c.set_command_id(id);
+        c.set_target_method(kTransfer);
+        *c.mutable_entity() = Account(t.from());
+        conflict_key_ = DeriveIdempotencyKey(c);
+      }
+      if (faults_ && i == n_ * 2 / 5 && !KillTheSidecar()) return false;
+      if (faults_ && i == n_ * 3 / 5) RevokeAndRenew();
+      if (!quiet && std::chrono::steady_clock::now() - last_bar > std::chrono::milliseconds(200)) {
+        last_bar = std::chrono::steady_clock::now();
+        ShowProgress(progress_total);
+      }
     }
-    if (!quiet && std::chrono::steady_clock::now() - last_bar > std::chrono::milliseconds(200)) {
-      last_bar = std::chrono::steady_clock::now();
-      auto counts = Counts(agent);
-      int64_t fin = counts["acked"] + counts["rejected"] + counts["conflict"] +
-                    counts["dead_lettered"] + counts["expired"];
-      std::printf("\r  %s   ", Bar(counts, fin, progress_total).c_str());
-      std::fflush(stdout);
+    return true;
+  }
+
+  bool KillTheSidecar() {
+    if (!quiet) std::printf("\n");
+    Say("  ! kill -9 dedupe_sidecar, and start it again on the same data");
+    if (absl::Status restarted = stack_.RestartSidecar(); !restarted.ok()) {
+      std::cerr << "demo: " << restarted.message() << "\n";
+      return false;
     }
+    return true;
+  }
+
+  void RevokeAndRenew() {
+    if (!quiet) std::printf("\n");
+    Say("  ! credential revoked: replay stops, answers in flight are fenced off");
+    v1::SetCredentialRequest revoke;
+    revoke.set_epoch(1);
+    revoke.set_revoked(true);
+    v1::SetCredentialResponse r;
+    auto context = Context();
+    agent().SetCredential(context.get(), revoke, &r);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    Say("  ! credential renewed (epoch 2): replay resumes");
+    v1::SetCredentialRequest renew;
+    renew.set_epoch(2);
+    auto context2 = Context();
+    agent().SetCredential(context2.get(), renew, &r);
+  }
+
+  // The progress bar; `total` is what the bar counts up to.
+  void ShowProgress(int64_t total) {
+    auto counts = Counts(agent());
+    int64_t fin = counts["acked"] + counts["rejected"] + counts["conflict"] +
+                  counts["dead_lettered"] + counts["expired"];
+    std::printf("\r  %s   ", Bar(counts, fin, total).c_str());
+    std::fflush(stdout);
   }
 
   // Case management: each case is created and moved through review by commands that name
   // the revision they expect; the agent keeps one case's commands in order. One stale
   // command (an old revision) is a terminal conflict.
-  const int case_count = std::max(5, n / 40);
-  for (int k = 0; k < case_count; ++k) {
-    std::string case_id = absl::StrCat("case", k);
-    case_mgmt::v1::CreateCaseRequest create;
-    create.set_id(case_id);
-    create.set_title("suspicious transfer review");
-    if (!enqueue_case("/eonce.case_mgmt.v1.Cases/CreateCase", create, case_id,
-                      absl::StrCat(case_id, "-create"))) {
-      died();
-      return 1;
+  bool Cases() {
+    const int case_count = std::max(5, n_ / 40);
+    for (int k = 0; k < case_count; ++k) {
+      std::string case_id = absl::StrCat("case", k);
+      case_mgmt::v1::CreateCaseRequest create;
+      create.set_id(case_id);
+      create.set_title("suspicious transfer review");
+      if (!Enqueue("/eonce.case_mgmt.v1.Cases/CreateCase", create, Case(case_id),
+                   absl::StrCat(case_id, "-create"))) {
+        Died();
+        return false;
+      }
+      const case_mgmt::v1::Status path[] = {case_mgmt::v1::IN_REVIEW, case_mgmt::v1::APPROVED,
+                                            case_mgmt::v1::CLOSED};
+      for (int step = 0; step < 3; ++step) {
+        case_mgmt::v1::TransitionRequest t;
+        t.set_id(case_id);
+        t.set_expected_revision(step + 1);
+        t.set_next_status(path[step]);
+        t.set_reason_code("REVIEWED");
+        Enqueue(kCaseTransition, t, Case(case_id), absl::StrCat(case_id, "-step", step));
+      }
     }
-    const case_mgmt::v1::Status path[] = {case_mgmt::v1::IN_REVIEW, case_mgmt::v1::APPROVED,
-                                          case_mgmt::v1::CLOSED};
-    for (int step = 0; step < 3; ++step) {
-      case_mgmt::v1::TransitionRequest t;
-      t.set_id(case_id);
-      t.set_expected_revision(step + 1);
-      t.set_next_status(path[step]);
-      t.set_reason_code("REVIEWED");
-      enqueue_case("/eonce.case_mgmt.v1.Cases/Transition", t, case_id,
-                   absl::StrCat(case_id, "-step", step));
-    }
+    case_mgmt::v1::TransitionRequest stale;
+    stale.set_id("case0");
+    stale.set_expected_revision(1);
+    stale.set_next_status(case_mgmt::v1::CLOSED);
+    Enqueue(kCaseTransition, stale, Case("case0"), "case0-stale");
+    return true;
   }
-  case_mgmt::v1::TransitionRequest stale;
-  stale.set_id("case0");
-  stale.set_expected_revision(1);
-  stale.set_next_status(case_mgmt::v1::CLOSED);
-  enqueue_case("/eonce.case_mgmt.v1.Cases/Transition", stale, "case0", "case0-stale");
 
-  // 3. A business rejection on purpose, and a key reused with another payload.
-  ledger::v1::TransferRequest huge;
-  huge.set_from("acct0");
-  huge.set_to("acct1");
-  huge.set_amount(1'000'000);
-  enqueue("/eonce.ledger.v1.Ledger/Transfer", huge, "acct0", "too-much");
-  ledger::v1::TransferRequest other;
-  other.set_from("acct3");
-  other.set_to("acct4");
-  other.set_amount(1);
-  enqueue("/eonce.ledger.v1.Ledger/Transfer", other, "acct3", "reused-key", conflict_key);
+  // A business rejection on purpose, and a key reused with another payload.
+  void RejectionAndReusedKey() {
+    ledger::v1::TransferRequest huge;
+    huge.set_from("acct0");
+    huge.set_to("acct1");
+    huge.set_amount(1'000'000);
+    Enqueue(kTransfer, huge, Account("acct0"), "too-much");
+    ledger::v1::TransferRequest other;
+    other.set_from("acct3");
+    other.set_to("acct4");
+    other.set_amount(1);
+    Enqueue(kTransfer, other, Account("acct3"), "reused-key", conflict_key_);
+  }
 
-  // 4. A caller without the agent: transparent mode through the legacy sidecar, retrying
+  // A caller without the agent: transparent mode through the legacy sidecar, retrying
   // like any gRPC client would. A lost answer there cannot be resolved: it is parked.
-  auto legacy = Ledger::NewStub(
-      grpc::CreateChannel(stack.legacy_sidecar->address(), grpc::InsecureChannelCredentials()));
-  int64_t legacy_calls = 0;
-  for (const char* id : {"l0", "l1"}) {
-    ledger::v1::OpenAccountRequest open;
-    open.set_id(id);
-    open.set_initial_balance(500);
-    for (int attempt = 0; attempt < 20; ++attempt) {
-      auto context = Context();
-      context->AddMetadata("idempotency-key", absl::StrCat("legacy-open-", id));
-      context->AddMetadata("eonce-tenant", "acme");
-      ledger::v1::Account account;
-      ++legacy_calls;
-      grpc::Status s = legacy->OpenAccount(context.get(), open, &account);
-      if (s.ok() || s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
-          s.error_code() == grpc::StatusCode::ALREADY_EXISTS) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  void LegacyCaller() {
+    auto legacy = Ledger::NewStub(
+        grpc::CreateChannel(stack_.legacy_sidecar->address(), grpc::InsecureChannelCredentials()));
+    // Calls `call` with a fresh keyed context until `done` says the status is an answer.
+    auto call_until = [&](const std::string& key, auto call, auto done) {
+      for (int attempt = 0; attempt < 20; ++attempt) {
+        auto context = Context();
+        context->AddMetadata("idempotency-key", key);
+        context->AddMetadata("eonce-tenant", "acme");
+        ++legacy_calls_;
+        if (done(call(context.get()))) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    };
+    for (const char* id : {"l0", "l1"}) {
+      ledger::v1::OpenAccountRequest open;
+      open.set_id(id);
+      open.set_initial_balance(500);
+      call_until(
+          absl::StrCat("legacy-open-", id),
+          [&](grpc::ClientContext* context) {
+            ledger::v1::Account account;
+            return legacy->OpenAccount(context, open, &account);
+          },
+          [](const grpc::Status& s) {
+            return s.ok() || s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+                   s.error_code() == grpc::StatusCode::ALREADY_EXISTS;
+          });
     }
-  }
-  std::set<std::string> legacy_keys;
-  for (int i = 0; i < 20; ++i) {
-    ledger::v1::TransferRequest t;
-    t.set_from(i % 2 ? "l0" : "l1");
-    t.set_to(i % 2 ? "l1" : "l0");
-    t.set_amount(5);
-    std::string key = absl::StrCat("legacy-pay-", i);
-    legacy_keys.insert(key);
-    for (int attempt = 0; attempt < 20; ++attempt) {
-      auto context = Context();
-      context->AddMetadata("idempotency-key", key);
-      context->AddMetadata("eonce-tenant", "acme");
-      ledger::v1::TransferResponse response;
-      ++legacy_calls;
-      grpc::Status s = legacy->Transfer(context.get(), t, &response);
-      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;  // answered, or parked
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 20; ++i) {
+      ledger::v1::TransferRequest t;
+      t.set_from(i % 2 ? "l0" : "l1");
+      t.set_to(i % 2 ? "l1" : "l0");
+      t.set_amount(5);
+      std::string key = absl::StrCat("legacy-pay-", i);
+      legacy_keys_.insert(key);
+      call_until(
+          key,
+          [&](grpc::ClientContext* context) {
+            ledger::v1::TransferResponse response;
+            return legacy->Transfer(context, t, &response);
+          },
+          // Answered, or parked.
+          [](const grpc::Status& s) { return s.error_code() != grpc::StatusCode::UNAVAILABLE; });
     }
   }
 
-  // 5. Wait until every command is final.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
-  std::map<std::string, int64_t> counts;
-  bool settled = false;
-  while (std::chrono::steady_clock::now() < deadline) {
-    counts = Counts(agent);
-    int64_t waiting = counts["queued"] + counts["claimed"] + counts["sending"] +
-                      counts["retryable_failed"] + counts["unknown"];
-    int64_t fin = counts["acked"] + counts["rejected"] + counts["conflict"] +
-                  counts["dead_lettered"] + counts["expired"];
-    if (!quiet) {
-      std::printf("\r  %s   ", Bar(counts, fin, static_cast<int64_t>(enqueued.size())).c_str());
-      std::fflush(stdout);
-    }
-    if (waiting == 0 && fin >= static_cast<int64_t>(enqueued.size())) {
-      settled = true;
-      break;
-    }
-    if (died()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  if (!quiet) std::printf("\n");
-
-  // 6. Then replay some finished commands straight at the sidecar, as a second device or
-  // a restored backup would: the sidecar answers from its records.
-  auto listed = testing::AllRecords(agent);
-  if (!listed.ok()) Say("cannot list the agent's records: " + listed.status().ToString());
-  auto records = listed.ok() ? *std::move(listed) : std::map<std::string, v1::OutboxRecord>();
-  const SidecarReplays direct = ReplayAtTheSidecar(stack, records, n / 10);
-  const int64_t sidecar_replays = direct.replayed, direct_attempts = direct.attempts;
-
-  // 7. The verdict, from the ground truth: the services' effect ledgers.
-  int64_t effects = 0;
-  auto ledger_effects = EffectCounts(stack.ledger->address(), &effects);
-  auto legacy_effects = EffectCounts(stack.legacy->address(), &effects);
-  auto case_effects = EffectCounts(stack.cases->address(), &effects);
-  int64_t attempts = direct_attempts + legacy_calls, conflicts = 0, rejected = 0,
-          dead_letters = 0, lost = 0, duplicate_effects = 0, replayed_by_sidecar = sidecar_replays;
-  for (const auto& [id, record] : records) {
-    attempts += record.attempt();
-    if (record.replay().replayed()) ++replayed_by_sidecar;
-  }
-  for (const std::string& id : enqueued) {
-    auto it = records.find(id);
-    if (it == records.end()) {
-      ++lost;
-      continue;
-    }
-    const v1::OutboxRecord& r = it->second;
-    switch (r.state()) {
-      case v1::ACKED:
-        // Acked must mean applied exactly once, by the service the command went to.
-        if (ledger_effects[id] + case_effects[id] != 1) ++lost;
+  // Waits until every command is final (or the timeout); true if they all are.
+  bool WaitUntilFinal() {
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
+    bool settled = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto counts = Counts(agent());
+      int64_t waiting = counts["queued"] + counts["claimed"] + counts["sending"] +
+                        counts["retryable_failed"] + counts["unknown"];
+      int64_t fin = counts["acked"] + counts["rejected"] + counts["conflict"] +
+                    counts["dead_lettered"] + counts["expired"];
+      if (!quiet) {
+        std::printf("\r  %s   ", Bar(counts, fin, static_cast<int64_t>(enqueued_.size())).c_str());
+        std::fflush(stdout);
+      }
+      if (waiting == 0 && fin >= static_cast<int64_t>(enqueued_.size())) {
+        settled = true;
         break;
-      case v1::REJECTED: ++rejected; break;
-      case v1::CONFLICT: ++conflicts; break;
-      case v1::DEAD_LETTERED: ++dead_letters; break;
-      default:
-        if (!IsFinal(r.state())) ++lost;
-        break;
+      }
+      if (Died()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    if (!quiet) std::printf("\n");
+    return settled;
   }
-  for (const auto* m : {&ledger_effects, &legacy_effects, &case_effects}) {
-    for (const auto& [id, count] : *m) duplicate_effects += count > 1;
-  }
-  const int64_t parked = ParkedOutcomes(stack);
-  int64_t balance = 0, legacy_balance = 0;
-  bool conserved = Conserved(stack.ledger->address(), &balance) &&
-                   Conserved(stack.legacy->address(), &legacy_balance);
-  demo::Figures figures;
-  figures.commands = static_cast<int64_t>(enqueued.size());
-  figures.direct_calls = static_cast<int64_t>(legacy_keys.size());
-  figures.agent_duplicates = agent_duplicates;
-  figures.attempts = attempts;
-  figures.replayed_by_sidecar = replayed_by_sidecar;
-  figures.effects = effects;
-  figures.conflicts = conflicts;
-  figures.rejected = rejected;
-  figures.dead_letters = dead_letters;
-  figures.parked = parked;
-  figures.lost = lost;
-  figures.duplicate_effects = duplicate_effects;
-  figures.balance = balance;
-  figures.minted = accounts * 1000;
-  figures.conserved = conserved;
-  figures.settled = settled;
-  demo::Report(figures, quiet);
-  std::fflush(stdout);
 
-  stack.StopAll();
-  if (absl::GetFlag(FLAGS_keep)) {
-    Say(absl::StrCat("  data kept in ", stack.data));
-  } else {
-    std::error_code ignored;
-    fs::remove_all(stack.data, ignored);
+  // Replays some finished commands at the sidecar, then judges from the ground truth (the
+  // services' effect ledgers), prints the report and stops the stack. 0 if every
+  // invariant held.
+  int Verdict(bool settled) {
+    auto listed = testing::AllRecords(agent());
+    if (!listed.ok()) Say("cannot list the agent's records: " + listed.status().ToString());
+    auto records = listed.ok() ? *std::move(listed) : std::map<std::string, v1::OutboxRecord>();
+    const SidecarReplays direct = ReplayAtTheSidecar(stack_, records, n_ / 10);
+
+    int64_t effects = 0;
+    auto ledger_effects = EffectCounts(stack_.ledger->address(), &effects);
+    auto legacy_effects = EffectCounts(stack_.legacy->address(), &effects);
+    auto case_effects = EffectCounts(stack_.cases->address(), &effects);
+    demo::Figures figures;
+    figures.attempts = direct.attempts + legacy_calls_;
+    figures.replayed_by_sidecar = direct.replayed;
+    for (const auto& [id, record] : records) {
+      figures.attempts += record.attempt();
+      if (record.replay().replayed()) ++figures.replayed_by_sidecar;
+    }
+    for (const std::string& id : enqueued_) {
+      auto it = records.find(id);
+      if (it == records.end()) {
+        ++figures.lost;
+        continue;
+      }
+      const v1::OutboxRecord& r = it->second;
+      switch (r.state()) {
+        case v1::ACKED:
+          // Acked must mean applied exactly once, by the service the command went to.
+          if (ledger_effects[id] + case_effects[id] != 1) ++figures.lost;
+          break;
+        case v1::REJECTED: ++figures.rejected; break;
+        case v1::CONFLICT: ++figures.conflicts; break;
+        case v1::DEAD_LETTERED: ++figures.dead_letters; break;
+        default:
+          if (!IsFinal(r.state())) ++figures.lost;
+          break;
+      }
+    }
+    for (const auto* m : {&ledger_effects, &legacy_effects, &case_effects}) {
+      for (const auto& [id, count] : *m) figures.duplicate_effects += count > 1;
+    }
+    int64_t legacy_balance = 0;
+    figures.conserved = Conserved(stack_.ledger->address(), &figures.balance) &&
+                        Conserved(stack_.legacy->address(), &legacy_balance);
+    figures.commands = static_cast<int64_t>(enqueued_.size());
+    figures.direct_calls = static_cast<int64_t>(legacy_keys_.size());
+    figures.agent_duplicates = agent_duplicates_;
+    figures.effects = effects;
+    figures.parked = ParkedOutcomes(stack_);
+    figures.minted = accounts_ * 1000;
+    figures.settled = settled;
+    demo::Report(figures, quiet);
+    std::fflush(stdout);
+
+    stack_.StopAll();
+    if (absl::GetFlag(FLAGS_keep)) {
+      Say(absl::StrCat("  data kept in ", stack_.data));
+    } else {
+      std::error_code ignored;
+      fs::remove_all(stack_.data, ignored);
+    }
+    bool ok = settled && figures.lost == 0 && figures.duplicate_effects == 0 &&
+              figures.conserved && enqueue_failures_ == 0;
+    return ok ? 0 : 1;
   }
-  bool ok = settled && lost == 0 && duplicate_effects == 0 && conserved && enqueue_failures == 0;
-  return ok ? 0 : 1;
-}
+
+  static constexpr char kTransfer[] = "/eonce.ledger.v1.Ledger/Transfer";
+  static constexpr char kCaseTransition[] = "/eonce.case_mgmt.v1.Cases/Transition";
+
+  const int n_;
+  const int accounts_;
+  const bool faults_;
+  std::mt19937_64 rng_;
+  demo::Stack stack_;
+  std::unique_ptr<AgentClient> agent_client_;
+  std::set<std::string> enqueued_;
+  std::set<std::string> legacy_keys_;
+  std::string conflict_key_;
+  int64_t agent_duplicates_ = 0;
+  int64_t enqueue_failures_ = 0;
+  int64_t legacy_calls_ = 0;
+};
 
 }  // namespace
 }  // namespace eonce
@@ -526,5 +572,6 @@ int Run() {
 int main(int argc, char** argv) {
   eonce::ParseFlags(argc, argv, {"demo [--commands=N] [--nofaults] [--keep] [--quiet]"});
   signal(SIGPIPE, SIG_IGN);
-  return eonce::Run();
+  eonce::quiet = absl::GetFlag(FLAGS_quiet);
+  return eonce::Demo().Run();
 }
