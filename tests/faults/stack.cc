@@ -356,34 +356,15 @@ Verdict WaitAndCheck(const std::string& agent_address, const std::string& ledger
 
   v.acked = static_cast<int64_t>(acked.size());
   // A ledger that cannot be read counts as one without effects: the verdict then fails.
-  std::map<std::string, int> effects =
-      EffectsByCommand(ledger_address).value_or(std::map<std::string, int>());
-  for (const auto& [id, n] : effects) {
-    v.effects += n;
-    if (n > 1) v.duplicate_effects++;
-  }
-  for (const std::string& id : acked) {
-    auto it = records.find(id);
-    if (it == records.end()) {
-      v.lost++;
-      continue;
-    }
-    switch (it->second.state()) {
-      case v1::ACKED:
-        v.applied++;
-        if (effects[id] != 1) v.lost++;
-        break;
-      case v1::REJECTED:
-        v.rejected++;
-        break;
-      default:
-        if (IsFinal(it->second.state())) {
-          v.other_final++;
-        } else {
-          v.not_final++;
-        }
-    }
-  }
+  const Judgement judged =
+      Judge(acked, records, {EffectsByCommand(ledger_address).value_or(std::map<std::string, int>())});
+  v.applied = judged.applied;
+  v.rejected = judged.rejected;
+  v.not_final = judged.not_final;
+  v.other_final = judged.conflicts + judged.dead_letters + judged.other_final;
+  v.lost = judged.lost;
+  v.duplicate_effects = judged.duplicate_effects;
+  v.effects = judged.effects;
   if (auto total = LedgerTotal(ledger_address); total.ok()) {
     v.total = total->total_balance();
     v.minted = total->total_minted();

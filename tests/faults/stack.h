@@ -104,11 +104,12 @@ class LoadClient {
 
 struct Verdict {
   int64_t acked = 0;        // commands the agent acknowledged
-  int64_t applied = 0;      // ACKED records
+  // From Judge (tests/util/ground_truth.h):
+  int64_t applied = 0;      // ACKED records with exactly one effect
   int64_t rejected = 0;     // business rejections (e.g. too little balance)
   int64_t not_final = 0;    // still waiting when time ran out
   int64_t other_final = 0;  // dead-lettered, expired, conflict, dropped
-  int64_t lost = 0;         // acknowledged but missing, or ACKED without an effect
+  int64_t lost = 0;         // acknowledged but missing, or ACKED without exactly one effect
   int64_t duplicate_effects = 0;
   int64_t effects = 0;
   bool conserved = false;

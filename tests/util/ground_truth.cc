@@ -8,6 +8,7 @@
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "outbox_agent/states.h"
 
 namespace eonce::testing {
 namespace {
@@ -74,6 +75,53 @@ absl::StatusOr<ledger::v1::GetTotalResponse> LedgerTotal(const std::string& addr
   grpc::Status got = stub->GetTotal(context.get(), ledger::v1::GetTotalRequest(), &total);
   if (!got.ok()) return Failed(got, "read the ledger's total");
   return total;
+}
+
+Judgement Judge(const std::set<std::string>& accepted,
+                const std::map<std::string, v1::OutboxRecord>& records,
+                const std::vector<std::map<std::string, int>>& effects,
+                const std::vector<std::map<std::string, int>>& other_effects) {
+  Judgement j;
+  for (const auto* ledgers : {&effects, &other_effects}) {
+    for (const auto& ledger : *ledgers) {
+      for (const auto& [id, n] : ledger) {
+        j.effects += n;
+        if (n > 1) j.duplicate_effects++;
+      }
+    }
+  }
+  auto effects_of = [&](const std::string& id) {
+    int n = 0;
+    for (const auto& ledger : effects) {
+      if (auto it = ledger.find(id); it != ledger.end()) n += it->second;
+    }
+    return n;
+  };
+  for (const std::string& id : accepted) {
+    auto it = records.find(id);
+    if (it == records.end()) {
+      j.lost++;
+      continue;
+    }
+    switch (it->second.state()) {
+      case v1::ACKED:
+        // Acked must mean applied exactly once, by the service the command went to.
+        (effects_of(id) == 1 ? j.applied : j.lost)++;
+        break;
+      case v1::REJECTED:
+        j.rejected++;
+        break;
+      case v1::CONFLICT:
+        j.conflicts++;
+        break;
+      case v1::DEAD_LETTERED:
+        j.dead_letters++;
+        break;
+      default:
+        (IsFinal(it->second.state()) ? j.other_final : j.not_final)++;
+    }
+  }
+  return j;
 }
 
 }  // namespace eonce::testing

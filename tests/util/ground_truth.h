@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "eonce/ledger/v1/ledger.pb.h"
@@ -24,6 +26,30 @@ absl::StatusOr<std::map<std::string, int>> EffectsByCommand(const std::string& a
 
 // The ledger's total balance and the money it minted (equal when money is conserved).
 absl::StatusOr<ledger::v1::GetTotalResponse> LedgerTotal(const std::string& address);
+
+// A run judged from the ground truth: what became of each command the producer was told
+// was accepted, against the effects the services hold. The demo and the fault tests
+// judge this way; each decides which counts its verdict allows.
+struct Judgement {
+  int64_t applied = 0;       // ACKED with exactly one effect
+  int64_t rejected = 0;      // business rejections (stored and replayed)
+  int64_t conflicts = 0;     // a key reused with another payload or command
+  int64_t dead_letters = 0;
+  int64_t other_final = 0;   // expired, dropped
+  int64_t not_final = 0;     // still waiting
+  int64_t lost = 0;          // no record, or ACKED without exactly one effect
+  int64_t duplicate_effects = 0;  // command ids with more than one effect, in any service
+  int64_t effects = 0;       // all effects, in every service
+};
+
+// `accepted`: the command ids the producer was told were stored; `records`: the agent's
+// records (AllRecords); `effects`: EffectsByCommand of every service the commands went
+// to (an ACKED command must have exactly one effect across them); `other_effects`: those
+// of services outside the agent's path, counted for duplicates and the total only.
+Judgement Judge(const std::set<std::string>& accepted,
+                const std::map<std::string, v1::OutboxRecord>& records,
+                const std::vector<std::map<std::string, int>>& effects,
+                const std::vector<std::map<std::string, int>>& other_effects = {});
 
 }  // namespace eonce::testing
 

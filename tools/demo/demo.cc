@@ -40,7 +40,6 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "outbox_agent/client.h"
-#include "outbox_agent/states.h"
 #include "tests/util/ground_truth.h"
 #include "tools/demo/demo_stack.h"
 #include "tools/demo/report.h"
@@ -102,14 +101,14 @@ std::map<std::string, int64_t> Counts(Agent::Stub& agent) {
   return counts;
 }
 
-// The effects in a service's effect ledger, by command id; adds their number to `*total`.
-std::map<std::string, int> EffectCounts(const std::string& address, int64_t* total) {
+// The effects in a service's effect ledger, by command id (none, said aloud, when it
+// cannot be read: the verdict then fails).
+std::map<std::string, int> EffectCounts(const std::string& address) {
   auto counts = testing::EffectsByCommand(address);
   if (!counts.ok()) {
     Say("cannot read the effect ledger at " + address + ": " + counts.status().ToString());
     return {};
   }
-  for (const auto& [id, n] : *counts) *total += n;
   return *std::move(counts);
 }
 
@@ -490,10 +489,11 @@ class Demo {
     auto records = listed.ok() ? *std::move(listed) : std::map<std::string, v1::OutboxRecord>();
     const SidecarReplays direct = ReplayAtTheSidecar(stack_, records, n_ / 10);
 
-    int64_t effects = 0;
-    auto ledger_effects = EffectCounts(stack_.ledger->address(), &effects);
-    auto legacy_effects = EffectCounts(stack_.legacy->address(), &effects);
-    auto case_effects = EffectCounts(stack_.cases->address(), &effects);
+    const testing::Judgement judged =
+        testing::Judge(enqueued_, records,
+                       {EffectCounts(stack_.ledger->address()),
+                        EffectCounts(stack_.cases->address())},
+                       {EffectCounts(stack_.legacy->address())});
     demo::Figures figures;
     figures.attempts = direct.attempts + legacy_calls_;
     figures.replayed_by_sidecar = direct.replayed;
@@ -501,36 +501,19 @@ class Demo {
       figures.attempts += record.attempt();
       if (record.replay().replayed()) ++figures.replayed_by_sidecar;
     }
-    for (const std::string& id : enqueued_) {
-      auto it = records.find(id);
-      if (it == records.end()) {
-        ++figures.lost;
-        continue;
-      }
-      const v1::OutboxRecord& r = it->second;
-      switch (r.state()) {
-        case v1::ACKED:
-          // Acked must mean applied exactly once, by the service the command went to.
-          if (ledger_effects[id] + case_effects[id] != 1) ++figures.lost;
-          break;
-        case v1::REJECTED: ++figures.rejected; break;
-        case v1::CONFLICT: ++figures.conflicts; break;
-        case v1::DEAD_LETTERED: ++figures.dead_letters; break;
-        default:
-          if (!IsFinal(r.state())) ++figures.lost;
-          break;
-      }
-    }
-    for (const auto* m : {&ledger_effects, &legacy_effects, &case_effects}) {
-      for (const auto& [id, count] : *m) figures.duplicate_effects += count > 1;
-    }
+    // Whatever is not final by now is lost to the producer.
+    figures.lost = judged.lost + judged.not_final;
+    figures.rejected = judged.rejected;
+    figures.conflicts = judged.conflicts;
+    figures.dead_letters = judged.dead_letters;
+    figures.duplicate_effects = judged.duplicate_effects;
+    figures.effects = judged.effects;
     int64_t legacy_balance = 0;
     figures.conserved = Conserved(stack_.ledger->address(), &figures.balance) &&
                         Conserved(stack_.legacy->address(), &legacy_balance);
     figures.commands = static_cast<int64_t>(enqueued_.size());
     figures.direct_calls = static_cast<int64_t>(legacy_keys_.size());
     figures.agent_duplicates = agent_duplicates_;
-    figures.effects = effects;
     figures.parked = ParkedOutcomes(stack_);
     figures.minted = accounts_ * 1000;
     figures.settled = settled;
