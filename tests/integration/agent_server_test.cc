@@ -3,6 +3,7 @@
 // Watch.
 #include "outbox_agent/agent_server.h"
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -142,8 +143,15 @@ TEST_F(AgentServerTest, CredentialFileRevokesAndRenews) {
   EXPECT_EQ(credential.session().epoch, 3);
   EXPECT_TRUE(credential.active());
 
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a new modification time
-  std::ofstream(options.credential_file) << "epoch=3\nrevoked=true\n";
+  // The agent rereads the file when its modification time changes: each write below
+  // moves it a second on, instead of waiting for the clock to.
+  auto rewrite = [&](const std::string& text) {
+    namespace fs = std::filesystem;
+    const fs::file_time_type before = fs::last_write_time(options.credential_file);
+    std::ofstream(options.credential_file) << text;
+    fs::last_write_time(options.credential_file, before + std::chrono::seconds(1));
+  };
+  rewrite("epoch=3\nrevoked=true\n");
   ASSERT_TRUE(credential.MaybeReloadFile(options.credential_file).ok());
   EXPECT_FALSE(credential.active());
   // Revoked: nothing is sent, the command waits durably.
@@ -151,13 +159,11 @@ TEST_F(AgentServerTest, CredentialFileRevokesAndRenews) {
   EXPECT_EQ((*agent)->replayer().Pump(), 0);
   EXPECT_EQ((*(*agent)->store().Get("open-bob"))->state(), v1::QUEUED);
 
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  std::ofstream(options.credential_file) << "epoch=4\n";
+  rewrite("epoch=4\n");
   ASSERT_TRUE(credential.MaybeReloadFile(options.credential_file).ok());
   EXPECT_TRUE(credential.active());
   EXPECT_EQ(credential.session().epoch, 4);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  std::ofstream(options.credential_file) << "epoch=2\n";  // backwards: refused
+  rewrite("epoch=2\n");  // backwards: refused
   EXPECT_FALSE(credential.MaybeReloadFile(options.credential_file).ok());
   EXPECT_EQ(credential.session().epoch, 4);
 }
