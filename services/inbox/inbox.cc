@@ -182,14 +182,9 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
   if (dedupe) {
     EONCE_ASSIGN_OR_RETURN(auto stored, Lookup(identity.tenant, identity.command_id));
     if (stored.has_value()) {
-      if (!stored->idempotency_key().empty() && !identity.idempotency_key.empty()) {
-        // The command came back under another key, or with another payload.
-        if (stored->idempotency_key() != identity.idempotency_key) {
-          return KeyConflict("KEY_REUSED", "this command id was applied under another key");
-        }
-        EONCE_RETURN_IF_ERROR(
-            CheckKeyOwner(identity.command_id, stored->payload_sha256(), identity));
-      }
+      // The command came back with another payload: refused. (Under another key it is
+      // still the same command, and gets its stored answer.)
+      EONCE_RETURN_IF_ERROR(CheckKeyOwner(identity.command_id, stored->payload_sha256(), identity));
       repeats_++;
       ran.repeat = true;
       ran.result = stored->result();
