@@ -23,8 +23,17 @@ RealClock& RealClock::Get() {
 }
 
 std::chrono::system_clock::time_point WallDeadline(Clock& clock, int64_t deadline_ms) {
-  return std::chrono::system_clock::now() +
-         std::chrono::milliseconds(std::max<int64_t>(0, deadline_ms - clock.NowMs()));
+  return WallIn(std::max<int64_t>(0, deadline_ms - clock.NowMs()));
+}
+
+std::chrono::system_clock::time_point WallIn(int64_t ms) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+int64_t MsUntilWall(std::chrono::system_clock::time_point deadline) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             deadline - std::chrono::system_clock::now())
+      .count();
 }
 
 }  // namespace eonce

@@ -44,6 +44,13 @@ class ManualClock : public Clock {
 // for: now plus what is left of it (nothing, if it has passed).
 std::chrono::system_clock::time_point WallDeadline(Clock& clock, int64_t deadline_ms);
 
+// A relative timeout as a gRPC deadline: `ms` from now on the wall clock. With
+// MsUntilWall, the only reads of the system clock outside the clocks themselves.
+std::chrono::system_clock::time_point WallIn(int64_t ms);
+
+// What is left until the wall-clock `deadline` (a gRPC call's), in ms; negative once past.
+int64_t MsUntilWall(std::chrono::system_clock::time_point deadline);
+
 }  // namespace eonce
 
 #endif  // EONCE_COMMON_CLOCK_H_

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "common/status.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/resource_quota.h"
@@ -117,7 +118,7 @@ void StopServing(std::unique_ptr<grpc::Server>& server, std::unique_ptr<HealthPo
                  int64_t drain_ms) {
   if (server == nullptr) return;
   SetServing(*server, health_port.get(), false);
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(drain_ms));
+  server->Shutdown(WallIn(drain_ms));
   server->Wait();
   server.reset();
   health_port.reset();
@@ -144,7 +145,7 @@ absl::StatusOr<std::unique_ptr<HealthPort>> HealthPort::Start(const std::string&
 
 HealthPort::~HealthPort() {
   if (server_ != nullptr) {
-    server_->Shutdown(std::chrono::system_clock::now());
+    server_->Shutdown(WallIn(0));
     server_->Wait();
   }
 }

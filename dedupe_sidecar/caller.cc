@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/command.h"
 #include "common/log.h"
 #include "common/metadata.h"
@@ -40,12 +41,10 @@ absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clo
   }
   caller.certificate_epoch = CertificateEpoch(*context);
   absl::SimpleAtoi(RequestMetadata(*context, kCredentialEpochHeader), &caller.credential_epoch);
-  auto deadline = context->deadline();
-  auto now = std::chrono::system_clock::now();
-  if (deadline < now + std::chrono::hours(24 * 365)) {
-    caller.deadline_ms =
-        clock.NowMs() +
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+  // gRPC's "no deadline" is the end of time; anything past a year counts as none.
+  constexpr int64_t kNoDeadlineMs = 365LL * 24 * 3600 * 1000;
+  if (const int64_t left_ms = MsUntilWall(context->deadline()); left_ms < kNoDeadlineMs) {
+    caller.deadline_ms = clock.NowMs() + left_ms;
   }
   caller.context = context;
   return caller;

@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
 #include "grpcpp/create_channel.h"
@@ -111,8 +112,7 @@ void GrpcUpstream::Forward(ForwardCall call, std::function<void(ForwardReply)> d
   if (channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
     int64_t wait_ms = std::min<int64_t>(kConnectWaitMs, call.deadline_ms - clock_.NowMs());
     if (wait_ms <= 0 ||
-        !channel_->WaitForConnected(std::chrono::system_clock::now() +
-                                    std::chrono::milliseconds(wait_ms))) {
+        !channel_->WaitForConnected(WallIn(wait_ms))) {
       ForwardReply reply;
       reply.kind = ForwardReply::Kind::kNotApplied;
       reply.detail = "cannot connect to the business service";

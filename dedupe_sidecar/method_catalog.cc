@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/grpc_status.h"
 #include "eonce/internal/reflection.pb.h"
 #include "google/protobuf/descriptor.pb.h"
@@ -69,8 +70,7 @@ absl::Status MethodCatalog::Refresh() {
 
 absl::StatusOr<absl::flat_hash_set<std::string>> MethodCatalog::Fetch() {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(kRefreshTimeoutMs));
+  context.set_deadline(WallIn(kRefreshTimeoutMs));
   grpc::internal::RpcMethod rpc(kReflectionMethod, grpc::internal::RpcMethod::BIDI_STREAMING);
   std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> stream(
       grpc::internal::ClientReaderWriterFactory<Request, Response>::Create(channel_.get(), rpc,

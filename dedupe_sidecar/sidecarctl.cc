@@ -13,6 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/escaping.h"
+#include "common/clock.h"
 #include "common/flags.h"
 #include "common/tls_flags.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
@@ -34,7 +35,7 @@ namespace {
 
 std::unique_ptr<grpc::ClientContext> Context() {
   auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  context->set_deadline(eonce::WallIn(10'000));
   context->AddMetadata("eonce-tenant", absl::GetFlag(FLAGS_tenant));
   context->AddMetadata("eonce-actor", "sidecarctl");
   if (!absl::GetFlag(FLAGS_operator_name).empty()) {

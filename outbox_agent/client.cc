@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "common/clock.h"
 #include "common/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -46,7 +47,7 @@ std::unique_ptr<AgentClient> AgentClient::Connect(const std::string& address, co
 absl::StatusOr<v1::EnqueueResponse> AgentClient::EnqueueOnce(const v1::Command& command,
                                                              int64_t timeout_ms) {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  context.set_deadline(WallIn(timeout_ms));
   v1::EnqueueRequest request;
   *request.mutable_command() = command;
   v1::EnqueueResponse response;
@@ -80,7 +81,7 @@ absl::StatusOr<v1::OutboxRecord> AgentClient::Enqueue(const std::string& target_
 
 absl::StatusOr<v1::OutboxRecord> AgentClient::Get(const std::string& command_id) {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  context.set_deadline(WallIn(5'000));
   v1::GetRequest request;
   request.set_command_id(command_id);
   v1::OutboxRecord record;

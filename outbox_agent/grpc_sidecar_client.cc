@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/clock.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
@@ -224,7 +225,7 @@ std::map<std::string, int64_t> GrpcSidecarClient::FetchRetentions(int64_t timeou
   std::map<std::string, int64_t> out;
   for (auto& [name, route] : all) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    context.set_deadline(WallIn(timeout_ms));
     context.set_wait_for_ready(true);
     v1::GetInfoResponse info;
     if (route->stub->GetInfo(&context, v1::GetInfoRequest(), &info).ok()) {

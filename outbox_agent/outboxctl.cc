@@ -15,6 +15,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/flags.h"
 #include "common/tls_flags.h"
 #include "eonce/v1/agent.grpc.pb.h"
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   auto stub = eonce::v1::Agent::NewStub(grpc::CreateChannel(
       absl::GetFlag(FLAGS_agent), eonce::ChannelCredentials(eonce::TlsFilesFromFlags())));
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  context.set_deadline(eonce::WallIn(10'000));
   std::string verb = args[1];
   std::string id = args.size() > 2 ? args[2] : "";
 

@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/clock.h"
 #include "common/flags.h"
 #include "common/tls_flags.h"
 #include "eonce/v1/outcome.grpc.pb.h"
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
   // Bounded: at most 10,000 pages of 10,000 effects.
   for (int page = 0; page < 10'000; ++page) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    context.set_deadline(eonce::WallIn(10'000));
     eonce::v1::ListEffectsRequest request;
     request.set_after_seq(after);
     request.set_limit(10'000);
