@@ -71,9 +71,10 @@ GrpcSidecarClient::Route* GrpcSidecarClient::RouteFor(const std::string& target_
   return it != routes_.end() ? it->second.get() : default_route_.get();
 }
 
-void GrpcSidecarClient::Submit(const v1::Command& command, const Session& session,
-                               int64_t deadline_ms,
-                               std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) {
+template <typename Request, typename Response, typename Issue>
+void GrpcSidecarClient::Call(const v1::Command& command, const Session& session,
+                             int64_t deadline_ms, Request request, Issue issue,
+                             std::function<void(absl::StatusOr<Response>)> done) {
   Route* route = RouteFor(command.target_method());
   if (route == nullptr) {
     done(Error(absl::StatusCode::kFailedPrecondition, "NO_ROUTE",
@@ -82,8 +83,8 @@ void GrpcSidecarClient::Submit(const v1::Command& command, const Session& sessio
   }
   struct State {
     grpc::ClientContext context;
-    v1::SubmitRequest request;
-    v1::SubmitResponse response;
+    Request request;
+    Response response;
   };
   auto state = std::make_shared<State>();
   uint64_t id = 0;
@@ -93,50 +94,42 @@ void GrpcSidecarClient::Submit(const v1::Command& command, const Session& sessio
   }
   state->context.set_deadline(WallDeadline(clock_, deadline_ms));
   AddSession(&state->context, session);
-  *state->request.mutable_command() = command;
-  route->stub->async()->Submit(&state->context, &state->request, &state->response,
-                               [this, id, state, done = std::move(done)](grpc::Status status) {
-                                 if (!status.ok()) {
-                                   done(FromGrpcStatus(status, &state->context));
-                                 } else {
-                                   done(std::move(state->response));
-                                 }
-                                 Finished(id);
-                               });
+  state->request = std::move(request);
+  issue(*route->stub, &state->context, &state->request, &state->response,
+        [this, id, state, done = std::move(done)](grpc::Status status) {
+          if (!status.ok()) {
+            done(FromGrpcStatus(status, &state->context));
+          } else {
+            done(std::move(state->response));
+          }
+          Finished(id);
+        });
+}
+
+void GrpcSidecarClient::Submit(const v1::Command& command, const Session& session,
+                               int64_t deadline_ms,
+                               std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) {
+  v1::SubmitRequest request;
+  *request.mutable_command() = command;
+  Call<v1::SubmitRequest, v1::SubmitResponse>(
+      command, session, deadline_ms, std::move(request),
+      [](v1::Sidecar::Stub& stub, grpc::ClientContext* context, const v1::SubmitRequest* r,
+         v1::SubmitResponse* response, std::function<void(grpc::Status)> on_done) {
+        stub.async()->Submit(context, r, response, std::move(on_done));
+      },
+      std::move(done));
 }
 
 void GrpcSidecarClient::Reconcile(
     const v1::Command& command, const Session& session, int64_t deadline_ms,
     std::function<void(absl::StatusOr<v1::ReconcileResponse>)> done) {
-  Route* route = RouteFor(command.target_method());
-  if (route == nullptr) {
-    done(Error(absl::StatusCode::kFailedPrecondition, "NO_ROUTE",
-               absl::StrCat("no sidecar serves ", command.target_method())));
-    return;
-  }
-  struct State {
-    grpc::ClientContext context;
-    v1::ReconcileRequest request;
-    v1::ReconcileResponse response;
-  };
-  auto state = std::make_shared<State>();
-  uint64_t id = 0;
-  if (!Started(&id, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
-    done(Closing());
-    return;
-  }
-  state->context.set_deadline(WallDeadline(clock_, deadline_ms));
-  AddSession(&state->context, session);
-  state->request = ReconcileRequestFor(command);
-  route->stub->async()->Reconcile(&state->context, &state->request, &state->response,
-                                  [this, id, state, done = std::move(done)](grpc::Status status) {
-                                    if (!status.ok()) {
-                                      done(FromGrpcStatus(status, &state->context));
-                                    } else {
-                                      done(std::move(state->response));
-                                    }
-                                    Finished(id);
-                                  });
+  Call<v1::ReconcileRequest, v1::ReconcileResponse>(
+      command, session, deadline_ms, ReconcileRequestFor(command),
+      [](v1::Sidecar::Stub& stub, grpc::ClientContext* context, const v1::ReconcileRequest* r,
+         v1::ReconcileResponse* response, std::function<void(grpc::Status)> on_done) {
+        stub.async()->Reconcile(context, r, response, std::move(on_done));
+      },
+      std::move(done));
 }
 
 void GrpcSidecarClient::AskInfo(Route* route) {

@@ -61,6 +61,13 @@ class GrpcSidecarClient : public SidecarClient {
   // the call's callback.
   bool Started(uint64_t* id, std::shared_ptr<grpc::ClientContext> context);
   void Finished(uint64_t id);
+  // One call to the sidecar that serves `command`: routed, tracked (Started/Finished),
+  // with the session and the deadline; `issue(stub, context, request, response, on_done)`
+  // starts the stub's async method.
+  template <typename Request, typename Response, typename Issue>
+  void Call(const v1::Command& command, const Session& session, int64_t deadline_ms,
+            Request request, Issue issue,
+            std::function<void(absl::StatusOr<Response>)> done);
 
   Clock& clock_;
   absl::Mutex calls_mu_;
