@@ -1,176 +1,21 @@
+// The sidecar server's lifecycle: options, start (store, records, audit, policy, upstream,
+// Deduper, services), the store probe, the maintenance loop and the drain. The gRPC
+// services are in sidecar_grpc.cc, the metrics in sidecar_metrics.cc.
 #include "dedupe_sidecar/sidecar_service.h"
-
-#include <chrono>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
-#include "common/command.h"
-#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/server.h"
 #include "common/status.h"
 #include "common/tls.h"
-#include "dedupe_sidecar/caller.h"
 #include "dedupe_sidecar/grpc_upstream.h"
+#include "dedupe_sidecar/sidecar_grpc.h"
 #include "dedupe_sidecar/transparent_service.h"
 #include "grpcpp/server_builder.h"
 
 namespace eonce {
-namespace {
-
-class SidecarServiceImpl : public v1::Sidecar::CallbackService {
- public:
-  SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining,
-                     Admission& admission, bool identity_from_headers)
-      : deduper_(deduper),
-        clock_(clock),
-        draining_(draining),
-        admission_(admission),
-        identity_from_headers_(identity_from_headers) {}
-
-  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
-                                   const v1::SubmitRequest* request,
-                                   v1::SubmitResponse* response) override {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    if (draining_.load()) {
-      reactor->Finish(ToGrpcStatus(Draining(), context));
-      return reactor;
-    }
-    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
-    if (!caller.ok()) {
-      reactor->Finish(ToGrpcStatus(caller.status(), context));
-      return reactor;
-    }
-    // Before anything is written: one tenant's flood must not starve the others.
-    absl::StatusOr<Admission::Ticket> admitted = admission_.Admit(caller->tenant);
-    if (!admitted.ok()) {
-      reactor->Finish(ToGrpcStatus(admitted.status(), context));
-      return reactor;
-    }
-    auto ticket = std::make_shared<Admission::Ticket>(std::move(*admitted));
-    // On this callback thread: the Deduper holds a key's lock only while it reads and
-    // writes, and waits for no disk (its fsyncs complete on the store's committer thread).
-    deduper_.Submit(*caller, request->command(),
-                    [context, reactor, response,
-                     ticket](absl::StatusOr<v1::SubmitResponse> result) {
-                      if (result.ok()) *response = std::move(*result);
-                      ticket->Release();
-                      reactor->Finish(ToGrpcStatus(result.status(), context));
-                    });
-    return reactor;
-  }
-
-  grpc::ServerUnaryReactor* Reconcile(grpc::CallbackServerContext* context,
-                                      const v1::ReconcileRequest* request,
-                                      v1::ReconcileResponse* response) override {
-    if (draining_.load()) {
-      return FinishUnary<v1::ReconcileResponse>(context, Draining(), response);
-    }
-    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
-    if (!caller.ok()) return FinishUnary<v1::ReconcileResponse>(context, caller.status(), response);
-    return FinishUnary(context, deduper_.Reconcile(*caller, *request), response);
-  }
-
-  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context,
-                                    const v1::GetInfoRequest* /*request*/,
-                                    v1::GetInfoResponse* response) override {
-    v1::GetInfoResponse info = deduper_.Info();
-    info.set_identity_from_headers(identity_from_headers_);
-    return FinishUnary(context, absl::StatusOr<v1::GetInfoResponse>(std::move(info)), response);
-  }
-
- private:
-  Deduper& deduper_;
-  Clock& clock_;
-  std::atomic<bool>& draining_;
-  const bool identity_from_headers_;
-  Admission& admission_;
-};
-
-class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
- public:
-  SidecarAdminImpl(Deduper& deduper, AuditLog& audit, Clock& clock, WorkPool& pool)
-      : deduper_(deduper), audit_(audit), clock_(clock), pool_(pool) {}
-
-  grpc::ServerUnaryReactor* ListParked(grpc::CallbackServerContext* context,
-                                       const v1::ListParkedRequest* request,
-                                       v1::ListParkedResponse* response) override {
-    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
-    if (!caller.ok())
-      return FinishUnary<v1::ListParkedResponse>(context, caller.status(), response);
-    return FinishUnary(context, deduper_.ListParked(*caller, request->limit()), response);
-  }
-
-  grpc::ServerUnaryReactor* QueryAudit(grpc::CallbackServerContext* context,
-                                       const v1::QueryAuditRequest* request,
-                                       v1::QueryAuditResponse* response) override {
-    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
-    if (caller.ok()) {
-      if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) caller = allowed;
-    }
-    if (!caller.ok()) {
-      return FinishUnary<v1::QueryAuditResponse>(context, caller.status(), response);
-    }
-    // The query waits for the audit writer (read your writes) and reads the store: on the
-    // work pool, not on a gRPC thread.
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    bool posted = pool_.Post([this, context, request, response, reactor,
-                              tenant = caller->tenant] {
-      absl::StatusOr<std::vector<v1::AuditEvent>> events = audit_.Query(tenant, *request);
-      if (events.ok()) {
-        for (auto& event : *events) *response->add_events() = std::move(event);
-      }
-      reactor->Finish(ToGrpcStatus(events.status(), context));
-    });
-    if (!posted) reactor->Finish(ToGrpcStatus(PoolFull("audit queries"), context));
-    return reactor;
-  }
-
-  grpc::ServerUnaryReactor* VerifyAudit(grpc::CallbackServerContext* context,
-                                        const v1::VerifyAuditRequest* request,
-                                        v1::VerifyAuditResponse* response) override {
-    // The check walks the whole chain but answers only whether it holds and how long it
-    // is; still, only an operator may ask.
-    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
-    if (caller.ok()) {
-      if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) caller = allowed;
-    }
-    if (!caller.ok())
-      return FinishUnary<v1::VerifyAuditResponse>(context, caller.status(), response);
-    // A long scan: on the work pool, not on a gRPC thread, and bounded per call.
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    bool posted = pool_.Post([this, context, request, response, reactor] {
-      absl::StatusOr<v1::VerifyAuditResponse> result =
-          audit_.Verify(request->after_seq(), request->max_events());
-      if (result.ok()) *response = std::move(*result);
-      reactor->Finish(ToGrpcStatus(result.status(), context));
-    });
-    if (!posted) {
-      reactor->Finish(ToGrpcStatus(PoolFull("audit verifications"), context));
-    }
-    return reactor;
-  }
-
-  grpc::ServerUnaryReactor* ResolveParked(grpc::CallbackServerContext* context,
-                                          const v1::ResolveParkedRequest* request,
-                                          v1::ResolveParkedResponse* response) override {
-    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
-    if (!caller.ok()) {
-      return FinishUnary<v1::ResolveParkedResponse>(context, caller.status(), response);
-    }
-    return FinishUnary(context, deduper_.ResolveParked(*caller, *request), response);
-  }
-
- private:
-  Deduper& deduper_;
-  AuditLog& audit_;
-  Clock& clock_;
-  WorkPool& pool_;
-};
-
-// One transparent-mode call: read the request, decide, write the answer.
-}  // namespace
 
 absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
   if (o.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
@@ -243,10 +88,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
             "eonce-workload, eonce-actor, eonce-operator, eonce-credential-epoch) and trusted "
             "as they are; development only. GetInfo reports identity_from_headers=true");
   }
-  s->sidecar_service_ = std::make_unique<SidecarServiceImpl>(
-      *s->deduper_, clock, s->draining_, *s->admission_, !options.tls.enabled());
-  s->admin_service_ =
-      std::make_unique<SidecarAdminImpl>(*s->deduper_, *s->audit_, clock, *s->pool_);
+  s->sidecar_service_ = NewSidecarService(*s->deduper_, clock, s->draining_, *s->admission_,
+                                          !options.tls.enabled());
+  s->admin_service_ = NewSidecarAdminService(*s->deduper_, *s->audit_, clock, *s->pool_);
   s->transparent_service_ = std::make_unique<TransparentService>(
       *s->deduper_, *upstream, *s->policy_, clock, options.refuse_unkeyed_mutations,
       options.deduper.forward_timeout_ms, s->draining_, *s->admission_);
@@ -284,79 +128,6 @@ void SidecarServer::ProbeStore() {
       LogError("store not writable; not ready", {{"error", std::string(written.message())}});
     }
   }
-}
-
-std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
-  const DeduperStats& st = deduper_->stats();
-  auto n = [](const std::atomic<int64_t>& v) { return static_cast<double>(v.load()); };
-  std::vector<prometheus::MetricFamily> out;
-  out.push_back(CounterFamily(
-      "eonce_sidecar_submits_total", "Submits by outcome.",
-      {{{{"outcome", "applied"}}, n(st.applied)},
-       {{{"outcome", "rejected"}}, n(st.rejected)},
-       {{{"outcome", "replayed"}}, n(st.replayed)},
-       {{{"outcome", "conflict"}}, n(st.conflicts)},
-       {{{"outcome", "in_progress"}}, n(st.in_progress)},
-       {{{"outcome", "expired"}}, n(st.expired)},
-       {{{"outcome", "denied"}}, n(st.denied)},
-       {{{"outcome", "invalid"}}, n(st.invalid)},
-       {{{"outcome", "parked"}}, n(st.parked)},
-       {{{"outcome", "outcome_pending"}}, n(st.pending)},
-       {{{"outcome", "upstream_unavailable"}}, n(st.upstream_unavailable)},
-       {{{"outcome", "upstream_refused"}}, n(st.refused)},
-       {{{"outcome", "store_error"}}, n(st.store_errors)}}));
-  out.push_back(CounterFamily("eonce_sidecar_dedupe_hits_total",
-                              "Duplicates answered from a stored record.", {{{}, n(st.replayed)}}));
-  out.push_back(CounterFamily("eonce_sidecar_conflicts_total",
-                              "Keys reused with another payload or command id.",
-                              {{{}, n(st.conflicts)}}));
-  out.push_back(CounterFamily("eonce_sidecar_in_progress_total",
-                              "Duplicates answered IN_PROGRESS.", {{{}, n(st.in_progress)}}));
-  out.push_back(CounterFamily("eonce_sidecar_authorization_denials_total",
-                              "Submits refused by the policy or the caller's identity.",
-                              {{{}, n(st.denied)}}));
-  out.push_back(CounterFamily("eonce_sidecar_admission_refused_total",
-                              "Calls refused because too many were in flight (in all or for "
-                              "their tenant); nothing was recorded.",
-                              {{{}, static_cast<double>(admission_->refused())}}));
-  out.push_back(GaugeFamily("eonce_sidecar_calls_in_flight", "Calls admitted and not yet answered.",
-                            {{{}, static_cast<double>(admission_->in_flight())}}));
-  out.push_back(CounterFamily("eonce_sidecar_forwards_total", "Calls forwarded to the business.",
-                              {{{}, n(st.forwards)}}));
-  out.push_back(CounterFamily(
-      "eonce_sidecar_forwards_before_sync_total",
-      "Calls forwarded before their started record was synced: the business keeps an inbox "
-      "and its write is the commit point.",
-      {{{}, n(st.forwards_before_sync)}}));
-  out.push_back(CounterFamily("eonce_sidecar_recovered_total",
-                              "Unknown outcomes resolved through QueryOutcome.", {{{}, n(st.recovered)}}));
-  out.push_back(CounterFamily("eonce_sidecar_fenced_answers_total",
-                              "Late answers refused by their fencing token.", {{{}, n(st.fenced)}}));
-  out.push_back(st.forward_latency.Family("eonce_sidecar_forward_duration_seconds",
-                                          "Time from forwarding a call to its answer."));
-  out.push_back(GaugeFamily("eonce_sidecar_parked_records",
-                            "Records whose outcome is unknown, waiting for an operator.",
-                            {{{}, static_cast<double>(records_->parked_count())}}));
-  out.push_back(CounterFamily("eonce_sidecar_compaction_expired_total",
-                              "Records whose response body compaction dropped (tombstoned).",
-                              {{{}, static_cast<double>(filters_->stats.trimmed.load())}}));
-  out.push_back(CounterFamily("eonce_sidecar_compaction_dropped_total",
-                              "Entries compaction dropped at the end of their retention.",
-                              {{{}, static_cast<double>(filters_->stats.dropped.load())}}));
-  out.push_back(GaugeFamily("eonce_sidecar_store_size_bytes", "RocksDB live SST and memtable bytes.",
-                            {{{}, static_cast<double>(rocks_->ApproximateBytes())}}));
-  out.push_back(CounterFamily("eonce_sidecar_audit_events_total", "Audit events appended.",
-                              {{{}, static_cast<double>(audit_->appended())}}));
-  out.push_back(GaugeFamily("eonce_sidecar_ready", "1 when serving, 0 when not ready.",
-                            {{{}, serving_.load() ? 1.0 : 0.0}}));
-  out.push_back(GaugeFamily("eonce_sidecar_audit_chain_broken",
-                            "1 once a verification found the audit chain broken.",
-                            {{{}, audit_->chain_broken() ? 1.0 : 0.0}}));
-  out.push_back(GaugeFamily("eonce_sidecar_retention_seconds",
-                            "The retention the sidecar advertises (GetInfo): duplicates are "
-                            "recognised at least this long.",
-                            {{{}, records_->advertised_retention_ms() / 1000.0}}));
-  return out;
 }
 
 void SidecarServer::Maintenance(const SidecarServerOptions& options) {

@@ -1,0 +1,178 @@
+#include "dedupe_sidecar/sidecar_grpc.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/status.h"
+#include "dedupe_sidecar/caller.h"
+
+namespace eonce {
+namespace {
+
+class SidecarServiceImpl : public v1::Sidecar::CallbackService {
+ public:
+  SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining,
+                     Admission& admission, bool identity_from_headers)
+      : deduper_(deduper),
+        clock_(clock),
+        draining_(draining),
+        admission_(admission),
+        identity_from_headers_(identity_from_headers) {}
+
+  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
+                                   const v1::SubmitRequest* request,
+                                   v1::SubmitResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (draining_.load()) {
+      reactor->Finish(ToGrpcStatus(Draining(), context));
+      return reactor;
+    }
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (!caller.ok()) {
+      reactor->Finish(ToGrpcStatus(caller.status(), context));
+      return reactor;
+    }
+    // Before anything is written: one tenant's flood must not starve the others.
+    absl::StatusOr<Admission::Ticket> admitted = admission_.Admit(caller->tenant);
+    if (!admitted.ok()) {
+      reactor->Finish(ToGrpcStatus(admitted.status(), context));
+      return reactor;
+    }
+    auto ticket = std::make_shared<Admission::Ticket>(std::move(*admitted));
+    // On this callback thread: the Deduper holds a key's lock only while it reads and
+    // writes, and waits for no disk (its fsyncs complete on the store's committer thread).
+    deduper_.Submit(*caller, request->command(),
+                    [context, reactor, response,
+                     ticket](absl::StatusOr<v1::SubmitResponse> result) {
+                      if (result.ok()) *response = std::move(*result);
+                      ticket->Release();
+                      reactor->Finish(ToGrpcStatus(result.status(), context));
+                    });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Reconcile(grpc::CallbackServerContext* context,
+                                      const v1::ReconcileRequest* request,
+                                      v1::ReconcileResponse* response) override {
+    if (draining_.load()) {
+      return FinishUnary<v1::ReconcileResponse>(context, Draining(), response);
+    }
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (!caller.ok()) return FinishUnary<v1::ReconcileResponse>(context, caller.status(), response);
+    return FinishUnary(context, deduper_.Reconcile(*caller, *request), response);
+  }
+
+  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context,
+                                    const v1::GetInfoRequest* /*request*/,
+                                    v1::GetInfoResponse* response) override {
+    v1::GetInfoResponse info = deduper_.Info();
+    info.set_identity_from_headers(identity_from_headers_);
+    return FinishUnary(context, absl::StatusOr<v1::GetInfoResponse>(std::move(info)), response);
+  }
+
+ private:
+  Deduper& deduper_;
+  Clock& clock_;
+  std::atomic<bool>& draining_;
+  const bool identity_from_headers_;
+  Admission& admission_;
+};
+
+class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
+ public:
+  SidecarAdminImpl(Deduper& deduper, AuditLog& audit, Clock& clock, WorkPool& pool)
+      : deduper_(deduper), audit_(audit), clock_(clock), pool_(pool) {}
+
+  grpc::ServerUnaryReactor* ListParked(grpc::CallbackServerContext* context,
+                                       const v1::ListParkedRequest* request,
+                                       v1::ListParkedResponse* response) override {
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (!caller.ok())
+      return FinishUnary<v1::ListParkedResponse>(context, caller.status(), response);
+    return FinishUnary(context, deduper_.ListParked(*caller, request->limit()), response);
+  }
+
+  grpc::ServerUnaryReactor* QueryAudit(grpc::CallbackServerContext* context,
+                                       const v1::QueryAuditRequest* request,
+                                       v1::QueryAuditResponse* response) override {
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (caller.ok()) {
+      if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) caller = allowed;
+    }
+    if (!caller.ok()) {
+      return FinishUnary<v1::QueryAuditResponse>(context, caller.status(), response);
+    }
+    // The query waits for the audit writer (read your writes) and reads the store: on the
+    // work pool, not on a gRPC thread.
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    bool posted = pool_.Post([this, context, request, response, reactor,
+                              tenant = caller->tenant] {
+      absl::StatusOr<std::vector<v1::AuditEvent>> events = audit_.Query(tenant, *request);
+      if (events.ok()) {
+        for (auto& event : *events) *response->add_events() = std::move(event);
+      }
+      reactor->Finish(ToGrpcStatus(events.status(), context));
+    });
+    if (!posted) reactor->Finish(ToGrpcStatus(PoolFull("audit queries"), context));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* VerifyAudit(grpc::CallbackServerContext* context,
+                                        const v1::VerifyAuditRequest* request,
+                                        v1::VerifyAuditResponse* response) override {
+    // The check walks the whole chain but answers only whether it holds and how long it
+    // is; still, only an operator may ask.
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (caller.ok()) {
+      if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) caller = allowed;
+    }
+    if (!caller.ok())
+      return FinishUnary<v1::VerifyAuditResponse>(context, caller.status(), response);
+    // A long scan: on the work pool, not on a gRPC thread, and bounded per call.
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    bool posted = pool_.Post([this, context, request, response, reactor] {
+      absl::StatusOr<v1::VerifyAuditResponse> result =
+          audit_.Verify(request->after_seq(), request->max_events());
+      if (result.ok()) *response = std::move(*result);
+      reactor->Finish(ToGrpcStatus(result.status(), context));
+    });
+    if (!posted) {
+      reactor->Finish(ToGrpcStatus(PoolFull("audit verifications"), context));
+    }
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ResolveParked(grpc::CallbackServerContext* context,
+                                          const v1::ResolveParkedRequest* request,
+                                          v1::ResolveParkedResponse* response) override {
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (!caller.ok()) {
+      return FinishUnary<v1::ResolveParkedResponse>(context, caller.status(), response);
+    }
+    return FinishUnary(context, deduper_.ResolveParked(*caller, *request), response);
+  }
+
+ private:
+  Deduper& deduper_;
+  AuditLog& audit_;
+  Clock& clock_;
+  WorkPool& pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<v1::Sidecar::CallbackService> NewSidecarService(Deduper& deduper, Clock& clock,
+                                                                std::atomic<bool>& draining,
+                                                                Admission& admission,
+                                                                bool identity_from_headers) {
+  return std::make_unique<SidecarServiceImpl>(deduper, clock, draining, admission,
+                                              identity_from_headers);
+}
+
+std::unique_ptr<v1::SidecarAdmin::CallbackService> NewSidecarAdminService(Deduper& deduper,
+                                                                          AuditLog& audit,
+                                                                          Clock& clock,
+                                                                          WorkPool& pool) {
+  return std::make_unique<SidecarAdminImpl>(deduper, audit, clock, pool);
+}
+
+}  // namespace eonce

@@ -1,0 +1,35 @@
+// The sidecar's gRPC services (eonce.v1.Sidecar and eonce.v1.SidecarAdmin) over the
+// Deduper: who is calling (caller.h), admission, and the status each answer maps to.
+// Transparent mode is transparent_service.h. Private to the sidecar server.
+#ifndef EONCE_DEDUPE_SIDECAR_SIDECAR_GRPC_H_
+#define EONCE_DEDUPE_SIDECAR_SIDECAR_GRPC_H_
+
+#include <atomic>
+#include <memory>
+
+#include "common/admission.h"
+#include "common/clock.h"
+#include "common/work_pool.h"
+#include "dedupe_sidecar/audit_log.h"
+#include "dedupe_sidecar/deduper.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
+
+namespace eonce {
+
+// Submit, Reconcile and GetInfo. `draining`: new calls get UNAVAILABLE (DRAINING);
+// `identity_from_headers`: no mutual TLS (development), as GetInfo reports.
+std::unique_ptr<v1::Sidecar::CallbackService> NewSidecarService(Deduper& deduper, Clock& clock,
+                                                                std::atomic<bool>& draining,
+                                                                Admission& admission,
+                                                                bool identity_from_headers);
+
+// The operator's calls: parked records, their resolution, the audit log. Long audit scans
+// run on `pool`.
+std::unique_ptr<v1::SidecarAdmin::CallbackService> NewSidecarAdminService(Deduper& deduper,
+                                                                          AuditLog& audit,
+                                                                          Clock& clock,
+                                                                          WorkPool& pool);
+
+}  // namespace eonce
+
+#endif  // EONCE_DEDUPE_SIDECAR_SIDECAR_GRPC_H_
