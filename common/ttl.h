@@ -35,6 +35,20 @@ std::string EncodeFramed(int64_t drop_at_ms, int64_t trim_at_ms, absl::string_vi
 // False when `value` is shorter than the header.
 bool DecodeFramed(absl::string_view value, Framed* out);
 
+// Decodes a framed value and parses its payload into `message` (a protobuf message);
+// false when either fails. `framed`, when given, receives the frame (its payload points
+// into `value`).
+template <typename Message>
+bool ParseFramed(absl::string_view value, Message* message, Framed* framed = nullptr) {
+  Framed decoded;
+  if (!DecodeFramed(value, &decoded) ||
+      !message->ParseFromArray(decoded.payload.data(), static_cast<int>(decoded.payload.size()))) {
+    return false;
+  }
+  if (framed != nullptr) *framed = decoded;
+  return true;
+}
+
 // Replaces a payload whose trim time has passed. Returns false to keep it unchanged.
 class Trimmer {
  public:

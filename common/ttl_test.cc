@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/rocks.h"
+#include "eonce/v1/command.pb.h"
 #include "gtest/gtest.h"
 
 namespace eonce {
@@ -36,6 +37,19 @@ TEST(FramedTest, RoundTrips) {
   ASSERT_TRUE(DecodeFramed(EncodeFramed(0, 0, ""), &never));
   EXPECT_FALSE(never.DroppedAt(INT64_MAX));
   EXPECT_FALSE(never.TrimmedAt(INT64_MAX));
+}
+
+TEST(FramedTest, ParsesAFramedMessageOrSaysItCannot) {
+  v1::CallResult result;
+  result.set_code(5);
+  result.set_response("bytes");
+  v1::CallResult parsed;
+  Framed framed;
+  ASSERT_TRUE(ParseFramed(EncodeFramed(7, 0, result.SerializeAsString()), &parsed, &framed));
+  EXPECT_EQ(parsed.SerializeAsString(), result.SerializeAsString());
+  EXPECT_EQ(framed.drop_at_ms, 7);
+  EXPECT_FALSE(ParseFramed("short", &parsed));                              // no frame
+  EXPECT_FALSE(ParseFramed(EncodeFramed(0, 0, "\xff\xff\xff"), &parsed));  // no message
 }
 
 class TtlFilterTest : public ::testing::Test {

@@ -27,16 +27,6 @@ std::string IndexPrefix(char kind, const std::string& tenant, const std::string&
                       std::string(1, '\0'));
 }
 
-bool ParseEvent(absl::string_view value, v1::AuditEvent* event, Framed* framed_out = nullptr) {
-  Framed framed;
-  if (!DecodeFramed(value, &framed) ||
-      !event->ParseFromArray(framed.payload.data(), static_cast<int>(framed.payload.size()))) {
-    return false;
-  }
-  if (framed_out != nullptr) *framed_out = framed;
-  return true;
-}
-
 }  // namespace
 
 std::string AuditEventHash(const v1::AuditEvent& event) {
@@ -59,7 +49,7 @@ AuditLog::AuditLog(RocksStore& store, Clock& clock, int64_t retention_ms, size_t
   it->SeekToLast();
   v1::AuditEvent last;
   if (it->Valid() &&
-      ParseEvent(absl::string_view(it->value().data(), it->value().size()), &last)) {
+      ParseFramed(absl::string_view(it->value().data(), it->value().size()), &last)) {
     absl::MutexLock lock(&mu_);
     next_seq_ = last.seq() + 1;
     last_hash_ = last.hash();
@@ -180,7 +170,7 @@ absl::StatusOr<std::vector<v1::AuditEvent>> AuditLog::Query(
     if (status.IsNotFound()) continue;  // expired between the index and the event
     EONCE_RETURN_IF_ERROR(FromRocks(status, "read audit event"));
     v1::AuditEvent event;
-    if (!ParseEvent(value, &event)) {
+    if (!ParseFramed(value, &event)) {
       return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable audit event");
     }
     if (event.tenant() == tenant) events.push_back(std::move(event));
@@ -207,7 +197,7 @@ absl::StatusOr<v1::VerifyAuditResponse> AuditLog::Verify(uint64_t after_seq,
     v1::AuditEvent anchor;
     Framed framed;
     if (it->Valid() && SeqOf(absl::string_view(it->key().data(), it->key().size())) == after_seq &&
-        ParseEvent(absl::string_view(it->value().data(), it->value().size()), &anchor, &framed) &&
+        ParseFramed(absl::string_view(it->value().data(), it->value().size()), &anchor, &framed) &&
         !framed.DroppedAt(now)) {
       first = false;
       expected_seq = after_seq + 1;
@@ -232,7 +222,7 @@ absl::StatusOr<v1::VerifyAuditResponse> AuditLog::Verify(uint64_t after_seq,
       response.set_first_bad_seq(seq);
       response.set_problem(std::move(problem));
     };
-    if (!ParseEvent(absl::string_view(it->value().data(), it->value().size()), &event,
+    if (!ParseFramed(absl::string_view(it->value().data(), it->value().size()), &event,
                     &framed)) {
       fail(key_seq, "event does not decode");
       break;

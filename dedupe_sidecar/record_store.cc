@@ -83,8 +83,7 @@ absl::StatusOr<std::optional<Record>> RecordStore::Get(const std::string& tenant
   EONCE_RETURN_IF_ERROR(FromRocks(status, "read record"));
   Framed framed;
   Record record;
-  if (!DecodeFramed(value, &framed) ||
-      !record.ParseFromArray(framed.payload.data(), static_cast<int>(framed.payload.size()))) {
+  if (!ParseFramed(value, &record, &framed)) {
     return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable record");
   }
   int64_t now = clock_.NowMs();

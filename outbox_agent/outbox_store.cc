@@ -113,8 +113,7 @@ absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::Get(const std::string& 
   EONCE_RETURN_IF_ERROR(FromRocks(status, "read outbox record"));
   Framed framed;
   OutboxRecord record;
-  if (!DecodeFramed(value, &framed) ||
-      !record.ParseFromArray(framed.payload.data(), static_cast<int>(framed.payload.size()))) {
+  if (!ParseFramed(value, &record, &framed)) {
     return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable outbox record");
   }
   if (framed.DroppedAt(clock_.NowMs())) return std::optional<OutboxRecord>();

@@ -33,8 +33,7 @@ absl::StatusOr<std::optional<Message>> GetFramed(RocksStore& store, const char* 
   EONCE_RETURN_IF_ERROR(FromRocks(status, "inbox lookup"));
   Message message;
   Framed framed;
-  if (DecodeFramed(value, &framed) &&
-      message.ParseFromArray(framed.payload.data(), static_cast<int>(framed.payload.size()))) {
+  if (ParseFramed(value, &message, &framed)) {
     if (framed.DroppedAt(now_ms)) return std::optional<Message>();
     return std::optional<Message>(std::move(message));
   }
