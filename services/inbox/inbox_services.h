@@ -53,6 +53,9 @@ void FinishMutationOn(grpc::ServerUnaryReactor* reactor, grpc::CallbackServerCon
 // and finishes the call with its result once the write is durable: the inbox's group
 // commit, so the calls in flight share their fsyncs and no thread waits for one.
 // `before_finish`, if set, sees a successful result first (to add trailers).
+// `mutation` must apply through `inbox.Run`: the answer tells the sidecar (trailer
+// `eonce-inbox: kept`) that the inbox holds its outcome, and the sidecar then skips its
+// own fsyncs for the method (docs/design.md).
 using Mutation = std::function<absl::StatusOr<v1::CallResult>(const CallIdentity& identity)>;
 grpc::ServerUnaryReactor* RunMutation(grpc::CallbackServerContext* context, Inbox& inbox,
                                       const Mutation& mutation,
