@@ -57,7 +57,9 @@ struct ForwardReply {
   v1::CallResult result;  // kAnswered, kRefused, kConflict: the business status and bytes
   // kAnswered: the business holds this outcome durably in its inbox.
   bool inbox_kept = false;
-  std::string detail;     // otherwise: what happened, for logs and the caller
+  // kConflict: the inbox's reason (KEY_REUSED, IDEMPOTENCY_CONFLICT); otherwise: what
+  // happened, for logs and the caller.
+  std::string detail;
   int64_t entity_revision = 0;
 };
 

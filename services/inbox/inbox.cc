@@ -161,10 +161,11 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
   const bool dedupe = !legacy_mode_ && !identity.command_id.empty();
   const bool owns_key = dedupe && !identity.idempotency_key.empty();
   std::string inbox_key = InboxKey(identity.tenant, identity.command_id);
-  std::string owner_key = InboxKey(identity.tenant, identity.idempotency_key);
+  const std::string owner_key =
+      owns_key ? InboxKey(identity.tenant, identity.idempotency_key) : std::string();
   // The lock set is the command, its key and every entity, taken in one call, in stripe
   // order (the key's name is prefixed apart from the command's).
-  std::string owner_lock = absl::StrCat("key:", owner_key);
+  const std::string owner_lock = owns_key ? absl::StrCat("key:", owner_key) : std::string();
   std::vector<absl::string_view> keys(entities);
   keys.push_back(inbox_key);
   if (owns_key) keys.push_back(owner_lock);

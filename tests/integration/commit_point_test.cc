@@ -57,13 +57,8 @@ class CommitPointTest : public ::testing::TestWithParam<bool> {
   }
 
   void StartSidecar() {
-    SidecarServerOptions options;
-    options.data_dir = sidecar_dir_;
-    options.upstream_address = "127.0.0.1:" + std::to_string(ledger_->port());
-    options.deduper.lease_ms = 2'000;
-    options.deduper.forward_timeout_ms = 1'000;
-    options.deduper.outcome_query_timeout_ms = 500;
-    auto sidecar = SidecarServer::Start(options, RealClock::Get());
+    auto sidecar = SidecarServer::Start(testing::SidecarOptionsFor(ledger_->port(), sidecar_dir_),
+                                        RealClock::Get());
     ASSERT_TRUE(sidecar.ok()) << sidecar.status();
     sidecar_ = std::move(*sidecar);
     sidecar_stub_ = v1::Sidecar::NewStub(grpc::CreateChannel(

@@ -1,6 +1,6 @@
-// What the tests of a real sidecar in front of the real ledger share: the commands they
-// send (as alice, on account "a"), a Submit through the sidecar, and reads of the ledger's
-// effect ledger and balances, straight from the ledger.
+// What the tests of a real sidecar in front of the real ledger share: the sidecar's
+// options, the commands they send (as alice, on account "a"), a Submit through the
+// sidecar, and reads of the ledger's effect ledger and balances, straight from the ledger.
 #ifndef EONCE_TESTS_INTEGRATION_LEDGER_CALLS_H_
 #define EONCE_TESTS_INTEGRATION_LEDGER_CALLS_H_
 
@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
+#include "dedupe_sidecar/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
@@ -19,6 +20,18 @@ namespace eonce::testing {
 
 inline constexpr char kTransferMethod[] = "/eonce.ledger.v1.Ledger/Transfer";
 inline constexpr char kOpenAccountMethod[] = "/eonce.ledger.v1.Ledger/OpenAccount";
+
+// A sidecar on `data_dir` in front of the ledger on loopback `ledger_port`, with leases and
+// timeouts short enough for a test to see recovery.
+inline SidecarServerOptions SidecarOptionsFor(int ledger_port, const std::string& data_dir) {
+  SidecarServerOptions options;
+  options.data_dir = data_dir;
+  options.upstream_address = "127.0.0.1:" + std::to_string(ledger_port);
+  options.deduper.lease_ms = 2'000;
+  options.deduper.forward_timeout_ms = 1'000;
+  options.deduper.outcome_query_timeout_ms = 500;
+  return options;
+}
 
 // A command of alice's on account "a"; the key is derived unless given.
 inline v1::Command LedgerCommand(const std::string& id, const std::string& method,

@@ -62,13 +62,9 @@ class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
         "readonly /eonce.v1.Effects/ListEffects\n",
         f);
     fclose(f);
-    SidecarServerOptions options;
-    options.data_dir = testing::FreshDir("sidecar");
-    options.upstream_address = "127.0.0.1:" + std::to_string(ledger_->port());
+    SidecarServerOptions options =
+        testing::SidecarOptionsFor(ledger_->port(), testing::FreshDir("sidecar"));
     options.policy_file = policy_path;
-    options.deduper.lease_ms = 2'000;
-    options.deduper.forward_timeout_ms = 1'000;
-    options.deduper.outcome_query_timeout_ms = 500;
     auto sidecar = SidecarServer::Start(options, RealClock::Get());
     ASSERT_TRUE(sidecar.ok()) << sidecar.status();
     sidecar_ = std::move(*sidecar);
@@ -296,13 +292,9 @@ TEST_P(SidecarLedgerTest, PassThroughFailsClosed) {
 // Without a policy file nothing is listed readonly: every unkeyed call is refused, reads
 // included, and keyed commands still run.
 TEST_P(SidecarLedgerTest, WithoutAPolicyFileUnkeyedCallsAreRefused) {
-  SidecarServerOptions options;
-  options.data_dir = testing::FreshDir("open-sidecar");
-  options.upstream_address = "127.0.0.1:" + std::to_string(ledger_->port());
-  options.deduper.lease_ms = 2'000;
-  options.deduper.forward_timeout_ms = 1'000;
-  options.deduper.outcome_query_timeout_ms = 500;
-  auto open = SidecarServer::Start(options, RealClock::Get());
+  auto open = SidecarServer::Start(
+      testing::SidecarOptionsFor(ledger_->port(), testing::FreshDir("open-sidecar")),
+      RealClock::Get());
   ASSERT_TRUE(open.ok()) << open.status();
   auto stub = ledger::v1::Ledger::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string((*open)->port()), grpc::InsecureChannelCredentials()));

@@ -101,6 +101,12 @@ std::map<std::string, int64_t> Counts(Agent::Stub& agent) {
   return counts;
 }
 
+// The records in the final states a run ends in (all but dropped), from Counts.
+int64_t Finished(std::map<std::string, int64_t>& counts) {
+  return counts["acked"] + counts["rejected"] + counts["conflict"] + counts["dead_lettered"] +
+         counts["expired"];
+}
+
 // The effects in a service's effect ledger, by command id (none, said aloud, when it
 // cannot be read: the verdict then fails).
 std::map<std::string, int> EffectCounts(const std::string& address) {
@@ -315,7 +321,8 @@ class Demo {
       if (faults_ && i == n_ * 3 / 5) RevokeAndRenew();
       if (!quiet && std::chrono::steady_clock::now() - last_bar > std::chrono::milliseconds(200)) {
         last_bar = std::chrono::steady_clock::now();
-        ShowProgress(progress_total);
+        auto counts = Counts(agent());
+        ShowProgress(counts, progress_total);
       }
     }
     return true;
@@ -348,12 +355,9 @@ class Demo {
     agent().SetCredential(context2.get(), renew, &r);
   }
 
-  // The progress bar; `total` is what the bar counts up to.
-  void ShowProgress(int64_t total) {
-    auto counts = Counts(agent());
-    int64_t fin = counts["acked"] + counts["rejected"] + counts["conflict"] +
-                  counts["dead_lettered"] + counts["expired"];
-    std::printf("\r  %s   ", Bar(counts, fin, total).c_str());
+  // The progress bar of `counts` (Counts); `total` is what the bar counts up to.
+  static void ShowProgress(std::map<std::string, int64_t>& counts, int64_t total) {
+    std::printf("\r  %s   ", Bar(counts, Finished(counts), total).c_str());
     std::fflush(stdout);
   }
 
@@ -463,13 +467,8 @@ class Demo {
       auto counts = Counts(agent());
       int64_t waiting = counts["queued"] + counts["claimed"] + counts["sending"] +
                         counts["retryable_failed"] + counts["unknown"];
-      int64_t fin = counts["acked"] + counts["rejected"] + counts["conflict"] +
-                    counts["dead_lettered"] + counts["expired"];
-      if (!quiet) {
-        std::printf("\r  %s   ", Bar(counts, fin, static_cast<int64_t>(enqueued_.size())).c_str());
-        std::fflush(stdout);
-      }
-      if (waiting == 0 && fin >= static_cast<int64_t>(enqueued_.size())) {
+      if (!quiet) ShowProgress(counts, static_cast<int64_t>(enqueued_.size()));
+      if (waiting == 0 && Finished(counts) >= static_cast<int64_t>(enqueued_.size())) {
         settled = true;
         break;
       }
