@@ -1,0 +1,128 @@
+#include "common/slot_map_file.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace eonce {
+namespace {
+
+absl::Status Errno(absl::string_view what, const std::string& path) {
+  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+std::string DirectoryOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+absl::Status SyncPath(const std::string& path, int flags) {
+  int fd = ::open(path.c_str(), flags);
+  if (fd < 0) return Errno("open", path);
+  int rc = ::fsync(fd);
+  ::close(fd);
+  return rc == 0 ? absl::OkStatus() : Errno("fsync", path);
+}
+
+// Holds an exclusive advisory lock on `path` + ".lock" while it lives.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) : path_(path + ".lock") {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  absl::Status status() const { return fd_ >= 0 ? absl::OkStatus() : Errno("lock", path_); }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace
+
+absl::StatusOr<SlotMap> ReadSlotMapFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no slot map at ", path));
+    return Errno("read", path);
+  }
+  std::string json;
+  json.resize(kMaxSlotMapBytes + 1);
+  in.read(json.data(), static_cast<std::streamsize>(json.size()));
+  json.resize(static_cast<size_t>(in.gcount()));
+  absl::StatusOr<SlotMap> map = SlotMap::FromJson(json);
+  if (!map.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", map.status().message()));
+  }
+  return map;
+}
+
+absl::Status WriteSlotMapFile(const std::string& path, const SlotMap& map) {
+  const std::string temporary = absl::StrCat(path, ".tmp.", ::getpid());
+  const std::string json = map.ToJson();
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("create", temporary);
+  size_t written = 0;
+  while (written < json.size()) {
+    ssize_t n = ::write(fd, json.data() + written, json.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      absl::Status failed = Errno("write", temporary);
+      ::close(fd);
+      ::unlink(temporary.c_str());
+      return failed;
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    absl::Status failed = Errno("fsync", temporary);
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    return failed;
+  }
+  ::close(fd);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    absl::Status failed = Errno("rename", path);
+    ::unlink(temporary.c_str());
+    return failed;
+  }
+  return SyncPath(DirectoryOf(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+absl::Status CompareAndSetSlotMapFile(const std::string& path, uint64_t expected_epoch,
+                                      const SlotMap& next) {
+  FileLock lock(path);
+  EONCE_RETURN_IF_ERROR(lock.status());
+  uint64_t found = 0;
+  absl::StatusOr<SlotMap> current = ReadSlotMapFile(path);
+  if (current.ok()) {
+    found = current->epoch();
+  } else if (current.status().code() != absl::StatusCode::kNotFound) {
+    return current.status();
+  }
+  if (found != expected_epoch || next.epoch() <= found) {
+    return Error(absl::StatusCode::kAborted, "EPOCH_CHANGED",
+                 absl::StrCat(path, " holds epoch ", found, ", not ", expected_epoch,
+                              " (the new map has ", next.epoch(),
+                              "); read it again and redo the step"));
+  }
+  return WriteSlotMapFile(path, next);
+}
+
+}  // namespace eonce
