@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/slots.h"
 #include "common/status.h"
 #include "dedupe_sidecar/deduper_context.h"
 
@@ -23,14 +24,16 @@ constexpr int64_t kInProgressRetryMs = 100;
 }  // namespace
 
 Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
-                 Clock& clock, DeduperOptions options, FaultInjector* faults)
+                 Clock& clock, DeduperOptions options, FaultInjector* faults,
+                 ShardGate* shards)
     : store_(store),
       audit_(audit),
       upstream_(upstream),
       policy_(policy),
       clock_(clock),
       options_(std::move(options)),
-      faults_(faults) {}
+      faults_(faults),
+      shards_(shards) {}
 
 void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDone done) {
   auto ctx = std::make_shared<Context>();
@@ -74,6 +77,18 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
     ctx->Answer(Error(absl::StatusCode::kPermissionDenied, "TENANT_MISMATCH",
                       "the command names a tenant other than the caller's"));
     return;
+  }
+  // Before anything is read or written: a slot this shard does not own, or one that is
+  // moving, is refused. The pass keeps the slot's work counted until it is over.
+  if (shards_ != nullptr) {
+    absl::StatusOr<ShardGate::Pass> pass = shards_->Enter(
+        SlotOf(caller.tenant, command.entity().type(), command.entity().id()));
+    if (!pass.ok()) {
+      (ReasonOf(pass.status()) == "SLOT_MOVED" ? stats_.slot_moved : stats_.slot_migrating)++;
+      ctx->Answer(pass.status());
+      return;
+    }
+    ctx->pass = std::move(*pass);
   }
 
   // Under mutual TLS the epoch is the certificate's: a caller cannot choose it.

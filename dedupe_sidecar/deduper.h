@@ -39,6 +39,7 @@
 #include "dedupe_sidecar/pending_durability.h"
 #include "dedupe_sidecar/policy.h"
 #include "dedupe_sidecar/record_store.h"
+#include "dedupe_sidecar/shard_gate.h"
 #include "dedupe_sidecar/upstream.h"
 #include "eonce/v1/sidecar.pb.h"
 
@@ -112,6 +113,9 @@ struct DeduperStats {
   std::atomic<int64_t> forwards{0};
   // Forwards sent before their started record was synced (InboxMethods).
   std::atomic<int64_t> forwards_before_sync{0};
+  // Refused because another shard owns the slot (SLOT_MOVED) or it is moving.
+  std::atomic<int64_t> slot_moved{0};
+  std::atomic<int64_t> slot_migrating{0};
   LatencyHistogram forward_latency;
 };
 
@@ -126,7 +130,8 @@ class Deduper {
   // thread (or the one delivering the business's answer), and what follows a write runs
   // once the store calls back that it is durable.
   Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
-          Clock& clock, DeduperOptions options, FaultInjector* faults = nullptr);
+          Clock& clock, DeduperOptions options, FaultInjector* faults = nullptr,
+          ShardGate* shards = nullptr);
 
   // `done` runs exactly once.
   void Submit(const Caller& caller, const v1::Command& command, SubmitDone done);
@@ -139,11 +144,16 @@ class Deduper {
 
   v1::GetInfoResponse Info() const;
   const DeduperStats& stats() const { return stats_; }
+  // Sharded: the slot gate (null when this sidecar takes every command).
+  ShardGate* shards() const { return shards_; }
   // Counts a caller refused at the transport boundary (identity, not policy).
   void CountDenied() { stats_.denied++; }
   // PERMISSION_DENIED (OPERATOR_REQUIRED) unless the caller is an operator the policy
   // names for its tenant; UNAUTHENTICATED without a tenant.
   absl::Status RequireOperator(const Caller& caller);
+  // PERMISSION_DENIED (PLATFORM_OPERATOR_REQUIRED) unless the policy lets the caller, a
+  // proven operator, change the slot map (a `platform` rule).
+  absl::Status RequirePlatformOperator(const Caller& caller);
   const DeduperOptions& options() const { return options_; }
 
  private:
@@ -203,6 +213,8 @@ class Deduper {
   Clock& clock_;
   const DeduperOptions options_;
   FaultInjector* const faults_;
+  // Sharded: the slots this sidecar may take (null: it takes every command).
+  ShardGate* const shards_;
   StripedLocks locks_;
   PendingDurability not_durable_;  // outcomes written, their fsync still to come
   InboxMethods inbox_methods_;     // methods whose business is the commit point

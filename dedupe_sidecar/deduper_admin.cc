@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/slots.h"
 #include "common/status.h"
 #include "dedupe_sidecar/deduper.h"
 #include "dedupe_sidecar/deduper_context.h"
@@ -53,6 +54,10 @@ absl::Status Deduper::RequireTenant(const Caller& caller) {
 absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
                                                          const v1::ReconcileRequest& request) {
   EONCE_RETURN_IF_ERROR(RequireTenant(caller));
+  if (shards_ != nullptr && request.has_entity()) {
+    EONCE_RETURN_IF_ERROR(shards_->Check(
+        SlotOf(caller.tenant, request.entity().type(), request.entity().id())));
+  }
   std::string key = request.idempotency_key();
   v1::ReconcileResponse response;
   if (request.lookup_case() == v1::ReconcileRequest::kCommandId) {
@@ -122,6 +127,17 @@ absl::Status Deduper::RequireOperator(const Caller& caller) {
                    ? "this call needs an operator identity (a certificate naming "
                      "spiffe://<domain>/tenant/<tenant>/operator/<name>)"
                    : "the policy names no such operator for this tenant");
+}
+
+absl::Status Deduper::RequirePlatformOperator(const Caller& caller) {
+  EONCE_RETURN_IF_ERROR(RequireTenant(caller));
+  if (policy_.IsPlatformOperator(caller.tenant, caller.operator_name)) return absl::OkStatus();
+  stats_.denied++;
+  LogWarn("platform call refused", {{"tenant", caller.tenant},
+                                    {"operator", caller.operator_name}});
+  return Error(absl::StatusCode::kPermissionDenied, "PLATFORM_OPERATOR_REQUIRED",
+               "changing the slot map moves every tenant's commands: it needs an operator "
+               "the policy names in a `platform` rule");
 }
 
 absl::StatusOr<v1::ListParkedResponse> Deduper::ListParked(const Caller& caller, int limit) {

@@ -17,6 +17,8 @@ struct Deduper::Context {
   std::string scoped_key;
   int64_t lease_expires_ms = 0;  // of the lease this submit holds, once it holds one
   SubmitDone done;
+  // Sharded: held for the command's slot while anything of its work may still run.
+  ShardGate::Pass pass;
 
   void Answer(absl::StatusOr<v1::SubmitResponse> answer) {
     SubmitDone callback = std::move(done);

@@ -36,6 +36,10 @@ ABSL_FLAG(bool, replay_after_revocation, false,
 ABSL_FLAG(bool, refuse_unkeyed_mutations, true,
           "transparent mode: refuse calls without idempotency-key to methods the policy does "
           "not list readonly (false forwards them unkeyed, without dedupe)");
+ABSL_FLAG(std::string, shard_id, "",
+          "this sidecar's shard in the slot map; empty: not sharded (every command is taken)");
+ABSL_FLAG(std::string, slot_map, "",
+          "the slot map file (JSON, slots.proto; a mounted ConfigMap), reread when it changes");
 ABSL_FLAG(std::string, instance_id, "sidecar", "this sidecar's name as a lease owner");
 ABSL_FLAG(int32_t, max_in_flight, 1024,
           "calls in flight at once; past it calls are refused (RESOURCE_EXHAUSTED, OVERLOADED)");
@@ -77,6 +81,8 @@ int main(int argc, char** argv) {
   o.memory_quota_bytes = absl::GetFlag(FLAGS_memory_quota_mb) << 20;
   o.compaction_interval_ms = absl::GetFlag(FLAGS_compaction_interval_ms);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
+  o.shard_id = absl::GetFlag(FLAGS_shard_id);
+  o.slot_map_file = absl::GetFlag(FLAGS_slot_map);
   eonce::ServerFlags shared = eonce::ServerFlagsFromFlags();
   o.tls = shared.tls;
   o.health_address = shared.health_address;

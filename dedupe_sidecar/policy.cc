@@ -46,7 +46,7 @@ absl::StatusOr<Policy> Policy::Parse(const std::string& text) {
       return absl::InvalidArgumentError(absl::StrCat("policy line ", line_number, ": ", why));
     };
     if (policy.acts_.size() + policy.allows_.size() + policy.revokes_.size() +
-            policy.read_only_.size() + policy.operators_.size() >=
+            policy.read_only_.size() + policy.operators_.size() + policy.platform_.size() >=
         kMaxRules) {
       return bad(absl::StrCat("more than ", kMaxRules, " rules"));
     }
@@ -74,6 +74,11 @@ absl::StatusOr<Policy> Policy::Parse(const std::string& text) {
     } else if (words[0] == "operator") {
       if (words.size() != 3 || words[1] == "*") return bad("operator takes <tenant> <name|*>");
       policy.operators_.emplace_back(words[1], words[2]);
+    } else if (words[0] == "platform") {
+      if (words.size() != 3 || words[1] == "*" || words[2] == "*") {
+        return bad("platform takes <tenant> <name>, no wildcard");
+      }
+      policy.platform_.emplace_back(words[1], words[2]);
     } else if (words[0] == "readonly" || words[0] == "mutating") {
       if (words.size() != 2 || !absl::StartsWith(words[1], "/")) {
         return bad(absl::StrCat(words[0], " takes one /package.Service/Method"));
@@ -122,6 +127,15 @@ bool Policy::IsOperator(const std::string& tenant, const std::string& name) cons
   if (allow_all_) return true;
   for (const auto& [t, n] : operators_) {
     if (t == tenant && Matches(n, name)) return true;
+  }
+  return false;
+}
+
+bool Policy::IsPlatformOperator(const std::string& tenant, const std::string& name) const {
+  if (name.empty()) return false;
+  if (allow_all_) return true;
+  for (const auto& [t, n] : platform_) {
+    if (t == tenant && n == name) return true;
   }
   return false;
 }
@@ -185,6 +199,10 @@ bool PolicyStore::IsReadOnly(const std::string& method) {
 
 bool PolicyStore::IsOperator(const std::string& tenant, const std::string& name) {
   return std::atomic_load(&policy_)->IsOperator(tenant, name);
+}
+
+bool PolicyStore::IsPlatformOperator(const std::string& tenant, const std::string& name) {
+  return std::atomic_load(&policy_)->IsPlatformOperator(tenant, name);
 }
 
 int64_t PolicyStore::reloads() const {

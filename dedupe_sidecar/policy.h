@@ -16,6 +16,9 @@
 //   operator <tenant> <name|*>                  may use SidecarAdmin (parked outcomes, the
 //                                               audit log) and the effect and outcome
 //                                               calls through the sidecar, for the tenant
+//   platform <tenant> <name>                    an operator of that tenant who may change
+//                                               the slot map (AdoptSlotMap): it moves every
+//                                               tenant's slots, so no tenant operator may
 //   readonly <method>                           changes nothing: a transparent-mode call
 //                                               to it may come without an idempotency key
 //   mutating <method>                           deprecated, accepted and ignored: every
@@ -75,6 +78,9 @@ class Policy {
   // Whether `name` (a proven operator identity) may operate for `tenant`. Without a
   // policy file any named operator may (development).
   bool IsOperator(const std::string& tenant, const std::string& name) const;
+  // Whether `name`, a proven operator of `tenant`, may change the slot map. Without a
+  // policy file any named operator may (development).
+  bool IsPlatformOperator(const std::string& tenant, const std::string& name) const;
 
  private:
   struct Act {
@@ -93,6 +99,7 @@ class Policy {
   std::vector<Revoke> revokes_;
   absl::flat_hash_set<std::string> read_only_;
   std::vector<std::pair<std::string, std::string>> operators_;  // (tenant, name or *)
+  std::vector<std::pair<std::string, std::string>> platform_;   // (tenant, name)
 };
 
 class PolicyStore {
@@ -105,6 +112,7 @@ class PolicyStore {
                        int64_t credential_epoch);
   bool IsReadOnly(const std::string& method);
   bool IsOperator(const std::string& tenant, const std::string& name);
+  bool IsPlatformOperator(const std::string& tenant, const std::string& name);
 
   // Reloads if the file changed. Returns the parse error of a bad new file (the old
   // policy stays); OK when nothing changed or the reload worked.

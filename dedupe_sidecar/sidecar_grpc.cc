@@ -4,6 +4,7 @@
 #include "common/grpc_status.h"
 #include "common/status.h"
 #include "dedupe_sidecar/caller.h"
+#include "common/slots.h"
 
 namespace eonce {
 namespace {
@@ -67,6 +68,20 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
     v1::GetInfoResponse info = deduper_.Info();
     info.set_identity_from_headers(identity_from_headers_);
     return FinishUnary(context, absl::StatusOr<v1::GetInfoResponse>(std::move(info)), response);
+  }
+
+  grpc::ServerUnaryReactor* GetSlotMap(grpc::CallbackServerContext* context,
+                                       const v1::GetSlotMapRequest* /*request*/,
+                                       v1::SlotMap* response) override {
+    if (deduper_.shards() == nullptr) {
+      return FinishUnary<v1::SlotMap>(
+          context,
+          Error(absl::StatusCode::kNotFound, "NOT_SHARDED",
+                "this sidecar is not sharded: it takes every command"),
+          response);
+    }
+    return FinishUnary(context, absl::StatusOr<v1::SlotMap>(deduper_.shards()->map()->proto()),
+                       response);
   }
 
  private:
@@ -138,6 +153,39 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
     if (!posted) {
       reactor->Finish(ToGrpcStatus(PoolFull("audit verifications"), context));
     }
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* AdoptSlotMap(grpc::CallbackServerContext* context,
+                                         const v1::AdoptSlotMapRequest* request,
+                                         v1::AdoptSlotMapResponse* response) override {
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (caller.ok()) {
+      if (absl::Status allowed = deduper_.RequirePlatformOperator(*caller); !allowed.ok()) {
+        caller = allowed;
+      }
+    }
+    if (!caller.ok()) {
+      return FinishUnary<v1::AdoptSlotMapResponse>(context, caller.status(), response);
+    }
+    ShardGate* shards = deduper_.shards();
+    if (shards == nullptr) {
+      return FinishUnary<v1::AdoptSlotMapResponse>(
+          context, Error(absl::StatusCode::kFailedPrecondition, "NOT_SHARDED",
+                         "this sidecar is not sharded (start it with --shard_id and --slot_map)"),
+          response);
+    }
+    absl::StatusOr<SlotMap> map = SlotMap::FromProto(request->map());
+    if (!map.ok()) return FinishUnary<v1::AdoptSlotMapResponse>(context, map.status(), response);
+    // The wait for the moved slots' work blocks: on the work pool, not on a gRPC thread.
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    bool posted = pool_.Post([shards, map = std::move(*map), context, request, response,
+                              reactor] {
+      absl::StatusOr<uint64_t> held = shards->Adopt(map, request->drain_timeout_ms());
+      if (held.ok()) response->set_epoch(*held);
+      reactor->Finish(ToGrpcStatus(held.status(), context));
+    });
+    if (!posted) reactor->Finish(ToGrpcStatus(PoolFull("slot map adoptions"), context));
     return reactor;
   }
 

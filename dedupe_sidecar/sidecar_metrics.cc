@@ -75,6 +75,23 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
                             "The retention the sidecar advertises (GetInfo): duplicates are "
                             "recognised at least this long.",
                             {{{}, records_->advertised_retention_ms() / 1000.0}}));
+  if (shards_ != nullptr) {
+    std::shared_ptr<const SlotMap> map = shards_->map();
+    out.push_back(CounterFamily(
+        "eonce_sidecar_slot_refusals_total",
+        "Commands refused before anything was written because another shard owns their slot "
+        "(moved) or it is being moved (migrating).",
+        {{{{"reason", "moved"}}, n(st.slot_moved)},
+         {{{"reason", "migrating"}}, n(st.slot_migrating)}}));
+    out.push_back(GaugeFamily("eonce_sidecar_slot_map_epoch", "The epoch of the slot map held.",
+                              {{{}, static_cast<double>(map->epoch())}}));
+    out.push_back(GaugeFamily("eonce_sidecar_slots_owned",
+                              "Slots this shard takes commands for (owned, not moving).",
+                              {{{}, static_cast<double>(map->WritableSlotsOf(shards_->shard()))}}));
+    out.push_back(GaugeFamily("eonce_sidecar_slot_passes_in_flight",
+                              "Commands let in and still running, over all slots.",
+                              {{{}, static_cast<double>(shards_->in_flight())}}));
+  }
   return out;
 }
 

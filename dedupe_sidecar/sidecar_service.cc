@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/server.h"
+#include "common/slot_map_file.h"
 #include "common/status.h"
 #include "common/tls.h"
 #include "dedupe_sidecar/grpc_upstream.h"
@@ -31,6 +32,10 @@ absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
         "forensic_retention_ms: must not be shorter than retention_ms");
   }
   EONCE_RETURN_IF_ERROR(ValidateDeduperOptions(o.deduper));
+  if (o.shard_id.empty() != o.slot_map_file.empty()) {
+    return absl::InvalidArgumentError(
+        "shard_id, slot_map: a sharded sidecar needs both (its shard and the slot map file)");
+  }
   if (o.max_in_flight < 1 || o.max_in_flight_per_tenant < 1 ||
       o.max_in_flight_per_tenant > o.max_in_flight) {
     return absl::InvalidArgumentError(
@@ -79,8 +84,14 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   // For the operator's long scans (audit queries and verification) only: a Submit runs on
   // gRPC's threads, and the business's answers are handled where they arrive.
   s->pool_ = std::make_unique<WorkPool>(4, 256);
+  if (!options.shard_id.empty()) {
+    EONCE_ASSIGN_OR_RETURN(s->shards_,
+                           ShardGate::Open(options.shard_id, options.slot_map_file,
+                                           options.data_dir + "/slot_map.json"));
+  }
   s->deduper_ = std::make_unique<Deduper>(*s->records_, *s->audit_, *upstream, *s->policy_,
-                                          clock, options.deduper, options.faults);
+                                          clock, options.deduper, options.faults,
+                                          s->shards_.get());
   s->admission_ = std::make_unique<Admission>(options.max_in_flight,
                                               options.max_in_flight_per_tenant);
   if (!options.tls.enabled()) {
@@ -150,6 +161,7 @@ void SidecarServer::Maintenance(const SidecarServerOptions& options) {
       LogError("policy reload failed; keeping the previous policy",
                {{"error", std::string(reloaded.message())}});
     }
+    if (shards_ != nullptr) MaybeReloadSlotMap(options.slot_map_file);
     if (due(last_compaction, options.compaction_interval_ms)) {
       if (absl::Status compacted = records_->CompactAll(); !compacted.ok()) {
         LogError("compaction failed", {{"error", std::string(compacted.message())}});
@@ -167,6 +179,25 @@ void SidecarServer::Maintenance(const SidecarServerOptions& options) {
       }
     }
   }
+}
+
+void SidecarServer::MaybeReloadSlotMap(const std::string& path) {
+  absl::StatusOr<SlotMap> map = ReadSlotMapFile(path);
+  if (!map.ok()) {
+    if (map.status().code() != absl::StatusCode::kNotFound) {
+      LogError("slot map reload failed; keeping the map held",
+               {{"error", std::string(map.status().message())}});
+    }
+    return;
+  }
+  if (map->epoch() <= shards_->map()->epoch()) return;
+  // Adopted at once; the wait for moved slots' work is the reshard step's, not this loop's.
+  absl::StatusOr<uint64_t> adopted = shards_->Adopt(*map, /*drain_timeout_ms=*/1);
+  if (!adopted.ok() && adopted.status().code() != absl::StatusCode::kDeadlineExceeded) {
+    LogError("slot map adoption failed", {{"error", std::string(adopted.status().message())}});
+    return;
+  }
+  LogInfo("slot map adopted", {{"epoch", absl::StrCat(map->epoch())}, {"file", path}});
 }
 
 absl::Status SidecarServer::Shutdown(int64_t drain_ms) {

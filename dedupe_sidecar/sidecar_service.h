@@ -29,6 +29,7 @@
 #include "dedupe_sidecar/deduper.h"
 #include "dedupe_sidecar/policy.h"
 #include "dedupe_sidecar/record_store.h"
+#include "dedupe_sidecar/shard_gate.h"
 #include "dedupe_sidecar/upstream.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "grpcpp/generic/async_generic_service.h"
@@ -75,6 +76,10 @@ struct SidecarServerOptions {
   std::string health_address;
   // Free space kept on the store's disk; below it writes are refused (STORE_FULL).
   uint64_t min_free_bytes = 256ull << 20;
+  // Sharding (slots.proto): this sidecar's shard id and the slot map file (a mounted
+  // ConfigMap), reread every policy_reload_ms. Both empty: every command is taken.
+  std::string shard_id;
+  std::string slot_map_file;
   // A RocksDB Env for the store (tests inject failing writes); null: the default.
   rocksdb::Env* store_env = nullptr;
   // The simulation hands in its own upstream; null = gRPC to upstream_address.
@@ -99,6 +104,8 @@ class SidecarServer {
   AuditLog& audit() { return *audit_; }
   RecordStore& records() { return *records_; }
   PolicyStore& policy() { return *policy_; }
+  // Null unless sharded.
+  ShardGate* shards() { return shards_.get(); }
   RocksStore& rocks() { return *rocks_; }
 
   // Drains: readiness goes false, new calls get UNAVAILABLE, in-flight calls get up to
@@ -109,6 +116,8 @@ class SidecarServer {
   SidecarServer() = default;
   void Maintenance(const SidecarServerOptions& options);
   std::vector<prometheus::MetricFamily> Collect() const;
+  // Adopts the slot map file when an operator (or a ConfigMap update) made it newer.
+  void MaybeReloadSlotMap(const std::string& path);
   // A synced write to a probe key: can the store take writes now?
   void ProbeStore();
 
@@ -121,6 +130,7 @@ class SidecarServer {
   // Submits and the work after each forward run here: synced writes off gRPC's threads.
   std::unique_ptr<WorkPool> pool_;
   std::unique_ptr<Admission> admission_;
+  std::unique_ptr<ShardGate> shards_;
   std::unique_ptr<Deduper> deduper_;
   std::atomic<bool> draining_{false};
   std::unique_ptr<v1::Sidecar::CallbackService> sidecar_service_;

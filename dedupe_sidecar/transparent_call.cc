@@ -11,8 +11,10 @@ v1::Command TransparentCommand(const std::string& method, const std::string& key
   command.set_idempotency_key(key);
   command.set_target_method(method);
   command.set_request(std::move(request));
+  // A transparent call names no entity: its key stands for one, so that its slot (when
+  // the sidecar is sharded) is the key's.
   command.mutable_entity()->set_type("transparent");
-  command.mutable_entity()->set_id("call");
+  command.mutable_entity()->set_id(CommandIdOfKey(key));
   FillPayloadHash(&command);
   return command;
 }

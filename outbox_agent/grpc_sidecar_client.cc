@@ -3,11 +3,14 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -20,6 +23,14 @@ constexpr int64_t kInfoRefreshMs = 60'000;
 constexpr int64_t kInfoTimeoutMs = 2'000;
 
 constexpr int kMaxMessageBytes = 8 << 20;
+
+constexpr char kShardedPrefix[] = "sharded:";
+// How often a sharded route's slot map is asked again without a refusal to prompt it.
+constexpr int64_t kSlotMapRefreshMs = 30'000;
+// How long to wait before a command is retried while no slot map is held yet.
+constexpr int64_t kNoSlotMapRetryMs = 200;
+// Stubs kept for shard addresses; past it, those the held map no longer names go.
+constexpr size_t kMaxShardStubs = 2 * kMaxShards;
 
 // The answer to a call made while the client closes: nothing was sent.
 absl::Status Closing() {
@@ -35,26 +46,34 @@ void AddSession(grpc::ClientContext* context, const Session& session) {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<GrpcSidecarClient::Route>> GrpcSidecarClient::NewRoute(
+    const std::string& target) {
+  auto route = std::make_unique<Route>();
+  route->sharded = absl::StartsWith(target, kShardedPrefix);
+  route->address = route->sharded ? target.substr(strlen(kShardedPrefix)) : target;
+  if (route->address.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("routes: \"", target, "\" names no address"));
+  }
+  route->stub = v1::Sidecar::NewStub(NewChannel(route->address, tls_, kMaxMessageBytes));
+  return route;
+}
+
 absl::StatusOr<std::unique_ptr<GrpcSidecarClient>> GrpcSidecarClient::Create(
     const std::string& routes, const std::string& default_address, const TlsFiles& tls,
     Clock& clock) {
-  std::unique_ptr<GrpcSidecarClient> client(new GrpcSidecarClient(clock));
+  std::unique_ptr<GrpcSidecarClient> client(new GrpcSidecarClient(clock, tls));
   for (absl::string_view entry : absl::StrSplit(routes, ',', absl::SkipEmpty())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
     if (kv.first.empty() || kv.second.empty() || kv.first.find('/') != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "routes: \"", entry, "\" is not service=address (service like eonce.ledger.v1.Ledger)"));
+          "routes: \"", entry,
+          "\" is not service=address or service=sharded:address (service like "
+          "eonce.ledger.v1.Ledger)"));
     }
-    auto route = std::make_unique<Route>();
-    route->address = kv.second;
-    route->stub = v1::Sidecar::NewStub(NewChannel(kv.second, tls, kMaxMessageBytes));
-    client->routes_[kv.first] = std::move(route);
+    EONCE_ASSIGN_OR_RETURN(client->routes_[kv.first], client->NewRoute(kv.second));
   }
   if (!default_address.empty()) {
-    client->default_route_ = std::make_unique<Route>();
-    client->default_route_->address = default_address;
-    client->default_route_->stub =
-        v1::Sidecar::NewStub(NewChannel(default_address, tls, kMaxMessageBytes));
+    EONCE_ASSIGN_OR_RETURN(client->default_route_, client->NewRoute(default_address));
   }
   if (client->routes_.empty() && client->default_route_ == nullptr) {
     return absl::InvalidArgumentError("sidecar: a default sidecar or routes are required");
@@ -81,6 +100,11 @@ void GrpcSidecarClient::Call(const v1::Command& command, const Session& session,
                absl::StrCat("no sidecar serves ", command.target_method())));
     return;
   }
+  absl::StatusOr<std::shared_ptr<v1::Sidecar::Stub>> stub = StubFor(*route, command);
+  if (!stub.ok()) {
+    done(stub.status());
+    return;
+  }
   struct State {
     grpc::ClientContext context;
     Request request;
@@ -95,10 +119,12 @@ void GrpcSidecarClient::Call(const v1::Command& command, const Session& session,
   state->context.set_deadline(WallDeadline(clock_, deadline_ms));
   AddSession(&state->context, session);
   state->request = std::move(request);
-  issue(*route->stub, &state->context, &state->request, &state->response,
-        [this, id, state, done = std::move(done)](grpc::Status status) {
+  issue(**stub, &state->context, &state->request, &state->response,
+        [this, id, state, route, stub = *stub, done = std::move(done)](grpc::Status status) {
           if (!status.ok()) {
-            done(FromGrpcStatus(status, &state->context));
+            absl::Status failed = FromGrpcStatus(status, &state->context);
+            if (route->sharded) OnSlotRefusal(route, failed);
+            done(std::move(failed));
           } else {
             done(std::move(state->response));
           }
@@ -165,6 +191,108 @@ void GrpcSidecarClient::AskInfo(Route* route) {
                                 });
 }
 
+absl::StatusOr<std::shared_ptr<v1::Sidecar::Stub>> GrpcSidecarClient::StubFor(
+    Route& route, const v1::Command& command) {
+  if (!route.sharded) return route.stub;
+  std::shared_ptr<const SlotMap> map;
+  bool stale = false;
+  {
+    absl::MutexLock lock(&route.mu);
+    map = route.map;
+    int64_t wait = map != nullptr ? kSlotMapRefreshMs : kNoSlotMapRetryMs;
+    stale = clock_.NowMs() - route.map_asked_at_ms >= wait;
+  }
+  if (stale) AskSlotMap(&route, "");
+  if (map == nullptr) {
+    return WithRetryAfter(Error(absl::StatusCode::kUnavailable, "SLOT_MAP_UNKNOWN",
+                                absl::StrCat("no slot map from ", route.address,
+                                             " yet; nothing was sent")),
+                          kNoSlotMapRetryMs);
+  }
+  const std::string& address = map->AddressOf(map->OwnerOf(SlotOfCommand(command)));
+  absl::MutexLock lock(&route.mu);
+  auto it = route.shard_stubs.find(address);
+  if (it != route.shard_stubs.end()) return it->second;
+  if (route.shard_stubs.size() >= kMaxShardStubs) {
+    for (auto old = route.shard_stubs.begin(); old != route.shard_stubs.end();) {
+      bool named = false;
+      for (const v1::ShardInfo& shard : map->proto().shards()) named |= shard.address() == old->first;
+      old = named ? std::next(old) : route.shard_stubs.erase(old);
+    }
+  }
+  std::shared_ptr<v1::Sidecar::Stub> stub =
+      v1::Sidecar::NewStub(NewChannel(address, tls_, kMaxMessageBytes));
+  route.shard_stubs[address] = stub;
+  return stub;
+}
+
+void GrpcSidecarClient::OnSlotRefusal(Route* route, const absl::Status& status) {
+  std::string reason = ReasonOf(status);
+  if (reason != "SLOT_MOVED" && reason != "SLOT_MIGRATING") return;
+  std::map<std::string, std::string> facts = ErrorMetadataOf(status);
+  uint64_t epoch = 0;
+  if (!absl::SimpleAtoi(facts["epoch"], &epoch)) return;
+  {
+    absl::MutexLock lock(&route->mu);
+    if (route->map != nullptr && route->map->epoch() >= epoch) return;
+  }
+  // The refusing sidecar holds a newer map; the owner it names holds at least as new.
+  AskSlotMap(route, facts["owner_address"]);
+}
+
+void GrpcSidecarClient::AskSlotMap(Route* route, const std::string& address) {
+  std::shared_ptr<v1::Sidecar::Stub> stub = route->stub;
+  {
+    absl::MutexLock lock(&route->mu);
+    if (route->asking_map) return;
+    route->asking_map = true;
+    route->map_asked_at_ms = clock_.NowMs();
+    if (!address.empty()) {
+      auto it = route->shard_stubs.find(address);
+      if (it != route->shard_stubs.end()) stub = it->second;
+    }
+  }
+  struct State {
+    grpc::ClientContext context;
+    v1::GetSlotMapRequest request;
+    v1::SlotMap response;
+  };
+  auto state = std::make_shared<State>();
+  uint64_t id = 0;
+  if (!Started(&id, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+    absl::MutexLock lock(&route->mu);
+    route->asking_map = false;
+    return;
+  }
+  state->context.set_deadline(WallDeadline(clock_, clock_.NowMs() + kInfoTimeoutMs));
+  stub->async()->GetSlotMap(
+      &state->context, &state->request, &state->response,
+      [this, id, state, route, stub](grpc::Status status) {
+        absl::StatusOr<SlotMap> map = status.ok()
+                                          ? SlotMap::FromProto(std::move(state->response))
+                                          : absl::StatusOr<SlotMap>(FromGrpcStatus(status, &state->context));
+        {
+          absl::MutexLock lock(&route->mu);
+          route->asking_map = false;
+          if (map.ok() && (route->map == nullptr || map->epoch() > route->map->epoch())) {
+            route->map = std::make_shared<const SlotMap>(std::move(*map));
+          }
+        }
+        if (!map.ok()) {
+          LogWarn("slot map unavailable", {{"sidecar", route->address},
+                                           {"error", std::string(map.status().message())}});
+        }
+        Finished(id);
+      });
+}
+
+uint64_t GrpcSidecarClient::SlotMapEpoch(const std::string& target_method) {
+  Route* route = RouteFor(target_method);
+  if (route == nullptr || !route->sharded) return 0;
+  absl::MutexLock lock(&route->mu);
+  return route->map != nullptr ? route->map->epoch() : 0;
+}
+
 std::optional<int64_t> GrpcSidecarClient::RetentionMs(const std::string& target_method) {
   Route* route = RouteFor(target_method);
   if (route == nullptr) return std::nullopt;
@@ -226,6 +354,16 @@ std::map<std::string, int64_t> GrpcSidecarClient::FetchRetentions(int64_t timeou
       route->retention_ms = info.retention_ms();
       route->asked_at_ms = clock_.NowMs();
       out[name] = info.retention_ms();
+    }
+    if (!route->sharded) continue;
+    grpc::ClientContext map_context;
+    map_context.set_deadline(WallIn(timeout_ms));
+    v1::SlotMap proto;
+    if (route->stub->GetSlotMap(&map_context, v1::GetSlotMapRequest(), &proto).ok()) {
+      absl::StatusOr<SlotMap> map = SlotMap::FromProto(std::move(proto));
+      absl::MutexLock lock(&route->mu);
+      route->map_asked_at_ms = clock_.NowMs();
+      if (map.ok()) route->map = std::make_shared<const SlotMap>(std::move(*map));
     }
   }
   return out;

@@ -4,6 +4,14 @@
 // route serves the rest. Each route's retention comes from the sidecar's GetInfo, asked
 // in the background until it answers, and is refreshed every minute. Thread-safe.
 //
+// A sharded service's route is "sharded:<address>": the address is any of its sidecars
+// (a seed), whose slot map (Sidecar.GetSlotMap) says which shard owns each slot; every
+// command goes to the owner of its slot (common/slots.h). The map is cached, asked again
+// every 30 s, and at once when a sidecar refuses a command (SLOT_MOVED, SLOT_MIGRATING)
+// under a newer epoch than the one held, from the owner the refusal names. The refusal
+// itself goes back to the replayer, which retries the command (still first in its
+// entity's lane, so the entity's order holds across the change) to the new owner.
+//
 // The client keeps count of its calls in flight. Destroying it cancels them and waits
 // until each one's callback has run, so no callback outlives the client or what its
 // callers handed it (an agent shutting down cancels its last attempts this way; their
@@ -18,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/slots.h"
 #include "common/tls.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "outbox_agent/sidecar_client.h"
@@ -26,7 +35,8 @@ namespace eonce {
 
 class GrpcSidecarClient : public SidecarClient {
  public:
-  // `routes`: "service=address,service=address"; `default_address` may be empty.
+  // `routes`: "service=address,service=sharded:address"; `default_address` may be empty
+  // or "sharded:address" too.
   static absl::StatusOr<std::unique_ptr<GrpcSidecarClient>> Create(
       const std::string& routes, const std::string& default_address, const TlsFiles& tls,
       Clock& clock);
@@ -42,19 +52,39 @@ class GrpcSidecarClient : public SidecarClient {
   // route that answered. Used at startup to refuse a max age past the retention.
   std::map<std::string, int64_t> FetchRetentions(int64_t timeout_ms);
 
+  // The epoch of the slot map held for `target_method`'s sharded route; 0 when none is
+  // held or the route is not sharded.
+  uint64_t SlotMapEpoch(const std::string& target_method);
+
  private:
   struct Route {
-    std::string address;
-    std::unique_ptr<v1::Sidecar::Stub> stub;
+    std::string address;  // of the sidecar; of a seed for a sharded route
+    std::shared_ptr<v1::Sidecar::Stub> stub;
+    bool sharded = false;
     absl::Mutex mu;
     std::optional<int64_t> retention_ms ABSL_GUARDED_BY(mu);
     int64_t asked_at_ms ABSL_GUARDED_BY(mu) = 0;
     bool asking ABSL_GUARDED_BY(mu) = false;
+    // Sharded: the slot map held, the shards' stubs by address, the map's refresh.
+    std::shared_ptr<const SlotMap> map ABSL_GUARDED_BY(mu);
+    std::map<std::string, std::shared_ptr<v1::Sidecar::Stub>> shard_stubs ABSL_GUARDED_BY(mu);
+    int64_t map_asked_at_ms ABSL_GUARDED_BY(mu) = 0;
+    bool asking_map ABSL_GUARDED_BY(mu) = false;
   };
 
-  explicit GrpcSidecarClient(Clock& clock) : clock_(clock) {}
+  GrpcSidecarClient(Clock& clock, TlsFiles tls) : clock_(clock), tls_(std::move(tls)) {}
+  absl::StatusOr<std::unique_ptr<Route>> NewRoute(const std::string& target);
   Route* RouteFor(const std::string& target_method);
   void AskInfo(Route* route);
+  // The stub of the sidecar that takes `command` on `route`: the route's own, or for a
+  // sharded route its slot's owner (UNAVAILABLE SLOT_MAP_UNKNOWN until a map is held).
+  absl::StatusOr<std::shared_ptr<v1::Sidecar::Stub>> StubFor(Route& route,
+                                                             const v1::Command& command);
+  // Asks `address` (a shard named by a refusal, or the seed when empty) for its slot map
+  // in the background, and holds it if it is newer.
+  void AskSlotMap(Route* route, const std::string& address);
+  // After a refusal: asks for the map again if the refusing sidecar holds a newer one.
+  void OnSlotRefusal(Route* route, const absl::Status& status);
 
   // Registers a call's context before it starts; false once the client is closing (the
   // caller then answers CANCELLED without starting the call). `Finished` goes last in
@@ -70,6 +100,7 @@ class GrpcSidecarClient : public SidecarClient {
             std::function<void(absl::StatusOr<Response>)> done);
 
   Clock& clock_;
+  const TlsFiles tls_;
   absl::Mutex calls_mu_;
   bool closing_ ABSL_GUARDED_BY(calls_mu_) = false;
   uint64_t next_call_ ABSL_GUARDED_BY(calls_mu_) = 0;

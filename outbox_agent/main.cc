@@ -20,8 +20,9 @@ ABSL_FLAG(int64_t, credential_epoch, 1, "the credential epoch on first start");
 ABSL_FLAG(std::string, credential_file, "",
           "file with epoch=N and revoked=BOOL lines; a change renews or revokes at once");
 ABSL_FLAG(std::string, sidecar, "127.0.0.1:7100", "the default sidecar address");
-ABSL_FLAG(std::string, routes, "", "service=address pairs, comma separated, e.g. "
-                                   "eonce.ledger.v1.Ledger=10.0.0.1:7100");
+ABSL_FLAG(std::string, routes, "",
+          "service=address pairs, comma separated, e.g. eonce.ledger.v1.Ledger=10.0.0.1:7100; "
+          "service=sharded:address routes a sharded service by the slot map that sidecar serves");
 ABSL_FLAG(int32_t, max_in_flight, 64, "attempts in flight at once");
 ABSL_FLAG(int32_t, max_attempts, 100, "attempts before a record is dead-lettered");
 ABSL_FLAG(int64_t, max_age_ms, 6LL * 24 * 3600 * 1000,

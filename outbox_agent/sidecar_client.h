@@ -1,7 +1,7 @@
 // SidecarClient: how the agent reaches the sidecars it replays to.
 //
 // The real one (grpc_sidecar_client.h) routes each command by its target service to a
-// sidecar address; the simulation routes through its simulated network. Callbacks run
+// sidecar address, and for a sharded service by its slot to the shard that owns it; the simulation routes through its simulated network. Callbacks run
 // exactly once, possibly on another thread.
 #ifndef EONCE_OUTBOX_AGENT_SIDECAR_CLIENT_H_
 #define EONCE_OUTBOX_AGENT_SIDECAR_CLIENT_H_
@@ -31,6 +31,9 @@ inline v1::ReconcileRequest ReconcileRequestFor(const v1::Command& command) {
   request.set_idempotency_key(command.idempotency_key());
   request.set_expect_command_id(command.command_id());
   request.set_expect_payload_sha256(command.payload_hash().sha256());
+  // A sharded sidecar refuses a lookup for a slot it does not own rather than answer
+  // NOT_SEEN for a record another shard holds.
+  *request.mutable_entity() = command.entity();
   return request;
 }
 

@@ -1,0 +1,172 @@
+#include "dedupe_sidecar/shard_gate.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/log.h"
+#include "common/slot_map_file.h"
+#include "common/status.h"
+
+namespace eonce {
+namespace {
+
+// The hint given with SLOT_MIGRATING: a move's freeze lasts as long as the copy of one
+// run of slots, usually well under a second.
+constexpr int64_t kMigratingRetryMs = 100;
+constexpr int64_t kMaxDrainMs = 60'000;
+constexpr int64_t kDefaultDrainMs = 10'000;
+
+}  // namespace
+
+ShardGate::Pass& ShardGate::Pass::operator=(Pass&& other) noexcept {
+  if (this != &other) {
+    Release();
+    gate_ = other.gate_;
+    slot_ = other.slot_;
+    other.gate_ = nullptr;
+  }
+  return *this;
+}
+
+void ShardGate::Pass::Release() {
+  if (gate_ != nullptr) gate_->Leave(slot_);
+  gate_ = nullptr;
+}
+
+absl::StatusOr<std::unique_ptr<ShardGate>> ShardGate::Open(std::string shard,
+                                                           const std::string& map_file,
+                                                           const std::string& kept_file) {
+  absl::StatusOr<SlotMap> configured = ReadSlotMapFile(map_file);
+  absl::StatusOr<SlotMap> kept = ReadSlotMapFile(kept_file);
+  for (const absl::StatusOr<SlotMap>* read : {&configured, &kept}) {
+    if (!read->ok() && read->status().code() != absl::StatusCode::kNotFound) {
+      return read->status();
+    }
+  }
+  if (!configured.ok() && !kept.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot_map: no map at ", map_file, " and none adopted before"));
+  }
+  // A ConfigMap may lag behind what an earlier run of this sidecar adopted: never go back.
+  const uint64_t configured_epoch = configured.ok() ? configured->epoch() : 0;
+  const bool use_kept = kept.ok() && kept->epoch() >= configured_epoch;
+  SlotMap map = use_kept ? std::move(*kept) : std::move(*configured);
+  if (use_kept && configured.ok() && map.epoch() > configured_epoch) {
+    LogWarn("slot map: the configured file is older than the map adopted before; using that",
+            {{"file", map_file},
+             {"file_epoch", absl::StrCat(configured_epoch)},
+             {"epoch", absl::StrCat(map.epoch())}});
+  }
+  if (map.WritableSlotsOf(shard) == 0) {
+    LogInfo("slot map: this shard owns no writable slot",
+            {{"shard", shard}, {"epoch", absl::StrCat(map.epoch())}});
+  }
+  return std::unique_ptr<ShardGate>(new ShardGate(std::move(shard), kept_file, std::move(map)));
+}
+
+ShardGate::ShardGate(std::string shard, std::string kept_file, SlotMap map)
+    : shard_(std::move(shard)),
+      kept_file_(std::move(kept_file)),
+      map_(std::make_shared<const SlotMap>(std::move(map))),
+      in_flight_(kSlotCount, 0) {}
+
+absl::Status ShardGate::CheckLocked(uint32_t slot) const {
+  const SlotMap& map = *map_;
+  const std::string& owner = map.OwnerOf(slot);
+  if (owner != shard_) {
+    absl::Status moved =
+        Error(absl::StatusCode::kUnavailable, "SLOT_MOVED",
+              absl::StrCat("slot ", slot, " belongs to shard ", owner, " at ",
+                           map.AddressOf(owner), " (epoch ", map.epoch(),
+                           "); nothing was written, send it there"));
+    moved = WithErrorMetadata(moved, "slot", absl::StrCat(slot));
+    moved = WithErrorMetadata(moved, "owner", owner);
+    moved = WithErrorMetadata(moved, "owner_address", map.AddressOf(owner));
+    return WithErrorMetadata(moved, "epoch", absl::StrCat(map.epoch()));
+  }
+  if (map.Migrating(slot)) {
+    absl::Status moving = WithRetryAfter(
+        Error(absl::StatusCode::kUnavailable, "SLOT_MIGRATING",
+              absl::StrCat("slot ", slot, " is moving to another shard (epoch ", map.epoch(),
+                           "); nothing was written, retry shortly")),
+        kMigratingRetryMs);
+    moving = WithErrorMetadata(moving, "slot", absl::StrCat(slot));
+    return WithErrorMetadata(moving, "epoch", absl::StrCat(map.epoch()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ShardGate::Pass> ShardGate::Enter(uint32_t slot) {
+  absl::MutexLock lock(&mu_);
+  EONCE_RETURN_IF_ERROR(CheckLocked(slot));
+  ++in_flight_[slot];
+  return Pass(this, slot);
+}
+
+absl::Status ShardGate::Check(uint32_t slot) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return CheckLocked(slot);
+}
+
+void ShardGate::Leave(uint32_t slot) {
+  absl::MutexLock lock(&mu_);
+  --in_flight_[slot];
+}
+
+absl::StatusOr<uint64_t> ShardGate::Adopt(const SlotMap& map, int64_t drain_timeout_ms) {
+  if (drain_timeout_ms < 0 || drain_timeout_ms > kMaxDrainMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("drain_timeout_ms: 0..", kMaxDrainMs, ", not ", drain_timeout_ms));
+  }
+  if (drain_timeout_ms == 0) drain_timeout_ms = kDefaultDrainMs;
+  absl::MutexLock adopting(&adopt_mu_);
+  std::shared_ptr<const SlotMap> held = this->map();
+  if (map.epoch() < held->epoch()) {
+    return Error(absl::StatusCode::kFailedPrecondition, "STALE_EPOCH",
+                 absl::StrCat("shard ", shard_, " holds epoch ", held->epoch(),
+                              "; a map at epoch ", map.epoch(), " is older"));
+  }
+  if (map.epoch() == held->epoch()) {
+    if (map.proto().SerializeAsString() != held->proto().SerializeAsString()) {
+      return Error(absl::StatusCode::kFailedPrecondition, "EPOCH_CONFLICT",
+                   absl::StrCat("shard ", shard_, " holds another map at epoch ", map.epoch()));
+    }
+  } else {
+    // Kept before it is used: once a command is refused under this map, a restart must
+    // not let it in again.
+    EONCE_RETURN_IF_ERROR(WriteSlotMapFile(kept_file_, map));
+    absl::MutexLock lock(&mu_);
+    map_ = std::make_shared<const SlotMap>(map);
+  }
+  // Wait for the work let in under an older map on slots this shard may no longer write.
+  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (uint32_t slot = 0; slot < kSlotCount; ++slot) {
+      if (in_flight_[slot] > 0 && !CheckLocked(slot).ok()) return false;
+    }
+    return true;
+  };
+  absl::MutexLock lock(&mu_);
+  if (!mu_.AwaitWithTimeout(absl::Condition(&drained),
+                            absl::Milliseconds(drain_timeout_ms))) {
+    return Error(absl::StatusCode::kDeadlineExceeded, "DRAINING_SLOTS",
+                 absl::StrCat("epoch ", map.epoch(), " is adopted by shard ", shard_,
+                              ", but commands let in before it still run on its moved slots; "
+                              "ask again"));
+  }
+  return map_->epoch();
+}
+
+std::shared_ptr<const SlotMap> ShardGate::map() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return map_;
+}
+
+int64_t ShardGate::in_flight() const {
+  absl::ReaderMutexLock lock(&mu_);
+  int64_t total = 0;
+  for (int32_t n : in_flight_) total += n;
+  return total;
+}
+
+}  // namespace eonce

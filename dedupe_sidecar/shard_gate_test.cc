@@ -1,0 +1,152 @@
+// The slot gate: what a sharded sidecar lets in, the refusals it gives, and how it adopts
+// a newer map (kept on disk, never an older one, waiting for the moved slots' work).
+#include "dedupe_sidecar/shard_gate.h"
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "common/slot_map_file.h"
+#include "common/status.h"
+#include "gtest/gtest.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+v1::ShardInfo Shard(const std::string& id) {
+  v1::ShardInfo shard;
+  shard.set_id(id);
+  shard.set_address(id + ".local:7100");
+  return shard;
+}
+
+class ShardGateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::FreshDir("shard_gate");
+    absl::StatusOr<SlotMap> map = SlotMap::Even({Shard("s0"), Shard("s1")});
+    ASSERT_TRUE(map.ok());
+    map_ = *map;
+    ASSERT_TRUE(WriteSlotMapFile(configured(), map_).ok());
+    Open();
+  }
+
+  void Open() {
+    gate_.reset();
+    absl::StatusOr<std::unique_ptr<ShardGate>> gate = ShardGate::Open("s0", configured(), kept());
+    ASSERT_TRUE(gate.ok()) << gate.status();
+    gate_ = std::move(*gate);
+  }
+
+  std::string configured() const { return dir_ + "/configmap.json"; }
+  std::string kept() const { return dir_ + "/kept.json"; }
+
+  // s0 owns 0..511, s1 owns 512..1023.
+  static constexpr uint32_t kMine = 7;
+  static constexpr uint32_t kTheirs = 900;
+
+  std::string dir_;
+  SlotMap map_ = *SlotMap::Even({Shard("x")});
+  std::unique_ptr<ShardGate> gate_;
+};
+
+TEST_F(ShardGateTest, LetsInItsOwnSlotsAndNamesTheOwnerOfOthers) {
+  EXPECT_TRUE(gate_->Enter(kMine).ok());
+  absl::StatusOr<ShardGate::Pass> refused = gate_->Enter(kTheirs);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(refused.status()), "SLOT_MOVED");
+  auto facts = ErrorMetadataOf(refused.status());
+  EXPECT_EQ(facts["owner"], "s1");
+  EXPECT_EQ(facts["owner_address"], "s1.local:7100");
+  EXPECT_EQ(facts["epoch"], "1");
+  EXPECT_EQ(facts["slot"], "900");
+  EXPECT_EQ(ReasonOf(gate_->Check(kTheirs)), "SLOT_MOVED");
+  EXPECT_TRUE(gate_->Check(kMine).ok());
+}
+
+TEST_F(ShardGateTest, PassesAreCountedUntilReleased) {
+  {
+    absl::StatusOr<ShardGate::Pass> a = gate_->Enter(kMine);
+    absl::StatusOr<ShardGate::Pass> b = gate_->Enter(kMine);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(gate_->in_flight(), 2);
+    ShardGate::Pass moved = std::move(*a);
+    EXPECT_EQ(gate_->in_flight(), 2);
+    moved.Release();
+    EXPECT_EQ(gate_->in_flight(), 1);
+  }
+  EXPECT_EQ(gate_->in_flight(), 0);
+}
+
+TEST_F(ShardGateTest, AMovingSlotIsRefusedAsRetryable) {
+  absl::StatusOr<SlotMap> frozen = BeginMove(map_, 0, 9, "s1");
+  ASSERT_TRUE(frozen.ok());
+  ASSERT_TRUE(gate_->Adopt(*frozen, 1000).ok());
+  absl::StatusOr<ShardGate::Pass> refused = gate_->Enter(kMine);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(refused.status()), "SLOT_MIGRATING");
+  EXPECT_TRUE(RetryAfterOf(refused.status()).has_value());
+  EXPECT_TRUE(gate_->Enter(10).ok());  // the next slot is not moving
+}
+
+TEST_F(ShardGateTest, NeverGoesBackToAnOlderMap) {
+  absl::StatusOr<SlotMap> frozen = BeginMove(map_, 0, 9, "s1");
+  ASSERT_TRUE(frozen.ok());
+  ASSERT_TRUE(gate_->Adopt(*frozen, 1000).ok());
+  // Adopting the same map again is a no-op; an older one, or another at the same epoch,
+  // is refused.
+  EXPECT_TRUE(gate_->Adopt(*frozen, 1000).ok());
+  EXPECT_EQ(ReasonOf(gate_->Adopt(map_, 1000).status()), "STALE_EPOCH");
+  absl::StatusOr<SlotMap> other = BeginMove(map_, 20, 29, "s1");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(ReasonOf(gate_->Adopt(*other, 1000).status()), "EPOCH_CONFLICT");
+
+  // A restart whose configured file still holds epoch 1 (a ConfigMap that lags) keeps
+  // the adopted epoch 2: slot 7 stays refused.
+  Open();
+  EXPECT_EQ(gate_->map()->epoch(), 2u);
+  EXPECT_EQ(ReasonOf(gate_->Enter(kMine).status()), "SLOT_MIGRATING");
+  // A newer configured file wins.
+  absl::StatusOr<SlotMap> flipped = FinishMove(*frozen, 0, 9);
+  ASSERT_TRUE(flipped.ok());
+  ASSERT_TRUE(WriteSlotMapFile(configured(), *flipped).ok());
+  Open();
+  EXPECT_EQ(gate_->map()->epoch(), 3u);
+  EXPECT_EQ(ReasonOf(gate_->Enter(kMine).status()), "SLOT_MOVED");
+}
+
+TEST_F(ShardGateTest, AdoptionWaitsForTheWorkOnSlotsItTakesAway) {
+  absl::StatusOr<ShardGate::Pass> running = gate_->Enter(kMine);
+  absl::StatusOr<ShardGate::Pass> staying = gate_->Enter(300);
+  ASSERT_TRUE(running.ok() && staying.ok());
+  absl::StatusOr<SlotMap> frozen = BeginMove(map_, 0, 9, "s1");
+  ASSERT_TRUE(frozen.ok());
+  // The command on slot 7 still runs: the adoption reports it cannot vouch yet, though
+  // the map is held (slot 7 takes nothing new).
+  absl::StatusOr<uint64_t> early = gate_->Adopt(*frozen, 50);
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(gate_->map()->epoch(), 2u);
+  EXPECT_EQ(ReasonOf(gate_->Enter(kMine).status()), "SLOT_MIGRATING");
+
+  absl::Notification adopted;
+  std::thread asker([&] {
+    EXPECT_TRUE(gate_->Adopt(*frozen, 10'000).ok());
+    adopted.Notify();
+  });
+  // Slot 300 is not moving: its pass does not hold the adoption up, slot 7's does.
+  EXPECT_FALSE(adopted.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  running->Release();
+  asker.join();
+  EXPECT_TRUE(adopted.HasBeenNotified());
+  EXPECT_EQ(gate_->in_flight(), 1);
+}
+
+TEST_F(ShardGateTest, OpeningNeedsAMap) {
+  EXPECT_EQ(ShardGate::Open("s0", dir_ + "/none.json", dir_ + "/none-kept.json").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace eonce

@@ -1,0 +1,269 @@
+// Two shards of real binaries' servers (a ledger behind a sidecar each) over loopback with
+// real RocksDB, sharing one slot map: a sidecar refuses a command whose slot the other
+// shard owns before writing anything and names the owner; only a platform operator may
+// hand a sidecar a new map; and the agent routes every command to its slot's owner,
+// following a map change through the refusal it gets under a stale map.
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/grpc_status.h"
+#include "common/random.h"
+#include "common/slot_map_file.h"
+#include "common/slots.h"
+#include "common/status.h"
+#include "dedupe_sidecar/sidecar_service.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "outbox_agent/agent_server.h"
+#include "outbox_agent/client.h"
+#include "services/ledger/ledger_service.h"
+#include "tests/integration/ledger_calls.h"
+#include "tests/util/agent_wait.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+constexpr char kTenant[] = "acme";
+constexpr int kShards = 2;
+
+struct Shard {
+  std::unique_ptr<LedgerServer> ledger;
+  std::unique_ptr<SidecarServer> sidecar;
+  std::unique_ptr<v1::Sidecar::Stub> stub;
+  std::unique_ptr<v1::SidecarAdmin::Stub> admin;
+  std::unique_ptr<ledger::v1::Ledger::Stub> direct;
+  std::string address;
+};
+
+class ShardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = testing::FreshDir("shards");
+    map_file_ = dir + "/slot_map.json";
+    policy_file_ = dir + "/policy";
+    std::ofstream(policy_file_) << "act acme * *\nallow acme * *\n"
+                                   "operator acme ops\nplatform acme root\n";
+    // The sidecars' ports are known only once they listen: they start under a map whose
+    // addresses are placeholders, then adopt one that names them.
+    std::vector<v1::ShardInfo> placeholders;
+    for (int i = 0; i < kShards; ++i) placeholders.push_back(Info(i, "pending:1"));
+    absl::StatusOr<SlotMap> first = SlotMap::Even(placeholders);
+    ASSERT_TRUE(first.ok());
+    ASSERT_TRUE(WriteSlotMapFile(map_file_, *first).ok());
+    for (int i = 0; i < kShards; ++i) {
+      Shard& shard = shards_[i];
+      LedgerServerOptions ledger_options;
+      ledger_options.data_dir = testing::FreshDir(absl::StrCat("ledger", i));
+      auto ledger = LedgerServer::Start(ledger_options, RealClock::Get());
+      ASSERT_TRUE(ledger.ok()) << ledger.status();
+      shard.ledger = std::move(*ledger);
+      SidecarServerOptions options = testing::SidecarOptionsFor(
+          shard.ledger->port(), testing::FreshDir(absl::StrCat("sidecar", i)));
+      options.retention = RetentionOptions{3'600'000, 7'200'000};
+      options.policy_file = policy_file_;
+      options.shard_id = absl::StrCat("s", i);
+      options.slot_map_file = map_file_;
+      auto sidecar = SidecarServer::Start(options, RealClock::Get());
+      ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+      shard.sidecar = std::move(*sidecar);
+      shard.address = absl::StrCat("127.0.0.1:", shard.sidecar->port());
+      auto channel = grpc::CreateChannel(shard.address, grpc::InsecureChannelCredentials());
+      shard.stub = v1::Sidecar::NewStub(channel);
+      shard.admin = v1::SidecarAdmin::NewStub(channel);
+      shard.direct = ledger::v1::Ledger::NewStub(grpc::CreateChannel(
+          absl::StrCat("127.0.0.1:", shard.ledger->port()), grpc::InsecureChannelCredentials()));
+    }
+    std::vector<v1::ShardInfo> real;
+    for (int i = 0; i < kShards; ++i) real.push_back(Info(i, shards_[i].address));
+    absl::StatusOr<SlotMap> named = SlotMap::Even(real);
+    ASSERT_TRUE(named.ok());
+    v1::SlotMap proto = named->proto();
+    proto.set_epoch(2);
+    map_ = std::make_unique<SlotMap>(*SlotMap::FromProto(proto));
+    ASSERT_TRUE(CompareAndSetSlotMapFile(map_file_, 1, *map_).ok());
+    for (Shard& shard : shards_) ASSERT_TRUE(Adopt(shard, *map_, "root").ok());
+  }
+
+  void TearDown() override {
+    for (Shard& shard : shards_) {
+      if (shard.sidecar != nullptr) {
+        EXPECT_TRUE(shard.sidecar->Shutdown(1000).ok());
+      }
+      if (shard.ledger != nullptr) {
+        EXPECT_TRUE(shard.ledger->Shutdown(1000).ok());
+      }
+    }
+  }
+
+  static v1::ShardInfo Info(int i, const std::string& address) {
+    v1::ShardInfo info;
+    info.set_id(absl::StrCat("s", i));
+    info.set_address(address);
+    return info;
+  }
+
+  absl::Status Adopt(Shard& shard, const SlotMap& map, const std::string& operator_name) {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, kTenant);
+    context.AddMetadata(kOperatorHeader, operator_name);
+    v1::AdoptSlotMapRequest request;
+    *request.mutable_map() = map.proto();
+    request.set_drain_timeout_ms(5'000);
+    v1::AdoptSlotMapResponse response;
+    grpc::Status status = shard.admin->AdoptSlotMap(&context, request, &response);
+    return status.ok() ? absl::OkStatus() : FromGrpcStatus(status, &context);
+  }
+
+  // The index of the shard that owns account `id`'s slot.
+  int OwnerOf(const std::string& id) const {
+    const std::string& owner = map_->OwnerOf(SlotOf(kTenant, "account", id));
+    return owner == "s0" ? 0 : 1;
+  }
+
+  // An account id whose slot shard `shard` owns, the first after `after`.
+  std::string AccountOn(int shard, int after = 0) const {
+    for (int n = after;; ++n) {
+      std::string id = absl::StrCat("acct-", n);
+      if (OwnerOf(id) == shard) return id;
+    }
+  }
+
+  static v1::Command Open(const std::string& id) {
+    ledger::v1::OpenAccountRequest open;
+    open.set_id(id);
+    open.set_initial_balance(100);
+    v1::Command c;
+    c.set_command_id("open-" + id);
+    c.set_target_method(testing::kOpenAccountMethod);
+    c.set_request(open.SerializeAsString());
+    c.set_tenant(kTenant);
+    c.set_actor("alice");
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id(id);
+    c.set_idempotency_key(DeriveIdempotencyKey(c));
+    FillPayloadHash(&c);
+    return c;
+  }
+
+  std::string map_file_;
+  std::string policy_file_;
+  Shard shards_[kShards];
+  std::unique_ptr<SlotMap> map_;
+};
+
+TEST_F(ShardTest, ACommandForAnotherShardsSlotIsRefusedBeforeAnythingIsWritten) {
+  const std::string id = AccountOn(1);
+  absl::StatusOr<v1::SubmitResponse> refused = testing::SubmitTo(*shards_[0].stub, Open(id));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(refused.status()), "SLOT_MOVED");
+  auto facts = ErrorMetadataOf(refused.status());
+  EXPECT_EQ(facts["owner"], "s1");
+  EXPECT_EQ(facts["owner_address"], shards_[1].address);
+  EXPECT_EQ(facts["epoch"], "2");
+  // Nothing was written on shard 0: no record (a lookup without the entity reads the
+  // store), and no account.
+  grpc::ClientContext lookup;
+  lookup.AddMetadata(kTenantHeader, kTenant);
+  v1::ReconcileRequest by_key;
+  by_key.set_idempotency_key(Open(id).idempotency_key());
+  v1::ReconcileResponse found;
+  ASSERT_TRUE(shards_[0].stub->Reconcile(&lookup, by_key, &found).ok());
+  EXPECT_EQ(found.state(), v1::RECORD_NOT_SEEN);
+  EXPECT_EQ(testing::BalanceOf(*shards_[0].direct, id), -1);
+  EXPECT_EQ(shards_[0].sidecar->deduper().stats().forwards.load(), 0);
+  // A lookup that names the entity is refused like the command.
+  grpc::ClientContext named;
+  named.AddMetadata(kTenantHeader, kTenant);
+  *by_key.mutable_entity() = Open(id).entity();
+  grpc::Status status = shards_[0].stub->Reconcile(&named, by_key, &found);
+  EXPECT_EQ(ReasonOf(FromGrpcStatus(status, &named)), "SLOT_MOVED");
+
+  // The owner takes it.
+  absl::StatusOr<v1::SubmitResponse> applied = testing::SubmitTo(*shards_[1].stub, Open(id));
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->disposition(), v1::APPLIED);
+  EXPECT_EQ(testing::BalanceOf(*shards_[1].direct, id), 100);
+}
+
+TEST_F(ShardTest, EverySidecarServesTheMapItHolds) {
+  for (Shard& shard : shards_) {
+    grpc::ClientContext context;
+    v1::SlotMap served;
+    ASSERT_TRUE(shard.stub->GetSlotMap(&context, v1::GetSlotMapRequest(), &served).ok());
+    EXPECT_EQ(served.SerializeAsString(), map_->proto().SerializeAsString());
+  }
+}
+
+TEST_F(ShardTest, OnlyAPlatformOperatorMayChangeTheMap) {
+  absl::StatusOr<SlotMap> frozen = BeginMove(*map_, 0, 9, "s1");
+  ASSERT_TRUE(frozen.ok());
+  absl::Status tenant_operator = Adopt(shards_[0], *frozen, "ops");
+  EXPECT_EQ(tenant_operator.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ReasonOf(tenant_operator), "PLATFORM_OPERATOR_REQUIRED");
+  EXPECT_EQ(shards_[0].sidecar->shards()->map()->epoch(), 2u);
+  ASSERT_TRUE(Adopt(shards_[0], *frozen, "root").ok());
+  EXPECT_EQ(shards_[0].sidecar->shards()->map()->epoch(), 3u);
+  // An older map is refused, and the adopted one survives a restart of the sidecar whose
+  // configured file still holds epoch 2.
+  EXPECT_EQ(ReasonOf(Adopt(shards_[0], *map_, "root")), "STALE_EPOCH");
+}
+
+TEST_F(ShardTest, TheAgentSendsEachCommandToItsSlotsOwnerAndFollowsAMove) {
+  AgentServerOptions options;
+  options.data_dir = testing::FreshDir("agent");
+  options.tenant = kTenant;
+  options.actor = "alice";
+  options.routes = absl::StrCat("eonce.ledger.v1.Ledger=sharded:", shards_[0].address);
+  options.idle_pump_ms = 5;
+  options.replay.retry.max_age_ms = 1'000'000;
+  options.replay.retry.retention_margin_ms = 600'000;
+  options.replay.retry.base_backoff_ms = 10;
+  options.replay.retry.max_backoff_ms = 200;
+  auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto client = AgentClient::Connect(absl::StrCat("127.0.0.1:", (*agent)->port()));
+
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back(absl::StrCat("routed-", i));
+  for (const std::string& id : ids) ASSERT_TRUE(client->Enqueue(Open(id)).ok());
+  for (const std::string& id : ids) {
+    auto record = testing::WaitUntilFinal(client->stub(), "open-" + id);
+    ASSERT_TRUE(record.ok()) << record.status();
+    EXPECT_EQ(record->state(), v1::ACKED) << id;
+    const int owner = OwnerOf(id);
+    EXPECT_EQ(testing::BalanceOf(*shards_[owner].direct, id), 100) << id;
+    EXPECT_EQ(testing::BalanceOf(*shards_[1 - owner].direct, id), -1) << id;
+  }
+  // Every command went straight to its owner: none was refused.
+  for (Shard& shard : shards_) EXPECT_EQ(shard.sidecar->deduper().stats().slot_moved.load(), 0);
+
+  // An operator moves the slot of a new account to the other shard (nothing of it to
+  // copy yet); the agent still holds epoch 2.
+  const std::string moved = AccountOn(0, 1000);
+  const uint32_t slot = SlotOf(kTenant, "account", moved);
+  absl::StatusOr<SlotMap> frozen = BeginMove(*map_, slot, slot, "s1");
+  ASSERT_TRUE(frozen.ok());
+  absl::StatusOr<SlotMap> flipped = FinishMove(*frozen, slot, slot);
+  ASSERT_TRUE(flipped.ok());
+  for (const SlotMap* step : {&*frozen, &*flipped}) {
+    for (Shard& shard : shards_) ASSERT_TRUE(Adopt(shard, *step, "root").ok());
+  }
+  ASSERT_TRUE(client->Enqueue(Open(moved)).ok());
+  auto record = testing::WaitUntilFinal(client->stub(), "open-" + moved);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->state(), v1::ACKED);
+  EXPECT_EQ(testing::BalanceOf(*shards_[1].direct, moved), 100);
+  EXPECT_EQ(testing::BalanceOf(*shards_[0].direct, moved), -1);
+  // It got there through the old owner's refusal, which made the agent ask for the map.
+  EXPECT_GE(shards_[0].sidecar->deduper().stats().slot_moved.load(), 1);
+  EXPECT_GE(record->attempt(), 2u);
+  ASSERT_TRUE((*agent)->Shutdown(1000).ok());
+}
+
+}  // namespace
+}  // namespace eonce
