@@ -122,23 +122,31 @@ absl::StatusOr<SlotMap> SlotMap::FromProto(v1::SlotMap proto) {
   for (uint32_t slot = 0; slot < kSlotCount; ++slot) {
     if (map.owner_[slot] == kNone) return Invalid(absl::StrCat("slot ", slot, " has no owner"));
   }
-  map.migrating_.assign(kSlotCount, false);
+  map.moving_to_.assign(kSlotCount, -1);
+  std::vector<bool> in_a_move(kSlotCount, false);
   for (const v1::SlotMigration& move : p.migrations()) {
     if (move.first() > move.last() || move.last() >= kSlotCount) {
       return Invalid(absl::StrCat("migration ", RangeName(move.first(), move.last()),
                                   " is not within 0-", kSlotCount - 1));
     }
-    if (index_of(move.to_shard()) < 0 || move.to_shard() == move.from_shard()) {
+    if (index_of(move.to_shard()) < 0 || index_of(move.from_shard()) < 0 ||
+        move.to_shard() == move.from_shard()) {
       return Invalid(absl::StrCat("migration ", RangeName(move.first(), move.last()),
-                                  " goes to unknown shard or to its owner: ", move.to_shard()));
+                                  " names an unknown shard, or the same one twice"));
     }
+    // Before the flip the old owner owns the slots; after it, the new one.
+    const std::string& owner = move.flipped() ? move.to_shard() : move.from_shard();
     for (uint32_t slot = move.first(); slot <= move.last(); ++slot) {
-      if (map.migrating_[slot]) return Invalid(absl::StrCat("slot ", slot, " moves twice"));
-      if (map.OwnerOf(slot) != move.from_shard()) {
-        return Invalid(absl::StrCat("slot ", slot, " moves from ", move.from_shard(),
+      if (in_a_move[slot]) return Invalid(absl::StrCat("slot ", slot, " moves twice"));
+      in_a_move[slot] = true;
+      if (map.OwnerOf(slot) != owner) {
+        return Invalid(absl::StrCat("slot ", slot, " moves from ", move.from_shard(), " to ",
+                                    move.to_shard(), (move.flipped() ? " (flipped)" : ""),
                                     " but belongs to ", map.OwnerOf(slot)));
       }
-      map.migrating_[slot] = true;
+      if (!move.flipped()) {
+        map.moving_to_[slot] = static_cast<int16_t>(index_of(move.to_shard()));
+      }
     }
   }
   return map;
@@ -189,10 +197,15 @@ const std::string& SlotMap::AddressOf(absl::string_view shard) const {
   return kNone;
 }
 
+const std::string& SlotMap::MovingTo(uint32_t slot) const {
+  static const std::string kNone;
+  return moving_to_[slot] >= 0 ? shard_ids_[moving_to_[slot]] : kNone;
+}
+
 uint32_t SlotMap::WritableSlotsOf(absl::string_view shard) const {
   uint32_t count = 0;
   for (uint32_t slot = 0; slot < kSlotCount; ++slot) {
-    if (OwnerOf(slot) == shard && !migrating_[slot]) ++count;
+    if (OwnerOf(slot) == shard && !Migrating(slot)) ++count;
   }
   return count;
 }
@@ -218,7 +231,12 @@ absl::StatusOr<SlotMap> BeginMove(const SlotMap& map, uint32_t first, uint32_t l
       return Invalid(absl::StrCat("slots ", RangeName(first, last),
                                   " belong to more than one shard; move them one run at a time"));
     }
-    if (map.Migrating(slot)) return Invalid(absl::StrCat("slot ", slot, " is already moving"));
+  }
+  for (const v1::SlotMigration& move : map.proto().migrations()) {
+    if (move.first() <= last && first <= move.last()) {
+      return Invalid(absl::StrCat("slots ", RangeName(move.first(), move.last()),
+                                  " are already in a move (finish or abort it first)"));
+    }
   }
   if (from == to) return Invalid(absl::StrCat("slots ", RangeName(first, last), " are on ", to));
   v1::SlotMigration* move = next.add_migrations();
@@ -234,12 +252,24 @@ absl::StatusOr<SlotMap> FinishMove(const SlotMap& map, uint32_t first, uint32_t 
   absl::StatusOr<int> index = FindMigration(map, first, last);
   if (!index.ok()) return index.status();
   v1::SlotMap next = map.proto();
+  v1::SlotMigration* move = next.mutable_migrations(*index);
+  if (move->flipped()) return Invalid(absl::StrCat("slots ", RangeName(first, last), " flipped"));
   std::vector<std::string> owners = OwnersOf(map);
-  for (uint32_t slot = first; slot <= last; ++slot) {
-    owners[slot] = next.migrations(*index).to_shard();
-  }
-  next.mutable_migrations()->DeleteSubrange(*index, 1);
+  for (uint32_t slot = first; slot <= last; ++slot) owners[slot] = move->to_shard();
+  move->set_flipped(true);
   SetRanges(owners, &next);
+  next.set_epoch(map.epoch() + 1);
+  return SlotMap::FromProto(std::move(next));
+}
+
+absl::StatusOr<SlotMap> ReleaseMove(const SlotMap& map, uint32_t first, uint32_t last) {
+  absl::StatusOr<int> index = FindMigration(map, first, last);
+  if (!index.ok()) return index.status();
+  if (!map.proto().migrations(*index).flipped()) {
+    return Invalid(absl::StrCat("slots ", RangeName(first, last), " have not flipped yet"));
+  }
+  v1::SlotMap next = map.proto();
+  next.mutable_migrations()->DeleteSubrange(*index, 1);
   next.set_epoch(map.epoch() + 1);
   return SlotMap::FromProto(std::move(next));
 }
@@ -247,6 +277,10 @@ absl::StatusOr<SlotMap> FinishMove(const SlotMap& map, uint32_t first, uint32_t 
 absl::StatusOr<SlotMap> AbortMove(const SlotMap& map, uint32_t first, uint32_t last) {
   absl::StatusOr<int> index = FindMigration(map, first, last);
   if (!index.ok()) return index.status();
+  if (map.proto().migrations(*index).flipped()) {
+    return Invalid(absl::StrCat("slots ", RangeName(first, last),
+                                " already flipped: the move can only be released"));
+  }
   v1::SlotMap next = map.proto();
   next.mutable_migrations()->DeleteSubrange(*index, 1);
   next.set_epoch(map.epoch() + 1);

@@ -47,7 +47,9 @@ class SlotMap {
   // The address of a shard named in the map; "" for one that is not.
   const std::string& AddressOf(absl::string_view shard) const;
   // Whether `slot` is in a migration (and so refused by every shard).
-  bool Migrating(uint32_t slot) const { return migrating_[slot]; }
+  bool Migrating(uint32_t slot) const { return moving_to_[slot] >= 0; }
+  // The shard a migrating slot moves to; "" for a slot that is not moving.
+  const std::string& MovingTo(uint32_t slot) const;
   bool HasShard(absl::string_view shard) const { return !AddressOf(shard).empty(); }
   // The slots `shard` owns and that are not in migration.
   uint32_t WritableSlotsOf(absl::string_view shard) const;
@@ -58,7 +60,7 @@ class SlotMap {
   v1::SlotMap proto_;
   std::vector<std::string> shard_ids_;
   std::vector<uint16_t> owner_;  // slot -> index in shard_ids_
-  std::vector<bool> migrating_;
+  std::vector<int16_t> moving_to_;  // slot -> index in shard_ids_, -1 when not moving
 };
 
 // Slots [first, last] of `map` start moving to `to` (a shard in the map, or added with
@@ -66,9 +68,13 @@ class SlotMap {
 // belong to one shard other than `to`, and none may already be moving.
 absl::StatusOr<SlotMap> BeginMove(const SlotMap& map, uint32_t first, uint32_t last,
                                   const std::string& to, const std::string& to_address = "");
-// The migration of exactly [first, last] ends with `to` the owner: one epoch on.
+// The migration of exactly [first, last] flips: its `to` shard owns and takes the slots,
+// and the entry stays, flipped, until ReleaseMove: one epoch on.
 absl::StatusOr<SlotMap> FinishMove(const SlotMap& map, uint32_t first, uint32_t last);
-// The migration of exactly [first, last] ends with the owner unchanged: one epoch on.
+// A flipped migration's entry goes once its old owner dropped its copy: one epoch on.
+absl::StatusOr<SlotMap> ReleaseMove(const SlotMap& map, uint32_t first, uint32_t last);
+// The migration of exactly [first, last], not yet flipped, ends with the owner unchanged:
+// one epoch on.
 absl::StatusOr<SlotMap> AbortMove(const SlotMap& map, uint32_t first, uint32_t last);
 // The migration of exactly [first, last]; NOT_FOUND when there is none.
 absl::StatusOr<v1::SlotMigration> MigrationOf(const SlotMap& map, uint32_t first, uint32_t last);

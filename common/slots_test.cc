@@ -120,6 +120,8 @@ TEST(SlotMapTest, AMoveFreezesThenFlipsOrRollsBack) {
   EXPECT_TRUE(frozen->Migrating(19));
   EXPECT_FALSE(frozen->Migrating(9));
   EXPECT_FALSE(frozen->Migrating(20));
+  EXPECT_EQ(frozen->MovingTo(10), "s3");
+  EXPECT_EQ(frozen->MovingTo(20), "");
   EXPECT_EQ(frozen->AddressOf("s3"), "s3:7000");
   // No slot moves twice, and a run spans one owner.
   EXPECT_FALSE(BeginMove(*frozen, 15, 25, "s1").ok());
@@ -134,7 +136,20 @@ TEST(SlotMapTest, AMoveFreezesThenFlipsOrRollsBack) {
   EXPECT_EQ(flipped->OwnerOf(20), "s0");
   EXPECT_FALSE(flipped->Migrating(10));
   EXPECT_EQ(flipped->WritableSlotsOf("s3"), 10u);
-  EXPECT_EQ(FinishMove(*flipped, 10, 19).status().code(), absl::StatusCode::kNotFound);
+  // Flipped, the entry stays to name the old owner that still holds a copy; the slots
+  // cannot start another move, nor roll back, until it is released.
+  EXPECT_EQ(flipped->proto().migrations(0).from_shard(), "s0");
+  EXPECT_TRUE(flipped->proto().migrations(0).flipped());
+  EXPECT_FALSE(FinishMove(*flipped, 10, 19).ok());
+  EXPECT_FALSE(AbortMove(*flipped, 10, 19).ok());
+  EXPECT_FALSE(BeginMove(*flipped, 10, 12, "s1").ok());
+  absl::StatusOr<SlotMap> released = ReleaseMove(*flipped, 10, 19);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(released->epoch(), 4u);
+  EXPECT_TRUE(released->proto().migrations().empty());
+  EXPECT_EQ(released->OwnerOf(15), "s3");
+  EXPECT_FALSE(ReleaseMove(*frozen, 10, 19).ok());  // not flipped yet
+  EXPECT_EQ(ReleaseMove(*released, 10, 19).status().code(), absl::StatusCode::kNotFound);
 
   absl::StatusOr<SlotMap> rolled_back = AbortMove(*frozen, 10, 19);
   ASSERT_TRUE(rolled_back.ok());

@@ -184,6 +184,7 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     record.set_command_id(command.command_id());
     record.set_actor(ctx->actor);
     record.set_operation(command.target_method());
+    *record.mutable_entity() = command.entity();  // its slot, for a move (sharding)
     record.set_payload_hash(command.payload_hash().sha256());
     record.set_lease_owner(options_.instance_id);
     record.set_fencing_token(existing->has_value() ? (*existing)->fencing_token() + 1 : 1);

@@ -78,6 +78,18 @@ TEST(PolicyTest, OnlyMethodsListedReadOnlyAreReadOnly) {
   EXPECT_FALSE(Policy::AllowAll().IsReadOnly("/eonce.ledger.v1.Ledger/GetAccount"));
 }
 
+TEST(PolicyTest, OnlyAPlatformRuleLetsAnOperatorChangeTheSlotMap) {
+  auto policy = Policy::Parse("operator acme oncall\nplatform acme sre\n");
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  EXPECT_TRUE(policy->IsPlatformOperator("acme", "sre"));
+  EXPECT_FALSE(policy->IsPlatformOperator("acme", "oncall"));  // a tenant's operator
+  EXPECT_FALSE(policy->IsPlatformOperator("globex", "sre"));   // another tenant's sre
+  EXPECT_FALSE(policy->IsPlatformOperator("acme", ""));
+  // No wildcard: the map moves every tenant's commands.
+  EXPECT_FALSE(Policy::Parse("platform acme *\n").ok());
+  EXPECT_FALSE(Policy::Parse("platform * sre\n").ok());
+}
+
 TEST(PolicyTest, MalformedLinesAreNamed) {
   const char* bad[] = {"allow acme alice", "allow * a /b.C/D", "revoke acme",
                        "revoke acme a below_epoch=x", "mutating Transfer", "readonly Get",

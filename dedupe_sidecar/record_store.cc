@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/slots.h"
 #include "common/status.h"
 
 namespace eonce {
@@ -211,6 +212,106 @@ absl::Status RecordStore::SettleRetention() {
   absl::MutexLock lock(&promise_mu_);
   promise_ = promise;
   return absl::OkStatus();
+}
+
+std::optional<uint32_t> SlotOfRecord(const Record& record) {
+  if (record.entity().type().empty() || record.entity().id().empty()) return std::nullopt;
+  return SlotOf(record.tenant(), record.entity().type(), record.entity().id());
+}
+
+absl::StatusOr<RecordStore::SlotPage> RecordStore::ExportSlots(uint32_t first, uint32_t last,
+                                                               const std::string& after,
+                                                               int limit, size_t max_bytes) {
+  SlotPage page;
+  size_t bytes = 0;
+  int scanned = 0;
+  const int64_t now = clock_.NowMs();
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kRecordsCf);
+  after.empty() ? it->SeekToFirst() : it->Seek(after);
+  if (!after.empty() && it->Valid() && it->key() == rocksdb::Slice(after)) it->Next();
+  for (; it->Valid(); it->Next()) {
+    if (scanned == kMaxScannedPerPage || static_cast<int>(page.records.size()) == limit ||
+        (bytes >= max_bytes && !page.records.empty())) {
+      return page;  // next_after: the last entry looked at, kept or not
+    }
+    ++scanned;
+    page.next_after = it->key().ToString();
+    Framed framed;
+    Record record;
+    if (!ParseFramed(it->value().ToString(), &record, &framed)) {
+      return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable record");
+    }
+    if (framed.DroppedAt(now)) continue;
+    std::optional<uint32_t> slot = SlotOfRecord(record);
+    if (!slot.has_value()) {
+      ++page.unplaced;
+      continue;
+    }
+    if (*slot < first || *slot > last) continue;
+    if (framed.TrimmedAt(now) && IsFinished(record)) MakeTombstone(&record);
+    bytes += record.ByteSizeLong();
+    page.records.push_back(std::move(record));
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "export records"));
+  page.next_after.clear();  // the scan is complete
+  return page;
+}
+
+absl::Status RecordStore::Import(const std::vector<Record>& records) {
+  rocksdb::WriteBatch batch;
+  int64_t parked = 0;
+  for (const Record& record : records) {
+    std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
+    std::string encoded = Encode(record);
+    Framed framed;
+    DecodeFramed(encoded, &framed);
+    batch.Put(store_.cf(kRecordsCf), scoped, encoded);
+    if (!record.command_id().empty()) {
+      batch.Put(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()),
+                EncodeFramed(framed.drop_at_ms, 0, record.idempotency_key()));
+    }
+    if (record.state() == Record::PARKED) {
+      std::string present;
+      if (store_.Get(kParkedCf, scoped, &present).IsNotFound()) ++parked;
+      batch.Put(store_.cf(kParkedCf), scoped, "");
+    }
+  }
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "import records"));
+  parked_count_.fetch_add(parked);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> RecordStore::DropSlots(uint32_t first, uint32_t last) {
+  constexpr int kDeletesPerBatch = 10'000;
+  int64_t dropped = 0;
+  int64_t parked = 0;
+  rocksdb::WriteBatch batch;
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kRecordsCf);
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    Framed framed;
+    Record record;
+    if (!ParseFramed(it->value().ToString(), &record, &framed)) {
+      return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable record");
+    }
+    std::optional<uint32_t> slot = SlotOfRecord(record);
+    if (!slot.has_value() || *slot < first || *slot > last) continue;
+    batch.Delete(store_.cf(kRecordsCf), it->key());
+    if (!record.command_id().empty()) {
+      batch.Delete(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()));
+    }
+    if (record.state() == Record::PARKED) {
+      batch.Delete(store_.cf(kParkedCf), it->key());
+      ++parked;
+    }
+    if (++dropped % kDeletesPerBatch == 0) {
+      EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "drop records"));
+      batch.Clear();
+    }
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "drop records"));
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "drop records"));
+  parked_count_.fetch_sub(parked);
+  return dropped;
 }
 
 absl::Status RecordStore::CompactAll() {

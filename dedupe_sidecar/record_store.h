@@ -100,6 +100,24 @@ class RecordStore {
   absl::StatusOr<std::vector<Record>> ListParked(const std::string& tenant, int limit);
   int64_t parked_count() const { return parked_count_.load(); }
 
+  // Sharding: a page of the records whose slot is in [first, last], in key order after
+  // `after` (a scoped key; "" for the first page), at most `limit` records and
+  // `max_bytes` of them (at least one), after at most kMaxScannedPerPage entries.
+  struct SlotPage {
+    std::vector<Record> records;
+    std::string next_after;  // where the next page starts; "" once the scan is complete
+    int64_t unplaced = 0;    // records scanned that name no entity (their slot is unknown)
+  };
+  static constexpr int kMaxScannedPerPage = 100'000;
+  absl::StatusOr<SlotPage> ExportSlots(uint32_t first, uint32_t last, const std::string& after,
+                                       int limit, size_t max_bytes);
+  // Writes records copied from another shard, with their index entries, in one synced
+  // batch. Each keeps its own times, so its retention runs on from where it was.
+  absl::Status Import(const std::vector<Record>& records);
+  // Deletes every record of slots [first, last] and its index entries; synced. Returns
+  // how many records went.
+  absl::StatusOr<int64_t> DropSlots(uint32_t first, uint32_t last);
+
   // Forces compaction of every column family (tests, and the periodic reclaimer).
   absl::Status CompactAll();
   RocksStore& rocks() { return store_; }
@@ -123,6 +141,9 @@ class RecordStore {
   absl::Mutex promise_mu_;
   internal::RetentionPromise promise_ ABSL_GUARDED_BY(promise_mu_);
 };
+
+// The slot of a record (its tenant and entity); nullopt for one that names no entity.
+std::optional<uint32_t> SlotOfRecord(const Record& record);
 
 // (tenant, key) as a RocksDB key; tenant names never contain NUL.
 std::string ScopedKey(const std::string& tenant, const std::string& key);

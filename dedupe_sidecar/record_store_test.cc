@@ -1,5 +1,8 @@
 #include "dedupe_sidecar/record_store.h"
 
+#include <set>
+
+#include "common/slots.h"
 #include "dedupe_sidecar/audit_log.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
@@ -102,6 +105,67 @@ TEST_F(RecordStoreTest, StartedAndParkedRecordsNeverExpire) {
   ASSERT_TRUE(store_->Delete(parked, true).ok());
   EXPECT_EQ(store_->parked_count(), 0);
   EXPECT_TRUE(store_->ListParked("acme", 10)->empty());
+}
+
+// A move's copy: the records of a run of slots, paged, into another store with their
+// index entries; then dropped from the first.
+TEST_F(RecordStoreTest, ExportsImportsAndDropsTheRecordsOfARunOfSlots) {
+  std::set<std::string> in_run;
+  for (int i = 0; i < 200; ++i) {
+    Record r = Committed("k" + std::to_string(i), "r");
+    r.mutable_entity()->set_type("account");
+    r.mutable_entity()->set_id("a" + std::to_string(i));
+    if (SlotOf("acme", "account", r.entity().id()) < kSlotCount / 2) {
+      in_run.insert(r.idempotency_key());
+    }
+    ASSERT_TRUE(store_->Write(r, Record::STATE_UNSPECIFIED, false).ok());
+  }
+  Record old = Committed("before-sharding", "r");  // names no entity
+  ASSERT_TRUE(store_->Write(old, Record::STATE_UNSPECIFIED, false).ok());
+  ASSERT_GT(in_run.size(), 50u);
+
+  auto families = RecordStore::ColumnFamilies(filters_);
+  auto rocks = RocksStore::Open(testing::FreshDir("records-to"), families, StoreOptions());
+  ASSERT_TRUE(rocks.ok());
+  RecordStore to(**rocks, clock_, RetentionOptions{1'000, 10'000});
+
+  std::set<std::string> copied;
+  std::string after;
+  int64_t unplaced = 0;
+  int pages = 0;
+  do {
+    auto page = store_->ExportSlots(0, kSlotCount / 2 - 1, after, 16, 1 << 20);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_LE(page->records.size(), 16u);
+    for (const Record& r : page->records) EXPECT_TRUE(copied.insert(r.idempotency_key()).second);
+    unplaced += page->unplaced;
+    ASSERT_TRUE(to.Import(page->records).ok());
+    after = page->next_after;
+    ASSERT_LT(++pages, 100);
+  } while (!after.empty());
+  EXPECT_EQ(copied, in_run);
+  EXPECT_EQ(unplaced, 1);
+  for (const std::string& key : in_run) {
+    auto moved = to.Get("acme", key);
+    ASSERT_TRUE(moved.ok() && moved->has_value()) << key;
+    EXPECT_EQ((*moved)->result().response(), "r");
+    auto by_command = to.KeyOfCommand("acme", "cmd-" + key);
+    ASSERT_TRUE(by_command.ok() && by_command->has_value());
+    EXPECT_EQ(**by_command, key);
+  }
+
+  auto dropped = store_->DropSlots(0, kSlotCount / 2 - 1);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(*dropped, static_cast<int64_t>(in_run.size()));
+  for (int i = 0; i < 200; ++i) {
+    std::string key = "k" + std::to_string(i);
+    auto left = store_->Get("acme", key);
+    ASSERT_TRUE(left.ok());
+    EXPECT_EQ(left->has_value(), in_run.count(key) == 0) << key;
+  }
+  auto kept = store_->Get("acme", "before-sharding");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_TRUE(kept->has_value());
 }
 
 }  // namespace

@@ -74,6 +74,17 @@ ShardGate::ShardGate(std::string shard, std::string kept_file, SlotMap map)
 absl::Status ShardGate::CheckLocked(uint32_t slot) const {
   const SlotMap& map = *map_;
   const std::string& owner = map.OwnerOf(slot);
+  // Moving away from here, or to here: neither end takes it until the move flips.
+  if (map.Migrating(slot) && (owner == shard_ || map.MovingTo(slot) == shard_)) {
+    absl::Status moving = WithRetryAfter(
+        Error(absl::StatusCode::kUnavailable, "SLOT_MIGRATING",
+              absl::StrCat("slot ", slot, " is moving from shard ", owner, " to ",
+                           map.MovingTo(slot), " (epoch ", map.epoch(),
+                           "); nothing was written, retry shortly")),
+        kMigratingRetryMs);
+    moving = WithErrorMetadata(moving, "slot", absl::StrCat(slot));
+    return WithErrorMetadata(moving, "epoch", absl::StrCat(map.epoch()));
+  }
   if (owner != shard_) {
     absl::Status moved =
         Error(absl::StatusCode::kUnavailable, "SLOT_MOVED",
@@ -84,15 +95,6 @@ absl::Status ShardGate::CheckLocked(uint32_t slot) const {
     moved = WithErrorMetadata(moved, "owner", owner);
     moved = WithErrorMetadata(moved, "owner_address", map.AddressOf(owner));
     return WithErrorMetadata(moved, "epoch", absl::StrCat(map.epoch()));
-  }
-  if (map.Migrating(slot)) {
-    absl::Status moving = WithRetryAfter(
-        Error(absl::StatusCode::kUnavailable, "SLOT_MIGRATING",
-              absl::StrCat("slot ", slot, " is moving to another shard (epoch ", map.epoch(),
-                           "); nothing was written, retry shortly")),
-        kMigratingRetryMs);
-    moving = WithErrorMetadata(moving, "slot", absl::StrCat(slot));
-    return WithErrorMetadata(moving, "epoch", absl::StrCat(map.epoch()));
   }
   return absl::OkStatus();
 }
@@ -155,6 +157,62 @@ absl::StatusOr<uint64_t> ShardGate::Adopt(const SlotMap& map, int64_t drain_time
                               "ask again"));
   }
   return map_->epoch();
+}
+
+namespace {
+
+absl::Status CheckRange(uint32_t first, uint32_t last) {
+  if (first > last || last >= kSlotCount) {
+    return absl::InvalidArgumentError(absl::StrCat("slots ", first, "-", last,
+                                                   " are not a range within 0-", kSlotCount - 1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NotNow(absl::string_view reason, absl::string_view what, uint32_t slot,
+                    uint64_t epoch) {
+  return Error(absl::StatusCode::kFailedPrecondition, reason,
+               absl::StrCat("slot ", slot, " ", what, " at epoch ", epoch));
+}
+
+}  // namespace
+
+absl::Status ShardGate::CheckExport(uint32_t first, uint32_t last) const {
+  EONCE_RETURN_IF_ERROR(CheckRange(first, last));
+  absl::ReaderMutexLock lock(&mu_);
+  for (uint32_t slot = first; slot <= last; ++slot) {
+    if (map_->OwnerOf(slot) != shard_ || !map_->Migrating(slot)) {
+      return NotNow("SLOTS_NOT_MOVING_FROM_HERE", "is not moving away from this shard", slot,
+                    map_->epoch());
+    }
+    if (in_flight_[slot] > 0) {
+      return NotNow("DRAINING_SLOTS", "still has commands running", slot, map_->epoch());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardGate::CheckImport(uint32_t first, uint32_t last) const {
+  EONCE_RETURN_IF_ERROR(CheckRange(first, last));
+  absl::ReaderMutexLock lock(&mu_);
+  for (uint32_t slot = first; slot <= last; ++slot) {
+    if (map_->MovingTo(slot) != shard_) {
+      return NotNow("SLOTS_NOT_MOVING_HERE", "is not moving to this shard", slot, map_->epoch());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardGate::CheckDrop(uint32_t first, uint32_t last) const {
+  EONCE_RETURN_IF_ERROR(CheckRange(first, last));
+  absl::ReaderMutexLock lock(&mu_);
+  for (uint32_t slot = first; slot <= last; ++slot) {
+    if (map_->OwnerOf(slot) == shard_ || map_->MovingTo(slot) == shard_) {
+      return NotNow("SLOTS_STILL_HERE", "is owned by or moving to this shard", slot,
+                    map_->epoch());
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::shared_ptr<const SlotMap> ShardGate::map() const {

@@ -2,7 +2,8 @@
 //
 // A command whose slot another shard owns is refused before anything is written
 // (UNAVAILABLE, SLOT_MOVED, naming the owner, its address and the epoch); one whose slot
-// is moving is refused as retryable (UNAVAILABLE, SLOT_MIGRATING). Every command let in
+// is moving away from or to this shard is refused as retryable (UNAVAILABLE,
+// SLOT_MIGRATING). Every command let in
 // holds a Pass for its slot until its work is over, so that adopting a map that takes
 // slots away can wait until nothing runs for them any more: after that, this shard writes
 // nothing for those slots, and a copy of their data is complete.
@@ -62,6 +63,15 @@ class ShardGate {
   // held for a slot this shard may no longer write (DEADLINE_EXCEEDED past it; the map
   // stays adopted). Returns the epoch held.
   absl::StatusOr<uint64_t> Adopt(const SlotMap& map, int64_t drain_timeout_ms);
+
+  // The conditions of a move's steps over slots [first, last] (FAILED_PRECONDITION
+  // otherwise): an export needs them moving away from this shard with no work left on them
+  // (SLOTS_NOT_MOVING_FROM_HERE, DRAINING_SLOTS); an import needs them moving here
+  // (SLOTS_NOT_MOVING_HERE); a drop needs them neither owned nor moving here
+  // (SLOTS_STILL_HERE). INVALID_ARGUMENT for a range outside the slots.
+  absl::Status CheckExport(uint32_t first, uint32_t last) const;
+  absl::Status CheckImport(uint32_t first, uint32_t last) const;
+  absl::Status CheckDrop(uint32_t first, uint32_t last) const;
 
   std::shared_ptr<const SlotMap> map() const;
   const std::string& shard() const { return shard_; }

@@ -91,6 +91,44 @@ TEST_F(ShardGateTest, AMovingSlotIsRefusedAsRetryable) {
   EXPECT_TRUE(gate_->Enter(10).ok());  // the next slot is not moving
 }
 
+TEST_F(ShardGateTest, ASlotMovingHereIsRefusedAsRetryableUntilTheFlip) {
+  absl::StatusOr<SlotMap> incoming = BeginMove(map_, kTheirs, kTheirs, "s0");
+  ASSERT_TRUE(incoming.ok());
+  ASSERT_TRUE(gate_->Adopt(*incoming, 1000).ok());
+  EXPECT_EQ(ReasonOf(gate_->Enter(kTheirs).status()), "SLOT_MIGRATING");
+  absl::StatusOr<SlotMap> flipped = FinishMove(*incoming, kTheirs, kTheirs);
+  ASSERT_TRUE(flipped.ok());
+  ASSERT_TRUE(gate_->Adopt(*flipped, 1000).ok());
+  EXPECT_TRUE(gate_->Enter(kTheirs).ok());
+}
+
+TEST_F(ShardGateTest, EachStepOfAMoveRunsOnlyWhereTheMapSaysItMay) {
+  // Nothing moves yet: no export, no import, and no drop of slots still owned here.
+  EXPECT_EQ(ReasonOf(gate_->CheckExport(0, 9)), "SLOTS_NOT_MOVING_FROM_HERE");
+  EXPECT_EQ(ReasonOf(gate_->CheckImport(kTheirs, kTheirs)), "SLOTS_NOT_MOVING_HERE");
+  EXPECT_EQ(ReasonOf(gate_->CheckDrop(0, 9)), "SLOTS_STILL_HERE");
+  EXPECT_TRUE(gate_->CheckDrop(kTheirs, kTheirs).ok());
+  EXPECT_EQ(gate_->CheckExport(9, 0).code(), absl::StatusCode::kInvalidArgument);
+
+  absl::StatusOr<ShardGate::Pass> running = gate_->Enter(kMine);
+  ASSERT_TRUE(running.ok());
+  absl::StatusOr<SlotMap> frozen = BeginMove(map_, 0, 9, "s1");
+  ASSERT_TRUE(frozen.ok());
+  EXPECT_FALSE(gate_->Adopt(*frozen, 10).ok());  // slot 7 still runs
+  // Exporting while a command still runs could miss its write.
+  EXPECT_EQ(ReasonOf(gate_->CheckExport(0, 9)), "DRAINING_SLOTS");
+  running->Release();
+  EXPECT_TRUE(gate_->CheckExport(0, 9).ok());
+  EXPECT_EQ(ReasonOf(gate_->CheckExport(0, 10)), "SLOTS_NOT_MOVING_FROM_HERE");
+  EXPECT_EQ(ReasonOf(gate_->CheckDrop(0, 9)), "SLOTS_STILL_HERE");
+
+  absl::StatusOr<SlotMap> incoming = BeginMove(*frozen, kTheirs, kTheirs, "s0");
+  ASSERT_TRUE(incoming.ok());
+  ASSERT_TRUE(gate_->Adopt(*incoming, 1000).ok());
+  EXPECT_TRUE(gate_->CheckImport(kTheirs, kTheirs).ok());
+  EXPECT_EQ(ReasonOf(gate_->CheckDrop(kTheirs, kTheirs)), "SLOTS_STILL_HERE");
+}
+
 TEST_F(ShardGateTest, NeverGoesBackToAnOlderMap) {
   absl::StatusOr<SlotMap> frozen = BeginMove(map_, 0, 9, "s1");
   ASSERT_TRUE(frozen.ok());

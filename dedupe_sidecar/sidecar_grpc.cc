@@ -4,6 +4,7 @@
 #include "common/grpc_status.h"
 #include "common/status.h"
 #include "dedupe_sidecar/caller.h"
+#include "common/log.h"
 #include "common/slots.h"
 
 namespace eonce {
@@ -94,8 +95,9 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
 
 class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
  public:
-  SidecarAdminImpl(Deduper& deduper, AuditLog& audit, Clock& clock, WorkPool& pool)
-      : deduper_(deduper), audit_(audit), clock_(clock), pool_(pool) {}
+  SidecarAdminImpl(Deduper& deduper, RecordStore& records, AuditLog& audit, Clock& clock,
+                   WorkPool& pool)
+      : deduper_(deduper), records_(records), audit_(audit), clock_(clock), pool_(pool) {}
 
   grpc::ServerUnaryReactor* ListParked(grpc::CallbackServerContext* context,
                                        const v1::ListParkedRequest* request,
@@ -159,34 +161,88 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   grpc::ServerUnaryReactor* AdoptSlotMap(grpc::CallbackServerContext* context,
                                          const v1::AdoptSlotMapRequest* request,
                                          v1::AdoptSlotMapResponse* response) override {
-    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
-    if (caller.ok()) {
-      if (absl::Status allowed = deduper_.RequirePlatformOperator(*caller); !allowed.ok()) {
-        caller = allowed;
-      }
-    }
-    if (!caller.ok()) {
-      return FinishUnary<v1::AdoptSlotMapResponse>(context, caller.status(), response);
-    }
-    ShardGate* shards = deduper_.shards();
-    if (shards == nullptr) {
-      return FinishUnary<v1::AdoptSlotMapResponse>(
-          context, Error(absl::StatusCode::kFailedPrecondition, "NOT_SHARDED",
-                         "this sidecar is not sharded (start it with --shard_id and --slot_map)"),
-          response);
-    }
     absl::StatusOr<SlotMap> map = SlotMap::FromProto(request->map());
     if (!map.ok()) return FinishUnary<v1::AdoptSlotMapResponse>(context, map.status(), response);
-    // The wait for the moved slots' work blocks: on the work pool, not on a gRPC thread.
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    bool posted = pool_.Post([shards, map = std::move(*map), context, request, response,
-                              reactor] {
-      absl::StatusOr<uint64_t> held = shards->Adopt(map, request->drain_timeout_ms());
-      if (held.ok()) response->set_epoch(*held);
-      reactor->Finish(ToGrpcStatus(held.status(), context));
-    });
-    if (!posted) reactor->Finish(ToGrpcStatus(PoolFull("slot map adoptions"), context));
-    return reactor;
+    // The wait for the moved slots' work blocks: on the work pool.
+    return PlatformCall(context, response, "slot map adoptions",
+                        [map = std::move(*map), request](ShardGate& shards,
+                                                          v1::AdoptSlotMapResponse* out) {
+                          absl::StatusOr<uint64_t> held =
+                              shards.Adopt(map, request->drain_timeout_ms());
+                          if (held.ok()) out->set_epoch(*held);
+                          return held.status();
+                        });
+  }
+
+  grpc::ServerUnaryReactor* ExportSlots(grpc::CallbackServerContext* context,
+                                        const v1::ExportSlotsRequest* request,
+                                        v1::ExportSlotsResponse* response) override {
+    return PlatformCall(
+        context, response, "slot exports",
+        [this, request](ShardGate& shards, v1::ExportSlotsResponse* out) -> absl::Status {
+          const uint32_t first = request->first_slot(), last = request->last_slot();
+          EONCE_RETURN_IF_ERROR(shards.CheckExport(first, last));
+          int limit = request->limit() <= 0 ? kMaxExportRecords
+                                            : std::min(request->limit(), kMaxExportRecords);
+          absl::StatusOr<RecordStore::SlotPage> page =
+              records_.ExportSlots(first, last, request->after(), limit, kMaxExportBytes);
+          if (!page.ok()) return page.status();
+          for (const Record& record : page->records) {
+            out->add_records(record.SerializeAsString());
+          }
+          out->set_next_after(page->next_after);
+          out->set_unplaced(page->unplaced);
+          out->set_epoch(shards.map()->epoch());
+          // Checked again after the scan: had the map changed meanwhile, the page could
+          // miss a write.
+          return shards.CheckExport(first, last);
+        });
+  }
+
+  grpc::ServerUnaryReactor* ImportSlots(grpc::CallbackServerContext* context,
+                                        const v1::ImportSlotsRequest* request,
+                                        v1::ImportSlotsResponse* response) override {
+    return PlatformCall(
+        context, response, "slot imports",
+        [this, request](ShardGate& shards, v1::ImportSlotsResponse* out) -> absl::Status {
+          const uint32_t first = request->first_slot(), last = request->last_slot();
+          EONCE_RETURN_IF_ERROR(shards.CheckImport(first, last));
+          if (request->records_size() > kMaxExportRecords) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("records: at most ", kMaxExportRecords, " a call"));
+          }
+          std::vector<Record> records(request->records_size());
+          for (int i = 0; i < request->records_size(); ++i) {
+            std::optional<uint32_t> slot;
+            if (records[i].ParseFromString(request->records(i))) slot = SlotOfRecord(records[i]);
+            if (!slot.has_value() || *slot < first || *slot > last) {
+              return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                           absl::StrCat("records[", i, "]: not a record of slots ", first, "-",
+                                        last, "; nothing was imported"));
+            }
+          }
+          EONCE_RETURN_IF_ERROR(records_.Import(records));
+          out->set_imported(static_cast<int64_t>(records.size()));
+          return absl::OkStatus();
+        });
+  }
+
+  grpc::ServerUnaryReactor* DropSlots(grpc::CallbackServerContext* context,
+                                      const v1::DropSlotsRequest* request,
+                                      v1::DropSlotsResponse* response) override {
+    return PlatformCall(
+        context, response, "slot drops",
+        [this, request](ShardGate& shards, v1::DropSlotsResponse* out) -> absl::Status {
+          EONCE_RETURN_IF_ERROR(shards.CheckDrop(request->first_slot(), request->last_slot()));
+          absl::StatusOr<int64_t> dropped =
+              records_.DropSlots(request->first_slot(), request->last_slot());
+          if (!dropped.ok()) return dropped.status();
+          out->set_dropped(*dropped);
+          LogInfo("slot records dropped",
+                  {{"slots", absl::StrCat(request->first_slot(), "-", request->last_slot())},
+                   {"records", absl::StrCat(*dropped)}});
+          return absl::OkStatus();
+        });
   }
 
   grpc::ServerUnaryReactor* ResolveParked(grpc::CallbackServerContext* context,
@@ -200,7 +256,41 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   }
 
  private:
+  // Per call of ExportSlots: records and bytes (what fits a message with room to spare).
+  static constexpr int kMaxExportRecords = 1000;
+  static constexpr size_t kMaxExportBytes = 2 << 20;
+
+  // A platform operator's call on a sharded sidecar, run on the work pool (each scans or
+  // waits): `work(shards, response)` gives the status to answer.
+  template <typename Response, typename Work>
+  grpc::ServerUnaryReactor* PlatformCall(grpc::CallbackServerContext* context,
+                                         Response* response, const char* what, Work work) {
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (caller.ok()) {
+      if (absl::Status allowed = deduper_.RequirePlatformOperator(*caller); !allowed.ok()) {
+        caller = allowed;
+      }
+    }
+    if (!caller.ok()) return FinishUnary<Response>(context, caller.status(), response);
+    ShardGate* shards = deduper_.shards();
+    if (shards == nullptr) {
+      return FinishUnary<Response>(
+          context,
+          Error(absl::StatusCode::kFailedPrecondition, "NOT_SHARDED",
+                "this sidecar is not sharded (start it with --shard_id and --slot_map)"),
+          response);
+    }
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    bool posted = pool_.Post([shards, context, response, reactor, work = std::move(work)] {
+      absl::Status status = work(*shards, response);
+      reactor->Finish(ToGrpcStatus(status, context));
+    });
+    if (!posted) reactor->Finish(ToGrpcStatus(PoolFull(what), context));
+    return reactor;
+  }
+
   Deduper& deduper_;
+  RecordStore& records_;
   AuditLog& audit_;
   Clock& clock_;
   WorkPool& pool_;
@@ -217,10 +307,11 @@ std::unique_ptr<v1::Sidecar::CallbackService> NewSidecarService(Deduper& deduper
 }
 
 std::unique_ptr<v1::SidecarAdmin::CallbackService> NewSidecarAdminService(Deduper& deduper,
+                                                                          RecordStore& records,
                                                                           AuditLog& audit,
                                                                           Clock& clock,
                                                                           WorkPool& pool) {
-  return std::make_unique<SidecarAdminImpl>(deduper, audit, clock, pool);
+  return std::make_unique<SidecarAdminImpl>(deduper, records, audit, clock, pool);
 }
 
 }  // namespace eonce

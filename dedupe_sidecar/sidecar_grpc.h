@@ -23,9 +23,10 @@ std::unique_ptr<v1::Sidecar::CallbackService> NewSidecarService(Deduper& deduper
                                                                 Admission& admission,
                                                                 bool identity_from_headers);
 
-// The operator's calls: parked records, their resolution, the audit log. Long audit scans
-// run on `pool`.
+// The operator's calls: parked records, their resolution, the audit log, and a sharded
+// sidecar's slot map and slot moves. Long scans run on `pool`.
 std::unique_ptr<v1::SidecarAdmin::CallbackService> NewSidecarAdminService(Deduper& deduper,
+                                                                          RecordStore& records,
                                                                           AuditLog& audit,
                                                                           Clock& clock,
                                                                           WorkPool& pool);

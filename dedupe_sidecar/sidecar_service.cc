@@ -101,7 +101,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   }
   s->sidecar_service_ = NewSidecarService(*s->deduper_, clock, s->draining_, *s->admission_,
                                           !options.tls.enabled());
-  s->admin_service_ = NewSidecarAdminService(*s->deduper_, *s->audit_, clock, *s->pool_);
+  s->admin_service_ = NewSidecarAdminService(*s->deduper_, *s->records_, *s->audit_, clock,
+                                             *s->pool_);
   s->transparent_service_ = std::make_unique<TransparentService>(
       *s->deduper_, *upstream, *s->policy_, clock, options.refuse_unkeyed_mutations,
       options.deduper.forward_timeout_ms, s->draining_, *s->admission_);
