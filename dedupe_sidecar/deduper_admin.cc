@@ -193,6 +193,11 @@ absl::StatusOr<v1::ResolveParkedResponse> Deduper::ResolveParked(
                  "no parked record under this key");
   }
   Record record = std::move(*existing);
+  // A resolution writes the record: only where its slot may be written, and counted as
+  // the slot's work while it does (a move waits for it).
+  if (std::optional<uint32_t> slot = SlotOfRecord(record); shards_ != nullptr && slot) {
+    EONCE_ASSIGN_OR_RETURN(ctx.pass, shards_->Enter(*slot));
+  }
   ctx.command.set_command_id(record.command_id());
   ctx.command.set_idempotency_key(record.idempotency_key());
   ctx.command.set_target_method(record.operation());

@@ -14,8 +14,11 @@ constexpr int kMaxMessageBytes = 16 << 20;
 class GrpcShardAdmin : public ShardAdmin {
  public:
   GrpcShardAdmin(const std::string& address, const OperatorIdentity& identity)
-      : identity_(identity),
-        stub_(v1::SidecarAdmin::NewStub(NewChannel(address, identity.tls, kMaxMessageBytes))) {}
+      : identity_(identity) {
+    auto channel = NewChannel(address, identity.tls, kMaxMessageBytes);
+    stub_ = v1::SidecarAdmin::NewStub(channel);
+    sidecar_ = v1::Sidecar::NewStub(channel);
+  }
 
   absl::StatusOr<uint64_t> Adopt(const SlotMap& map, int64_t drain_timeout_ms) override {
     v1::AdoptSlotMapRequest request;
@@ -36,6 +39,15 @@ class GrpcShardAdmin : public ShardAdmin {
     v1::ImportSlotsResponse response;
     EONCE_RETURN_IF_ERROR(Call(&v1::SidecarAdmin::Stub::ImportSlots, request, &response));
     return response.imported();
+  }
+
+  absl::StatusOr<v1::SlotMap> Held() override {
+    grpc::ClientContext context;
+    context.set_deadline(WallIn(identity_.call_timeout_ms));
+    v1::SlotMap map;
+    grpc::Status status = sidecar_->GetSlotMap(&context, v1::GetSlotMapRequest(), &map);
+    if (!status.ok()) return FromGrpcStatus(status, &context);
+    return map;
   }
 
   absl::StatusOr<int64_t> Drop(uint32_t first, uint32_t last) override {
@@ -64,6 +76,7 @@ class GrpcShardAdmin : public ShardAdmin {
 
   const OperatorIdentity identity_;
   std::unique_ptr<v1::SidecarAdmin::Stub> stub_;
+  std::unique_ptr<v1::Sidecar::Stub> sidecar_;
 };
 
 }  // namespace

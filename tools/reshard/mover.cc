@@ -1,6 +1,7 @@
 #include "tools/reshard/mover.h"
 
 #include <map>
+#include <optional>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,7 @@ class Move {
       : o_(options), admins_(admins), clock_(clock), map_(std::move(map)) {}
 
   absl::StatusOr<MoveReport> Run() {
+    EONCE_RETURN_IF_ERROR(CatchUp());
     absl::StatusOr<v1::SlotMigration> move = MigrationOf(map_, o_.first, o_.last);
     if (o_.abort) return RollBack(move);
     if (!move.ok()) {
@@ -70,6 +72,21 @@ class Move {
   }
 
  private:
+  // Takes the newest map any shard of the file's map holds, if newer than the file.
+  absl::Status CatchUp() {
+    std::optional<SlotMap> newest;
+    for (const v1::ShardInfo& shard : map_.proto().shards()) {
+      absl::StatusOr<v1::SlotMap> held = Admin(shard.id()).Held();
+      if (!held.ok()) continue;  // a shard that is down cannot be newer than the rest
+      absl::StatusOr<SlotMap> map = SlotMap::FromProto(std::move(*held));
+      if (map.ok() && map->epoch() > (newest ? newest->epoch() : map_.epoch())) {
+        newest = std::move(*map);
+      }
+    }
+    if (!newest.has_value()) return absl::OkStatus();
+    return Publish(std::move(*newest), "caught up with the shards");
+  }
+
   absl::StatusOr<MoveReport> RollBack(const absl::StatusOr<v1::SlotMigration>& move) {
     if (!move.ok()) return Done("nothing to roll back");
     if (move->flipped()) {

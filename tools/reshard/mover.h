@@ -12,8 +12,10 @@
 //               old owner: at every epoch exactly one shard takes the run's commands.
 //   4. release  once the new owner holds the records and takes the run, the old owner
 //               drops its copy, and the migration entry goes (ReleaseMove).
-// Run again after a crash at any point, it reads the file and goes on from the step it
-// finds: a frozen run is adopted, copied and flipped (copying twice writes the same
+// Run again after a crash at any point, it reads the file, and the map each shard holds
+// (a newer one wins and is written to the file: a step's map may have reached the
+// sidecars but not the file, e.g. a ConfigMap written back only at the end), and goes on
+// from the step it finds: a frozen run is adopted, copied and flipped (copying twice writes the same
 // records), a flipped one released. `abort` rolls back a move that has not flipped: the
 // old owner keeps the run, and the new owner's partial copy is dropped.
 //

@@ -22,6 +22,8 @@ class ShardAdmin {
   virtual absl::StatusOr<v1::ExportSlotsResponse> Export(const v1::ExportSlotsRequest& request) = 0;
   virtual absl::StatusOr<int64_t> Import(const v1::ImportSlotsRequest& request) = 0;
   virtual absl::StatusOr<int64_t> Drop(uint32_t first, uint32_t last) = 0;
+  // GetSlotMap: the map the sidecar holds.
+  virtual absl::StatusOr<v1::SlotMap> Held() = 0;
 };
 
 // The admin of the sidecar at an address.
