@@ -5,7 +5,7 @@ cd "$(dirname "$0")/../.."
 tag="${1:-dev}"
 for target in //outbox_agent:outbox_agent //dedupe_sidecar:dedupe_sidecar \
               //services/ledger:ledger_service //services/case:case_service \
-              //outbox_agent/example:example_producer; do
+              //outbox_agent/example:example_producer //tools/reshard:reshard; do
   name="${target##*:}"
   docker build -f deploy/docker/Dockerfile --build-arg TARGET="$target" -t "eonce/${name}:${tag}" .
 done

@@ -4,9 +4,12 @@
 Usage: check_manifests.py RENDERED.yaml
 Each violation is printed; the exit code is the number of violations (0 = all good).
 """
+import json
 import sys
 
 import yaml
+
+SLOT_COUNT = 1024
 
 KNOWN = {
     ("apps/v1", "StatefulSet"), ("v1", "Service"), ("v1", "ConfigMap"), ("v1", "Secret"),
@@ -111,10 +114,63 @@ def check(objects):
                     problems.append("%s: the sidecar's upstream %r is not %s" % (name, upstream, b["name"]))
                 if flag(b.get("args", []), "tls_cert") is not None:
                     problems.append("%s/%s: TLS on the pod's own socket is not used by the sidecar" % (name, b["name"]))
+        if "dedupe-sidecar" in names:
+            problems += check_shards(o, containers[names.index("dedupe-sidecar")], objects)
         if "outbox-agent" in names:
             agent = containers[names.index("outbox-agent")]
             if "readinessProbe" not in agent or "livenessProbe" not in agent:
                 problems.append("%s: the agent has no probes" % name)
+    return problems
+
+
+def check_shards(sts, sidecar, objects):
+    """More than one pod is sharded, and the slot map names every pod where it listens."""
+    problems = []
+    name = sts["metadata"]["name"]
+    replicas = sts["spec"].get("replicas", 1)
+    args = sidecar.get("args", [])
+    shard_id, slot_map = flag(args, "shard_id"), flag(args, "slot_map")
+    if replicas > 1 and (shard_id is None or slot_map is None):
+        return ["%s: %d replicas whose sidecars are not sharded (--shard_id, --slot_map): a key "
+                "retried to two pods would be applied twice" % (name, replicas)]
+    if slot_map is None:
+        return problems
+    if shard_id != "$(POD_NAME)":
+        problems.append("%s: --shard_id is %r, not the pod's name $(POD_NAME)" % (name, shard_id))
+    folder, file_name = slot_map.rsplit("/", 1)
+    mounts = {m["mountPath"].rstrip("/"): m["name"] for m in sidecar.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in sts["spec"]["template"]["spec"].get("volumes", [])}
+    config = volumes.get(mounts.get(folder), {}).get("configMap", {}).get("name")
+    maps = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == config]
+    if not maps or file_name not in maps[0].get("data", {}):
+        return problems + ["%s: --slot_map=%s is not a key of a mounted ConfigMap" % (name, slot_map)]
+    try:
+        slot_map_data = json.loads(maps[0]["data"][file_name])
+    except ValueError as e:
+        return problems + ["%s: the slot map is not JSON: %s" % (name, e)]
+    service = sts["spec"].get("serviceName")
+    headless = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == service
+                and o["spec"].get("clusterIP") == "None"]
+    if not headless:
+        problems.append("%s: serviceName %r is not a headless Service (no per-pod addresses)" % (name, service))
+    port = next((p["containerPort"] for p in sidecar.get("ports", []) if p.get("name") == "grpc"), None)
+    shards = {s["id"]: s["address"] for s in slot_map_data.get("shards", [])}
+    for i in range(replicas):
+        pod = "%s-%d" % (name, i)
+        want = "%s.%s:%s" % (pod, service, port)
+        if pod not in shards:
+            problems.append("%s: pod %s is not a shard of the slot map" % (name, pod))
+        elif shards[pod] != want:
+            problems.append("%s: the slot map gives %s the address %s, not %s" % (name, pod, shards[pod], want))
+    owners = [0] * SLOT_COUNT
+    for r in slot_map_data.get("ranges", []):
+        for slot in range(r["first"], r["last"] + 1):
+            if 0 <= slot < SLOT_COUNT:
+                owners[slot] += 1
+        if r["shard"] not in shards:
+            problems.append("%s: the slot map gives slots to unknown shard %s" % (name, r["shard"]))
+    if any(n != 1 for n in owners):
+        problems.append("%s: the slot map does not give every slot exactly one owner" % name)
     return problems
 
 

@@ -27,6 +27,12 @@ for overlay in dev production; do
     node "$validator/validate.mjs" "$out/$overlay.yaml"
   fi
 done
+# The reshard Job, applied on demand: it renders and its objects are valid.
+kubectl kustomize "$out/deploy/jobs" > "$out/jobs.yaml"
+grep -q "kind: Job" "$out/jobs.yaml"
+if [ "$have_schemas" = 1 ]; then
+  node "$validator/validate.mjs" "$out/jobs.yaml"
+fi
 if [ "$have_schemas" = 1 ]; then
   # The schema check must be able to fail too.
   sed 's/containerPort: 7100/containerPort: "seven"/' "$out/dev.yaml" > "$out/badschema.yaml"
@@ -57,4 +63,19 @@ if /usr/bin/python3 "$check" "$out/broken-tls.yaml" > "$out/broken-tls.txt"; the
 fi
 grep -q "probe --health_listen" "$out/broken-tls.txt"
 grep -q "is not on a mounted volume" "$out/broken-tls.txt"
+# Sharding: replicas whose sidecars are not sharded, and a slot map that leaves out a pod,
+# must both be reported.
+grep -v -e '--shard_id=' "$out/dev.yaml" > "$out/unsharded.yaml"
+if /usr/bin/python3 "$check" "$out/unsharded.yaml" > "$out/unsharded.txt"; then
+  echo "the checker accepted replicas whose sidecars are not sharded" >&2
+  exit 1
+fi
+grep -q "would be applied twice" "$out/unsharded.txt"
+sed 's/"id": "ledger-2", "address": "ledger-2.ledger-shards:7100"/"id": "ledger-9", "address": "ledger-9.ledger-shards:7100"/' \
+  "$out/dev.yaml" > "$out/missing-shard.yaml"
+if /usr/bin/python3 "$check" "$out/missing-shard.yaml" > "$out/missing-shard.txt"; then
+  echo "the checker accepted a slot map that leaves out a pod" >&2
+  exit 1
+fi
+grep -q "pod ledger-2 is not a shard of the slot map" "$out/missing-shard.txt"
 echo "deploy: overlays render and keep their invariants"
