@@ -28,7 +28,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/commands.h"
 #include "bench/loops.h"
+#include "bench/shards.h"
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/flags.h"
@@ -54,7 +56,8 @@
 ABSL_FLAG(std::string, in_flight, "1,16,64", "calls in flight to measure at (the peers' client counts)");
 ABSL_FLAG(double, seconds, 2.0, "how long each run of a measurement lasts");
 ABSL_FLAG(std::string, only, "",
-          "measure only these groups (comma-separated: limits, ledger, sidecar, agent, large); "
+          "measure only these groups (comma-separated: limits, ledger, sidecar, shards, agent, "
+          "large); "
           "for profiling one path with perf");
 ABSL_FLAG(int32_t, runs, 3, "runs per measurement (the median is reported)");
 ABSL_FLAG(double, warmup_seconds, 0.5, "the warm-up before each measurement");
@@ -116,22 +119,6 @@ int64_t DirBytes(const std::string& dir, const std::string& suffix) {
     }
   }
   return total;
-}
-
-v1::Command TransferCommand(const std::string& id, int accounts, int64_t i) {
-  ledger::v1::TransferRequest t;
-  t.set_from(absl::StrCat("a", i % accounts));
-  t.set_to(absl::StrCat("a", (i + 1) % accounts));
-  t.set_amount(1);
-  v1::Command c;
-  c.set_command_id(id);
-  c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
-  c.set_request(t.SerializeAsString());
-  c.mutable_entity()->set_type("account");
-  c.mutable_entity()->set_id(t.from());
-  c.set_idempotency_key(DeriveIdempotencyKey(c));
-  FillPayloadHash(&c);
-  return c;
 }
 
 struct Row {
@@ -315,6 +302,20 @@ int Run() {
     (*synced)->Shutdown(1000).IgnoreError();
   }
 
+  // Sharded: first-seen through 1, 2 and 4 shards (one ledger behind them all), and the
+  // pause of a run of slots while it moves.
+  ShardFigures sharded;
+  if (want("shards")) {
+    if (!BenchShards(measure, (*ledger)->port(), base + "/sharded", kAccounts, &sharded)) {
+      std::fprintf(stderr, "bench: the sharded stacks did not run\n");
+      return 1;
+    }
+    for (const auto& [shards, f] : sharded.first_seen) {
+      add(absl::StrCat("first-seen, ", shards, shards == 1 ? " shard" : " shards"),
+          sharded.in_flight, f, "grpc echo (limit)");
+    }
+  }
+
   // How many first-seen forwards went out before the sidecar's own sync (the ledger's
   // inbox is the commit point: docs/design.md).
   const int64_t forwards = (*sidecar)->deduper().stats().forwards.load();
@@ -475,6 +476,13 @@ int Run() {
   absl::StrAppend(&table, absl::StrFormat(
       "sidecar forwards before its own sync (the ledger's inbox is the commit point): %d of %d\n",
       forwards_before_sync, forwards));
+  if (sharded.moving_commands > 0) {
+    absl::StrAppend(&table, absl::StrFormat(
+        "a move of %d slots under load (%d records copied): frozen %d ms; the run's %d commands "
+        "meanwhile waited p50 %.1f ms, p99 %.1f ms, max %.1f ms; %d lost\n",
+        sharded.moved_slots, sharded.copied, sharded.frozen_ms, sharded.moving_commands,
+        sharded.pause_p50_ms, sharded.pause_p99_ms, sharded.pause_max_ms, sharded.lost));
+  }
   absl::StrAppend(&table, absl::StrFormat(
       "sidecar with %d records: RSS %.1f MiB; SST %.1f MiB for %.1f MiB of key + hash + response "
       "(%.2fx)\n", records, rss_kb / 1024.0, sst_bytes / 1048576.0, raw_bytes / 1048576.0,
@@ -483,10 +491,14 @@ int Run() {
       "  ],\n  \"added_p50_us_at_1\": %.1f,\n  \"added_p50_budget_us\": %.1f,\n"
       "  \"sidecar_forwards\": %d,\n  \"sidecar_forwards_before_sync\": %d,\n"
       "  \"sidecar_records\": %d,\n  \"sidecar_rss_mib\": %.1f,\n  \"sidecar_sst_bytes\": %d,\n"
-      "  \"raw_key_hash_response_bytes\": %d,\n  \"disk_ratio\": %.3f\n}\n",
+      "  \"raw_key_hash_response_bytes\": %d,\n  \"disk_ratio\": %.3f,\n"
+      "  \"move\": {\"slots\": %d, \"copied\": %d, \"frozen_ms\": %d, \"commands\": %d, "
+      "\"pause_p50_ms\": %.1f, \"pause_p99_ms\": %.1f, \"pause_max_ms\": %.1f, \"lost\": %d}\n}\n",
       added_p50, budget_p50, forwards, forwards_before_sync, records, rss_kb / 1024.0,
       sst_bytes, raw_bytes,
-      raw_bytes > 0 ? static_cast<double>(sst_bytes) / raw_bytes : 0));
+      raw_bytes > 0 ? static_cast<double>(sst_bytes) / raw_bytes : 0, sharded.moved_slots,
+      sharded.copied, sharded.frozen_ms, sharded.moving_commands, sharded.pause_p50_ms,
+      sharded.pause_p99_ms, sharded.pause_max_ms, sharded.lost));
   std::printf("\n%s", table.c_str());
   std::ofstream(out_dir + "/latest.json") << json;
   std::ofstream(out_dir + "/latest.txt") << table;

@@ -1,0 +1,34 @@
+// The commands eonce bench sends: transfers of 1 between the ledger's accounts a0..aN.
+#ifndef EONCE_BENCH_COMMANDS_H_
+#define EONCE_BENCH_COMMANDS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/command.h"
+#include "eonce/ledger/v1/ledger.pb.h"
+#include "eonce/v1/command.pb.h"
+
+namespace eonce::bench {
+
+// Command `id`: a transfer from account a(i mod accounts) to the next one.
+inline v1::Command TransferCommand(const std::string& id, int accounts, int64_t i) {
+  ledger::v1::TransferRequest t;
+  t.set_from(absl::StrCat("a", i % accounts));
+  t.set_to(absl::StrCat("a", (i + 1) % accounts));
+  t.set_amount(1);
+  v1::Command c;
+  c.set_command_id(id);
+  c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+  c.set_request(t.SerializeAsString());
+  c.mutable_entity()->set_type("account");
+  c.mutable_entity()->set_id(t.from());
+  c.set_idempotency_key(DeriveIdempotencyKey(c));
+  FillPayloadHash(&c);
+  return c;
+}
+
+}  // namespace eonce::bench
+
+#endif  // EONCE_BENCH_COMMANDS_H_

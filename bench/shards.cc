@@ -1,0 +1,213 @@
+#include "bench/shards.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "bench/commands.h"
+#include "common/clock.h"
+#include "common/grpc_status.h"
+#include "common/slot_map_file.h"
+#include "common/slots.h"
+#include "common/status.h"
+#include "dedupe_sidecar/sidecar_service.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "tools/reshard/grpc_shard_admin.h"
+#include "tools/reshard/mover.h"
+
+namespace eonce::bench {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+constexpr char kTenant[] = "bench";
+
+// N sharded sidecars in front of one ledger, with the slot map that names them.
+struct ShardedStack {
+  std::string map_file;
+  std::vector<std::unique_ptr<SidecarServer>> sidecars;
+  std::vector<std::unique_ptr<v1::Sidecar::Stub>> stubs;
+  std::vector<std::string> ids;
+
+  ~ShardedStack() {
+    for (auto& sidecar : sidecars) sidecar->Shutdown(1000).IgnoreError();
+  }
+
+  bool Start(int shards, int ledger_port, const std::string& dir) {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    map_file = dir + "/slot_map.json";
+    std::vector<v1::ShardInfo> infos(shards);
+    for (int i = 0; i < shards; ++i) {
+      ids.push_back(absl::StrCat("s", i));
+      infos[i].set_id(ids.back());
+      infos[i].set_address("pending:1");
+    }
+    if (!WriteSlotMapFile(map_file, *SlotMap::Even(infos)).ok()) return false;
+    for (int i = 0; i < shards; ++i) {
+      SidecarServerOptions options;
+      options.data_dir = absl::StrCat(dir, "/s", i);
+      options.upstream_address = absl::StrCat("127.0.0.1:", ledger_port);
+      options.shard_id = ids[i];
+      options.slot_map_file = map_file;
+      auto sidecar = SidecarServer::Start(options, RealClock::Get());
+      if (!sidecar.ok()) return false;
+      infos[i].set_address(absl::StrCat("127.0.0.1:", (*sidecar)->port()));
+      stubs.push_back(v1::Sidecar::NewStub(
+          grpc::CreateChannel(infos[i].address(), grpc::InsecureChannelCredentials())));
+      sidecars.push_back(std::move(*sidecar));
+    }
+    v1::SlotMap named = SlotMap::Even(infos)->proto();
+    named.set_epoch(2);
+    absl::StatusOr<SlotMap> map = SlotMap::FromProto(named);
+    if (!map.ok() || !CompareAndSetSlotMapFile(map_file, 1, *map).ok()) return false;
+    for (auto& sidecar : sidecars) {
+      if (!sidecar->shards()->Adopt(*map, 1000).ok()) return false;
+    }
+    return true;
+  }
+
+  // The shard that owns the command's slot in the newest map a shard holds.
+  int OwnerOf(const v1::Command& command) const {
+    std::shared_ptr<const SlotMap> map = sidecars[0]->shards()->map();
+    for (const auto& sidecar : sidecars) {
+      auto held = sidecar->shards()->map();
+      if (held->epoch() > map->epoch()) map = held;
+    }
+    const std::string& owner =
+        map->OwnerOf(SlotOf(kTenant, command.entity().type(), command.entity().id()));
+    return static_cast<int>(std::find(ids.begin(), ids.end(), owner) - ids.begin());
+  }
+};
+
+void SubmitAsync(v1::Sidecar::Stub& stub, const v1::Command& command,
+                 std::function<void(bool)> done) {
+  struct Call {
+    grpc::ClientContext context;
+    v1::SubmitRequest request;
+    v1::SubmitResponse response;
+  };
+  auto call = std::make_shared<Call>();
+  call->context.AddMetadata(kTenantHeader, kTenant);
+  *call->request.mutable_command() = command;
+  stub.async()->Submit(&call->context, &call->request, &call->response,
+                       [call, done](grpc::Status s) {
+                         done(s.ok() && call->response.disposition() == v1::APPLIED);
+                       });
+}
+
+// A command on the moving run, sent until it is answered: refusals are retried after
+// 2 ms, at the shard the refusal names. Returns its time in ms, or -1 if it ran out of
+// its 30 s.
+double SubmitThroughAMove(ShardedStack& stack, const v1::Command& command) {
+  const auto start = SteadyClock::now();
+  int shard = stack.OwnerOf(command);
+  while (SteadyClock::now() - start < std::chrono::seconds(30)) {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, kTenant);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::SubmitRequest request;
+    *request.mutable_command() = command;
+    v1::SubmitResponse response;
+    grpc::Status status = stack.stubs[shard]->Submit(&context, request, &response);
+    if (status.ok()) {
+      return std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+    }
+    absl::Status refused = FromGrpcStatus(status, &context);
+    std::string owner = ErrorMetadataOf(refused)["owner"];
+    auto it = std::find(stack.ids.begin(), stack.ids.end(), owner);
+    shard = it != stack.ids.end() ? static_cast<int>(it - stack.ids.begin())
+                                  : stack.OwnerOf(command);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool BenchShards(const MeasureOptions& measure, int ledger_port, const std::string& base,
+                 int accounts, ShardFigures* figures) {
+  for (int shards : {1, 2, 4}) {
+    ShardedStack stack;
+    if (!stack.Start(shards, ledger_port, absl::StrCat(base, "/shards", shards))) return false;
+    Figures f = Measure(measure, figures->in_flight,
+                        [&, shards](int64_t i, std::function<void(bool)> done) {
+                          v1::Command c =
+                              TransferCommand(absl::StrCat("sh", shards, "-", i), accounts, i);
+                          SubmitAsync(*stack.stubs[stack.OwnerOf(c)], c, std::move(done));
+                        });
+    figures->first_seen.emplace_back(shards, f);
+  }
+
+  // The pause: 8 callers keep commands going on the accounts of slots 0..7 while the run
+  // moves from s0 to s1; what each command waited is its time from first attempt to answer.
+  ShardedStack stack;
+  if (!stack.Start(2, ledger_port, base + "/move")) return false;
+  constexpr uint32_t kLast = 7;
+  figures->moved_slots = kLast + 1;
+  std::vector<int64_t> on_run;
+  for (int64_t a = 0; a < accounts; ++a) {
+    if (SlotOf(kTenant, "account", absl::StrCat("a", a)) <= kLast) on_run.push_back(a);
+  }
+  if (on_run.empty()) return false;
+  std::atomic<bool> moving{false}, stop{false};
+  std::atomic<int64_t> next{0};
+  std::vector<std::vector<double>> waits(8);
+  std::atomic<int64_t> lost{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 8; ++t) {
+    callers.emplace_back([&, t] {
+      while (!stop.load()) {
+        int64_t k = next.fetch_add(1);
+        v1::Command c = TransferCommand(absl::StrCat("mv-", k), accounts,
+                                        on_run[static_cast<size_t>(k) % on_run.size()]);
+        const bool during = moving.load();
+        double ms = SubmitThroughAMove(stack, c);
+        if (ms < 0) {
+          lost++;
+        } else if (during || moving.load()) {
+          waits[t].push_back(ms);
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  MoveOptions move;
+  move.map_file = stack.map_file;
+  move.first = 0;
+  move.last = kLast;
+  move.to = "s1";
+  OperatorIdentity identity;
+  identity.tenant = kTenant;
+  identity.operator_name = "bench";  // no policy file: development, every operator
+  moving = true;
+  absl::StatusOr<MoveReport> report = MoveSlots(move, GrpcShardAdmins(identity), RealClock::Get());
+  moving = false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop = true;
+  for (auto& caller : callers) caller.join();
+  if (!report.ok()) {
+    std::fprintf(stderr, "bench: the move failed: %s\n", report.status().ToString().c_str());
+    return false;
+  }
+  std::vector<double> all;
+  for (const auto& w : waits) all.insert(all.end(), w.begin(), w.end());
+  std::sort(all.begin(), all.end());
+  figures->frozen_ms = report->frozen_ms;
+  figures->copied = report->copied;
+  figures->moving_commands = static_cast<int64_t>(all.size());
+  figures->lost = lost.load();
+  if (!all.empty()) {
+    figures->pause_p50_ms = all[all.size() / 2];
+    figures->pause_p99_ms = all[std::min(all.size() - 1, all.size() * 99 / 100)];
+    figures->pause_max_ms = all.back();
+  }
+  return true;
+}
+
+}  // namespace eonce::bench
