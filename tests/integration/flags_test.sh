@@ -17,6 +17,7 @@ programs=(
   "services/inbox/effectsctl|service|--after=-1|no"
   "outbox_agent/example/example_producer|transfers|--transfers=many|no"
   "tools/demo/demo|commands|--commands=all|no"
+  "tools/reshard/reshard|slots|--drain_timeout_ms=long|no"
   "bench/bench|records|--seconds=long|no"
   "tests/sim/sim_main|seeds|--seeds=lots|no"
 )

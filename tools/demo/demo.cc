@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -43,6 +44,10 @@
 #include "tests/util/ground_truth.h"
 #include "tools/demo/demo_stack.h"
 #include "tools/demo/report.h"
+#include "tools/demo/shards.h"
+#include "tools/demo/sidecar_checks.h"
+#include "common/slot_map_file.h"
+#include "common/slots.h"
 #include "tests/util/process.h"
 
 ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are");
@@ -52,6 +57,8 @@ ABSL_FLAG(bool, faults, true, "kill the sidecar, lose answers, revoke the creden
 ABSL_FLAG(bool, keep, false, "keep the data folder (its path is printed)");
 ABSL_FLAG(bool, quiet, false, "no progress bar and no report, only the summary line");
 ABSL_FLAG(uint64_t, seed, 42, "the workload's seed");
+ABSL_FLAG(int32_t, shards, 1,
+          "the ledger's sidecars (1..8); with more than one, a run of slots moves mid-run");
 ABSL_FLAG(int32_t, timeout_s, 180, "give up waiting for the outcome after this long");
 
 namespace eonce {
@@ -137,66 +144,17 @@ v1::Entity Account(const std::string& id) {
 void DescribeStack(const demo::Stack& stack, bool faults) {
   Say(absl::StrCat("  ledger           ", stack.ledger->address(), "  (inbox mode",
                    faults ? ", loses 3% of answers after applying)" : ")"));
-  Say(absl::StrCat("  dedupe_sidecar   ", stack.sidecar->address(), "  -> ledger"));
+  std::vector<Process*> shards = stack.LedgerSidecars();
+  for (size_t i = 0; i < shards.size(); ++i) {
+    Say(absl::StrCat("  dedupe_sidecar   ", shards[i]->address(), "  -> ledger",
+                     shards.size() > 1 ? absl::StrCat(" (shard s", i, " of the slot map)") : ""));
+  }
   Say(absl::StrCat("  case_service     ", stack.cases->address(), "  (inbox mode",
                    faults ? ", loses 3% of answers after applying)" : ")"));
   Say(absl::StrCat("  dedupe_sidecar   ", stack.case_sidecar->address(), "  -> case_service"));
   Say(absl::StrCat("  legacy ledger    ", stack.legacy->address(), "  (no inbox, no outcome service)"));
   Say(absl::StrCat("  legacy sidecar   ", stack.legacy_sidecar->address(), "  -> legacy ledger"));
   Say(absl::StrCat("  outbox_agent     ", stack.agent->address(), "  -> both sidecars"));
-}
-
-struct SidecarReplays {
-  int64_t attempts = 0;  // finished commands sent again, straight to the sidecar
-  int64_t replayed = 0;  // answered from the sidecar's records, byte for byte
-};
-
-// Sends up to `limit` acknowledged ledger commands again, straight to the sidecar, as a
-// second device or a restored backup would: the sidecar answers from its records.
-SidecarReplays ReplayAtTheSidecar(const demo::Stack& stack,
-                                  const std::map<std::string, v1::OutboxRecord>& records,
-                                  int limit) {
-  SidecarReplays out;
-  auto sidecar = v1::Sidecar::NewStub(
-      grpc::CreateChannel(stack.sidecar->address(), grpc::InsecureChannelCredentials()));
-  int replayed_so_far = 0;
-  for (const auto& [id, record] : records) {
-    if (record.state() != v1::ACKED ||
-        record.command().target_method().rfind("/eonce.ledger.v1.Ledger/", 0) != 0 ||
-        ++replayed_so_far > limit) {
-      continue;
-    }
-    auto context = Context();
-    context->AddMetadata("eonce-tenant", "acme");
-    context->AddMetadata("eonce-credential-epoch", absl::StrCat(record.command().credential_epoch()));
-    v1::SubmitRequest request;
-    *request.mutable_command() = record.command();
-    v1::SubmitResponse response;
-    ++out.attempts;
-    if (sidecar->Submit(context.get(), request, &response).ok() &&
-        response.disposition() == v1::REPLAYED &&
-        response.result().response() == record.result().response()) {
-      ++out.replayed;
-    }
-  }
-  return out;
-}
-
-// Unknown outcomes parked for an operator, across the three sidecars.
-int64_t ParkedOutcomes(const demo::Stack& stack) {
-  int64_t parked = 0;
-  for (Process* p : {stack.sidecar.get(), stack.case_sidecar.get(), stack.legacy_sidecar.get()}) {
-    auto admin = v1::SidecarAdmin::NewStub(
-        grpc::CreateChannel(p->address(), grpc::InsecureChannelCredentials()));
-    auto context = Context();
-    context->AddMetadata("eonce-tenant", "acme");
-    context->AddMetadata(kOperatorHeader, "demo");
-    v1::ListParkedRequest request;
-    request.set_limit(1000);
-    v1::ListParkedResponse response;
-    if (admin->ListParked(context.get(), request, &response).ok()) parked += response.records_size();
-  }
-  return parked;
 }
 
 // One run of the demo: the stack, what the producer enqueued, and what each phase adds.
@@ -207,7 +165,9 @@ class Demo {
       : n_(absl::GetFlag(FLAGS_commands)),
         accounts_(absl::GetFlag(FLAGS_accounts)),
         faults_(absl::GetFlag(FLAGS_faults)),
-        rng_(absl::GetFlag(FLAGS_seed)) {}
+        rng_(absl::GetFlag(FLAGS_seed)) {
+    stack_.shards = std::clamp(absl::GetFlag(FLAGS_shards), 1, 8);
+  }
 
   int Run() {
     if (!Start()) return 1;
@@ -270,9 +230,13 @@ class Demo {
   }
 
   bool Died() {
+    std::vector<Process*> all = stack_.LedgerSidecars();
     for (Process* p : {stack_.agent.get(), stack_.ledger.get(), stack_.cases.get(),
-                       stack_.legacy.get(), stack_.sidecar.get(), stack_.case_sidecar.get(),
+                       stack_.legacy.get(), stack_.case_sidecar.get(),
                        stack_.legacy_sidecar.get()}) {
+      all.push_back(p);
+    }
+    for (Process* p : all) {
       if (!p->Running()) {
         std::cerr << "\ndemo: a component died unexpectedly; its log is in " << stack_.data
                   << "\n";
@@ -309,6 +273,7 @@ class Demo {
       t.set_amount(1 + static_cast<int64_t>(rng_() % 150));
       std::string id = absl::StrCat("t-", i);
       if (!Enqueue(kTransfer, t, Account(t.from()), id) && Died()) return false;
+      if (stack_.shards > 1 && ShardOf(t.from()) != ShardOf(t.to())) ++cross_shard_;
       if (rng_() % 5 == 0) Enqueue(kTransfer, t, Account(t.from()), id);  // double click
       if (i == 10) {
         v1::Command c;
@@ -319,6 +284,7 @@ class Demo {
       }
       if (faults_ && i == n_ * 2 / 5 && !KillTheSidecar()) return false;
       if (faults_ && i == n_ * 3 / 5) RevokeAndRenew();
+      if (stack_.shards > 1 && i == n_ / 2 && !Reshard()) return false;
       if (!quiet && std::chrono::steady_clock::now() - last_bar > std::chrono::milliseconds(200)) {
         last_bar = std::chrono::steady_clock::now();
         auto counts = Counts(agent());
@@ -335,6 +301,38 @@ class Demo {
       std::cerr << "demo: " << restarted.message() << "\n";
       return false;
     }
+    return true;
+  }
+
+  // The shard that owns account `id`'s slot now.
+  int ShardOf(const std::string& id) {
+    return demo::ShardOf(stack_.slot_map(), "acme", "account", id);
+  }
+
+  // Moves slots 0-127 from s0 to s1 with the real `eonce reshard` while transfers flow.
+  // With faults, its first run stops after the copy, as if it had been killed there; the
+  // second run goes on from the map's state.
+  bool Reshard() {
+    if (!quiet) std::printf("\n");
+    std::vector<std::string> args = {"--map=" + stack_.slot_map(), "--slots=0-127", "--to=s1",
+                                     "--tenant=acme", "--operator_name=demo"};
+    const std::string log = stack_.data + "/reshard.log";
+    if (faults_) {
+      std::vector<std::string> interrupted = args;
+      interrupted.push_back("--stop_after=copy");
+      Say("  ! eonce reshard: slots 0-127 from s0 to s1; it stops after the copy (as if killed)");
+      if (demo::RunReshard(stack_.bin, interrupted, log) != 0) {
+        std::cerr << "demo: reshard failed; see " << log << "\n";
+        return false;
+      }
+    }
+    Say(faults_ ? "  ! eonce reshard again: it resumes from the map and finishes the move"
+                : "  ! eonce reshard: slots 0-127 from s0 to s1, while transfers flow");
+    if (demo::RunReshard(stack_.bin, args, log) != 0) {
+      std::cerr << "demo: reshard failed; see " << log << "\n";
+      return false;
+    }
+    ++reshards_;
     return true;
   }
 
@@ -486,7 +484,7 @@ class Demo {
     auto listed = testing::AllRecords(agent());
     if (!listed.ok()) Say("cannot list the agent's records: " + listed.status().ToString());
     auto records = listed.ok() ? *std::move(listed) : std::map<std::string, v1::OutboxRecord>();
-    const SidecarReplays direct = ReplayAtTheSidecar(stack_, records, n_ / 10);
+    const demo::SidecarReplays direct = demo::ReplayAtTheSidecar(stack_, records, n_ / 10);
 
     const testing::Judgement judged =
         testing::Judge(enqueued_, records,
@@ -513,9 +511,12 @@ class Demo {
     figures.commands = static_cast<int64_t>(enqueued_.size());
     figures.direct_calls = static_cast<int64_t>(legacy_keys_.size());
     figures.agent_duplicates = agent_duplicates_;
-    figures.parked = ParkedOutcomes(stack_);
+    figures.parked = demo::ParkedOutcomes(stack_);
     figures.minted = accounts_ * 1000;
     figures.settled = settled;
+    figures.shards = stack_.shards;
+    figures.reshards = reshards_;
+    figures.cross_shard = cross_shard_;
     demo::Report(figures, quiet);
     std::fflush(stdout);
 
@@ -546,13 +547,16 @@ class Demo {
   int64_t agent_duplicates_ = 0;
   int64_t enqueue_failures_ = 0;
   int64_t legacy_calls_ = 0;
+  int64_t reshards_ = 0;
+  int64_t cross_shard_ = 0;
 };
 
 }  // namespace
 }  // namespace eonce
 
 int main(int argc, char** argv) {
-  eonce::ParseFlags(argc, argv, {"demo [--commands=N] [--nofaults] [--keep] [--quiet]"});
+  eonce::ParseFlags(argc, argv,
+                    {"demo [--commands=N] [--shards=N] [--nofaults] [--keep] [--quiet]"});
   signal(SIGPIPE, SIG_IGN);
   eonce::quiet = absl::GetFlag(FLAGS_quiet);
   return eonce::Demo().Run();

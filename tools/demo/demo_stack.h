@@ -1,35 +1,89 @@
 // The demo's stack: the ledger and the case service (inbox mode), a legacy ledger, a
 // dedupe sidecar in front of each, and the outbox agent, each a child process on a
-// loopback port with its data under one folder.
+// loopback port with its data under one folder. With `shards` > 1 the ledger has that many
+// sidecars, s0 (`sidecar`) to s(N-1), each taking the slots the map file gives it, and
+// the agent routes ledger commands by slot.
 #ifndef EONCE_TOOLS_DEMO_DEMO_STACK_H_
 #define EONCE_TOOLS_DEMO_DEMO_STACK_H_
 
 #include <signal.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tests/util/process.h"
+#include "tools/demo/shards.h"
 
 namespace eonce::demo {
 
 struct Stack {
   std::string data;
   std::string bin;
+  int shards = 1;
   std::unique_ptr<Process> ledger, cases, legacy, sidecar, case_sidecar, legacy_sidecar, agent;
+  std::vector<std::unique_ptr<Process>> more_shards;  // s1 .. s(N-1)
   std::string sidecar_port;
 
+  std::string slot_map() const { return data + "/slot_map.json"; }
+
+  // The ledger's sidecars, s0 first.
+  std::vector<Process*> LedgerSidecars() const {
+    std::vector<Process*> all = {sidecar.get()};
+    for (const auto& shard : more_shards) all.push_back(shard.get());
+    return all;
+  }
+
+  // `shard` >= 0: the ledger's shard s<shard>.
   absl::StatusOr<std::unique_ptr<Process>> StartSidecar(const std::string& name,
                                                         const std::string& upstream,
-                                                        const std::string& listen) {
-    return Process::Start(bin + "/dedupe_sidecar/dedupe_sidecar",
-                          {"--listen=" + listen, "--upstream=" + upstream,
-                           "--data_dir=" + data + "/" + name, "--lease_ms=2500",
-                           "--forward_timeout_ms=1000", "--outcome_query_timeout_ms=1000", "--instance_id=" + name},
+                                                        const std::string& listen,
+                                                        int shard = -1) {
+    std::vector<std::string> args = {"--listen=" + listen, "--upstream=" + upstream,
+                                     "--data_dir=" + data + "/" + name, "--lease_ms=2500",
+                                     "--forward_timeout_ms=1000", "--outcome_query_timeout_ms=1000",
+                                     "--instance_id=" + name};
+    if (shard >= 0) {
+      args.push_back(absl::StrCat("--shard_id=s", shard));
+      args.push_back("--slot_map=" + slot_map());
+    }
+    return Process::Start(bin + "/dedupe_sidecar/dedupe_sidecar", args,
                           data + "/" + name + ".log");
+  }
+
+  // The ledger's sidecars: one, or `shards` of them under a map that names where each
+  // listens (known once they listen: they start under placeholders at epoch 1, then read
+  // the real addresses at epoch 2).
+  absl::Status StartLedgerSidecars() {
+    const bool sharded = shards > 1;
+    if (sharded) {
+      absl::Status written =
+          WriteEvenSlotMap(slot_map(), std::vector<std::string>(shards, "pending:1"), 1);
+      if (!written.ok()) return written;
+    }
+    auto s = StartSidecar("sidecar", ledger->address(), "127.0.0.1:0", sharded ? 0 : -1);
+    if (!s.ok()) return s.status();
+    sidecar = std::move(*s);
+    sidecar_port = sidecar->address().substr(sidecar->address().rfind(':') + 1);
+    if (!sharded) return absl::OkStatus();
+    for (int i = 1; i < shards; ++i) {
+      auto shard = StartSidecar(absl::StrCat("sidecar-s", i), ledger->address(), "127.0.0.1:0", i);
+      if (!shard.ok()) return shard.status();
+      more_shards.push_back(std::move(*shard));
+    }
+    std::vector<std::string> addresses;
+    for (Process* p : LedgerSidecars()) addresses.push_back(p->address());
+    absl::Status written = WriteEvenSlotMap(slot_map(), addresses, 2);
+    if (!written.ok()) return written;
+    for (Process* p : LedgerSidecars()) {
+      absl::Status adopted = AwaitSlotMap(p->address(), 2, 10'000);
+      if (!adopted.ok()) return adopted;
+    }
+    return absl::OkStatus();
   }
 
   absl::Status Start(bool faults) {
@@ -53,10 +107,7 @@ struct Stack {
                              data + "/legacy.log");
     if (!lg.ok()) return lg.status();
     legacy = std::move(*lg);
-    auto s = StartSidecar("sidecar", ledger->address(), "127.0.0.1:0");
-    if (!s.ok()) return s.status();
-    sidecar = std::move(*s);
-    sidecar_port = sidecar->address().substr(sidecar->address().rfind(':') + 1);
+    if (absl::Status started = StartLedgerSidecars(); !started.ok()) return started;
     auto css = StartSidecar("case_sidecar", cases->address(), "127.0.0.1:0");
     if (!css.ok()) return css.status();
     case_sidecar = std::move(*css);
@@ -66,7 +117,10 @@ struct Stack {
     auto a = Process::Start(bin + "/outbox_agent/outbox_agent",
                             {"--listen=127.0.0.1:0", "--data_dir=" + data + "/agent",
                              "--tenant=acme", "--sidecar=" + sidecar->address(),
-                             "--routes=eonce.case_mgmt.v1.Cases=" + case_sidecar->address(),
+                             "--routes=eonce.case_mgmt.v1.Cases=" + case_sidecar->address() +
+                                 (shards > 1 ? ",eonce.ledger.v1.Ledger=sharded:" +
+                                                   sidecar->address()
+                                             : ""),
                              "--max_backoff_ms=500", "--base_backoff_ms=20",
                              "--submit_timeout_ms=2000", "--claim_ttl_ms=4500",
                              "--max_age_ms=3600000"},
@@ -81,7 +135,8 @@ struct Stack {
     sidecar->Signal(SIGKILL, true);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     for (int i = 0; i < 50; ++i) {
-      auto s = StartSidecar("sidecar", ledger->address(), "127.0.0.1:" + sidecar_port);
+      auto s = StartSidecar("sidecar", ledger->address(), "127.0.0.1:" + sidecar_port,
+                            shards > 1 ? 0 : -1);
       if (s.ok()) {
         sidecar = std::move(*s);
         return absl::OkStatus();
@@ -95,6 +150,7 @@ struct Stack {
     for (auto* p : {&agent, &sidecar, &case_sidecar, &legacy_sidecar, &ledger, &cases, &legacy}) {
       if (*p != nullptr) (*p)->Signal(SIGTERM, true);
     }
+    for (auto& shard : more_shards) shard->Signal(SIGTERM, true);
   }
 };
 

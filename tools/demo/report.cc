@@ -24,17 +24,24 @@ void Report(const Figures& f, bool quiet) {
     std::printf("  duplicate effects          %ld\n", static_cast<long>(f.duplicate_effects));
     std::printf("  ledger total               %ld (minted %ld): %s\n", static_cast<long>(f.balance),
                 static_cast<long>(f.minted), f.conserved ? "conserved" : "BROKEN");
+    if (f.shards > 1) {
+      std::printf("  ledger shards              %ld (slot moves during the run: %ld; transfers "
+                  "across shards: %ld)\n",
+                  static_cast<long>(f.shards), static_cast<long>(f.reshards),
+                  static_cast<long>(f.cross_shard));
+    }
     if (!f.settled) std::printf("  NOT SETTLED within the timeout\n");
   }
   std::printf(
       "summary: commands=%ld attempts=%ld duplicates_stopped=%ld effects=%ld conflicts=%ld "
       "rejected=%ld dead_letters=%ld parked_unknown=%ld lost=%ld duplicate_effects=%ld "
-      "ledger_conserved=%s\n",
+      "ledger_conserved=%s reshards=%ld cross_shard=%ld\n",
       static_cast<long>(f.commands + f.direct_calls), static_cast<long>(f.attempts),
       static_cast<long>(f.agent_duplicates + f.replayed_by_sidecar), static_cast<long>(f.effects),
       static_cast<long>(f.conflicts), static_cast<long>(f.rejected),
       static_cast<long>(f.dead_letters), static_cast<long>(f.parked), static_cast<long>(f.lost),
-      static_cast<long>(f.duplicate_effects), f.conserved ? "true" : "false");
+      static_cast<long>(f.duplicate_effects), f.conserved ? "true" : "false",
+      static_cast<long>(f.reshards), static_cast<long>(f.cross_shard));
   std::fflush(stdout);
 }
 

@@ -25,6 +25,9 @@ struct Figures {
   int64_t minted = 0;
   bool conserved = false;
   bool settled = false;
+  int64_t shards = 1;       // the ledger's sidecars (./eonce demo --shards N)
+  int64_t reshards = 0;     // slot moves finished during the run
+  int64_t cross_shard = 0;  // transfers between accounts whose slots two shards owned
 };
 
 // The report: a table (unless `quiet`), then the one machine-readable summary line.

@@ -1,0 +1,36 @@
+// The demo's shards (./eonce demo --shards N): N sidecars in front of the one ledger, each
+// taking the slots the slot map gives it, and the map's file and moves.
+#ifndef EONCE_TOOLS_DEMO_SHARDS_H_
+#define EONCE_TOOLS_DEMO_SHARDS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/slots.h"
+
+namespace eonce::demo {
+
+// Writes the map that gives shards s0..s(n-1), at `addresses`, equal runs of slots.
+absl::Status WriteEvenSlotMap(const std::string& path, const std::vector<std::string>& addresses,
+                              uint64_t epoch);
+
+// Waits until the sidecar at `address` holds a map at `epoch` or later (it rereads the
+// file every second).
+absl::Status AwaitSlotMap(const std::string& address, uint64_t epoch, int64_t timeout_ms);
+
+// Runs the real `eonce reshard` binary once with `args`, its output appended to `log`;
+// returns its exit status.
+int RunReshard(const std::string& bin, const std::vector<std::string>& args,
+               const std::string& log);
+
+// The index of the shard ("s<i>") that owns (tenant, entity) in the map at `path`; -1 if
+// it cannot be read.
+int ShardOf(const std::string& path, const std::string& tenant, const std::string& type,
+            const std::string& id);
+
+}  // namespace eonce::demo
+
+#endif  // EONCE_TOOLS_DEMO_SHARDS_H_
