@@ -27,6 +27,8 @@ constexpr int kMaxMessageBytes = 8 << 20;
 constexpr char kShardedPrefix[] = "sharded:";
 // How often a sharded route's slot map is asked again without a refusal to prompt it.
 constexpr int64_t kSlotMapRefreshMs = 30'000;
+// After a shard could not be reached, the soonest the seed is asked for the map again.
+constexpr int64_t kUnreachableRefreshMs = 1'000;
 // How long to wait before a command is retried while no slot map is held yet.
 constexpr int64_t kNoSlotMapRetryMs = 200;
 // Stubs kept for shard addresses; past it, those the held map no longer names go.
@@ -228,6 +230,17 @@ absl::StatusOr<std::shared_ptr<v1::Sidecar::Stub>> GrpcSidecarClient::StubFor(
 
 void GrpcSidecarClient::OnSlotRefusal(Route* route, const absl::Status& status) {
   std::string reason = ReasonOf(status);
+  if (reason.empty() && status.code() == absl::StatusCode::kUnavailable) {
+    // No sidecar answered: the shard may be gone (scaled down after its slots moved).
+    // Ask the seed again, at most every kUnreachableRefreshMs.
+    bool due = false;
+    {
+      absl::MutexLock lock(&route->mu);
+      due = clock_.NowMs() - route->map_asked_at_ms >= kUnreachableRefreshMs;
+    }
+    if (due) AskSlotMap(route, "");
+    return;
+  }
   if (reason != "SLOT_MOVED" && reason != "SLOT_MIGRATING") return;
   std::map<std::string, std::string> facts = ErrorMetadataOf(status);
   uint64_t epoch = 0;

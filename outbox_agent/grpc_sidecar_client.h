@@ -8,7 +8,8 @@
 // (a seed), whose slot map (Sidecar.GetSlotMap) says which shard owns each slot; every
 // command goes to the owner of its slot (common/slots.h). The map is cached, asked again
 // every 30 s, and at once when a sidecar refuses a command (SLOT_MOVED, SLOT_MIGRATING)
-// under a newer epoch than the one held, from the owner the refusal names. The refusal
+// under a newer epoch than the one held, from the owner the refusal names (and from the
+// seed, at most every second, when a shard cannot be reached at all). The refusal
 // itself goes back to the replayer, which retries the command (still first in its
 // entity's lane, so the entity's order holds across the change) to the new owner.
 //
@@ -83,7 +84,8 @@ class GrpcSidecarClient : public SidecarClient {
   // Asks `address` (a shard named by a refusal, or the seed when empty) for its slot map
   // in the background, and holds it if it is newer.
   void AskSlotMap(Route* route, const std::string& address);
-  // After a refusal: asks for the map again if the refusing sidecar holds a newer one.
+  // After a failed call: asks for the map again if the refusing sidecar holds a newer one,
+  // or if no sidecar answered.
   void OnSlotRefusal(Route* route, const absl::Status& status);
 
   // Registers a call's context before it starts; false once the client is closing (the

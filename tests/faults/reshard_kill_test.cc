@@ -1,0 +1,376 @@
+// Live resharding under kill -9, with the real binaries: one ledger behind sharded
+// sidecars (its data shared by every shard), an agent routing by slot, and a load of
+// account openings and transfers (most of them between accounts on different shards)
+// with duplicate submissions. The stack runs 3 shards, grows to 5, then shrinks to 2, each
+// step a slot move by the real `eonce reshard`, while every 100-400 ms a random process
+// (the ledger, the agent, any live shard's sidecar) is killed with SIGKILL and started
+// again, and about one run of reshard in three is itself killed mid-move and run again.
+// The verdict comes from the ledger's effect ledger: every acknowledged command is final,
+// none is lost, none has two effects, and the money is conserved.
+//
+// Two seeds: one in front of the inbox ledger, one in front of a ledger without an inbox
+// (where only the moved records stop a second effect; unknown outcomes are parked and
+// the test resolves them as the operator would).
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <fcntl.h>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/slot_map_file.h"
+#include "common/command.h"
+#include "common/slots.h"
+#include "eonce/v1/agent.grpc.pb.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "tests/faults/stack.h"
+#include "tests/util/temp_dir.h"
+
+extern char** environ;
+
+namespace eonce::testing {
+namespace {
+
+constexpr int kMaxShards = 5;
+
+struct Member {
+  std::string name;
+  std::string binary;
+  std::vector<std::string> args;
+  std::string port;
+  std::unique_ptr<Process> process;
+};
+
+class ShardedStack {
+ public:
+  ShardedStack(std::string dir, bool legacy) : dir_(std::move(dir)), legacy_(legacy) {
+    map_file_ = dir_ + "/slot_map.json";
+  }
+  ~ShardedStack() {
+    absl::MutexLock lock(&mu_);
+    for (Member* m : All()) {
+      if (m->process != nullptr) m->process->Signal(SIGKILL, true);
+    }
+  }
+
+  absl::Status Start() {
+    ledger_ = {"ledger", "services/ledger/ledger_service", {"--data_dir=" + dir_ + "/ledger"}};
+    if (legacy_) ledger_.args.push_back("--legacy");
+    if (absl::Status s = StartMember(ledger_); !s.ok()) return s;
+    // Three shards under placeholders, then the map that names where they listen.
+    std::vector<v1::ShardInfo> infos(3);
+    for (int i = 0; i < 3; ++i) {
+      infos[i].set_id(absl::StrCat("s", i));
+      infos[i].set_address("pending:1");
+    }
+    if (absl::Status s = WriteSlotMapFile(map_file_, *SlotMap::Even(infos)); !s.ok()) return s;
+    for (int i = 0; i < kMaxShards; ++i) {
+      shards_[i] = {absl::StrCat("s", i), "dedupe_sidecar/dedupe_sidecar",
+                    {"--data_dir=" + dir_ + "/s" + std::to_string(i),
+                     "--upstream=" + ledger_.process->address(), "--lease_ms=3000",
+                     "--forward_timeout_ms=1000", "--outcome_query_timeout_ms=1000",
+                     "--drain_ms=500", absl::StrCat("--shard_id=s", i),
+                     "--slot_map=" + map_file_}};
+    }
+    for (int i = 0; i < 3; ++i) {
+      if (absl::Status s = StartShard(i); !s.ok()) return s;
+      infos[i].set_address(Address(i));
+    }
+    v1::SlotMap named = SlotMap::Even(infos)->proto();
+    named.set_epoch(2);
+    if (absl::Status s = CompareAndSetSlotMapFile(map_file_, 1, *SlotMap::FromProto(named));
+        !s.ok()) {
+      return s;
+    }
+    for (int i = 0; i < 3; ++i) {
+      if (absl::Status s = AwaitEpoch(Address(i), 2); !s.ok()) return s;
+    }
+    agent_ = {"agent",
+              "outbox_agent/outbox_agent",
+              {"--data_dir=" + dir_ + "/agent", "--tenant=acme", "--sidecar=" + Address(0),
+               "--routes=eonce.ledger.v1.Ledger=sharded:" + Address(0), "--base_backoff_ms=20",
+               "--max_backoff_ms=500", "--submit_timeout_ms=2000", "--claim_ttl_ms=5000",
+               "--max_attempts=100000", "--drain_ms=500"}};
+    if (legacy_) agent_.args.push_back("--parked_recheck_ms=300");
+    return StartMember(agent_);
+  }
+
+  absl::Status StartShard(int i) {
+    absl::Status started = StartMember(shards_[i]);
+    if (started.ok()) {
+      absl::MutexLock lock(&mu_);
+      live_[i] = true;
+    }
+    return started;
+  }
+
+  // A shard whose slots all moved away leaves (SIGTERM): the stack shrinks.
+  void StopShard(int i) {
+    absl::MutexLock lock(&mu_);
+    live_[i] = false;
+    shards_[i].process->Signal(SIGTERM, true);
+  }
+
+  // kill -9 a random live process and start it again on its port and data.
+  absl::StatusOr<std::string> KillOne(std::mt19937_64& rng) {
+    absl::MutexLock lock(&mu_);
+    std::vector<Member*> victims = {&ledger_, &agent_};
+    for (int i = 0; i < kMaxShards; ++i) {
+      if (live_[i]) victims.push_back(&shards_[i]);
+    }
+    Member* victim = victims[rng() % victims.size()];
+    victim->process->Signal(SIGKILL, true);
+    absl::Status started = StartMember(*victim);
+    if (!started.ok()) return started;
+    return victim->name;
+  }
+
+  std::string Address(int shard) const { return "127.0.0.1:" + shards_[shard].port; }
+  std::string agent_address() const { return "127.0.0.1:" + agent_.port; }
+  std::string ledger_address() const { return "127.0.0.1:" + ledger_.port; }
+  const std::string& map_file() const { return map_file_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::vector<Member*> All() {
+    std::vector<Member*> all = {&agent_, &ledger_};
+    for (auto& shard : shards_) all.push_back(&shard);
+    return all;
+  }
+
+  absl::Status StartMember(Member& m) {
+    std::vector<std::string> args = m.args;
+    args.push_back("--listen=127.0.0.1:" + (m.port.empty() ? "0" : m.port));
+    absl::Status last;
+    for (int attempt = 0; attempt < 100; ++attempt) {  // a port may be held for a moment
+      auto p = Process::Start(m.binary, args, dir_ + "/" + m.name + ".log");
+      if (p.ok()) {
+        m.process = std::move(*p);
+        if (m.port.empty()) {
+          m.port = m.process->address().substr(m.process->address().rfind(':') + 1);
+        }
+        return absl::OkStatus();
+      }
+      last = p.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return last;
+  }
+
+  static absl::Status AwaitEpoch(const std::string& address, uint64_t epoch) {
+    auto stub = v1::Sidecar::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    for (int i = 0; i < 100; ++i) {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      v1::SlotMap map;
+      if (stub->GetSlotMap(&context, v1::GetSlotMapRequest(), &map).ok() && map.epoch() >= epoch) {
+        return absl::OkStatus();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(address, " never adopted epoch ", epoch));
+  }
+
+  const std::string dir_;
+  const bool legacy_;
+  std::string map_file_;
+  absl::Mutex mu_;  // one kill or stop at a time
+  Member ledger_, agent_;
+  Member shards_[kMaxShards];
+  bool live_[kMaxShards] = {};
+};
+
+// Runs `eonce reshard` until one run finishes the move; each run is killed with SIGKILL
+// after 0-100 ms with probability 1/3. Returns how many runs were killed, or -1 if the
+// move never finished (bounded: 200 runs).
+int MoveUntilDone(const std::string& dir, const std::vector<std::string>& flags,
+                  std::mt19937_64& rng) {
+  int killed = 0;
+  for (int run = 0; run < 200; ++run) {
+    std::vector<std::string> args = {"tools/reshard/reshard", "--tenant=acme",
+                                     "--operator_name=root", "--drain_timeout_ms=2000"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    const std::string log = dir + "/reshard.log";
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = 0;
+    int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned != 0) return -1;
+    const bool kill_it = rng() % 3 == 0;
+    const auto kill_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(rng() % 100);
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (kill_it && std::chrono::steady_clock::now() >= kill_at) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ++killed;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return killed;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a shard may be restarting
+  }
+  return -1;
+}
+
+void RunOnce(uint64_t seed, bool legacy) {
+  SCOPED_TRACE(absl::StrCat("seed ", seed, legacy ? " (legacy ledger)" : ""));
+  ShardedStack stack(FreshDir(absl::StrCat("reshard-kill", seed)), legacy);
+  ASSERT_TRUE(stack.Start().ok());
+
+  constexpr int kAccounts = 40;
+  constexpr int kCommands = 3000;
+  LoadClient load(stack.agent_address());
+  std::atomic<bool> loading{true};
+  int64_t not_enqueued = 0;
+  std::thread producer([&] {
+    not_enqueued = load.Run(kAccounts, 1000, kCommands - kAccounts, /*threads=*/4, seed);
+    loading.store(false);
+  });
+
+  // The moves: 3 -> 5 shards, then 5 -> 2, on their own thread.
+  std::atomic<bool> moving{true};
+  int moves = 0, reshard_kills = 0;
+  bool moves_ok = true;
+  std::thread mover([&] {
+    std::mt19937_64 rng(seed * 7 + 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto move = [&](uint32_t first, uint32_t last, int to, bool with_address) {
+      std::vector<std::string> flags = {"--map=" + stack.map_file(),
+                                        absl::StrCat("--slots=", first, "-", last),
+                                        absl::StrCat("--to=s", to)};
+      if (with_address) flags.push_back("--to_address=" + stack.Address(to));
+      int killed = MoveUntilDone(stack.dir(), flags, rng);
+      if (killed < 0) moves_ok = false;
+      reshard_kills += std::max(killed, 0);
+      ++moves;
+    };
+    for (int i : {3, 4}) moves_ok = moves_ok && stack.StartShard(i).ok();
+    move(0, 99, 3, true);
+    move(342, 441, 4, true);
+    move(683, 782, 3, false);
+    // 5 -> 2: every run s2, s3 and s4 own goes to s0 or s1, then they leave.
+    for (int leaving : {2, 3, 4}) {
+      absl::StatusOr<SlotMap> map = ReadSlotMapFile(stack.map_file());
+      if (!map.ok()) { moves_ok = false; break; }
+      for (const v1::SlotRange& range : map->proto().ranges()) {
+        if (range.shard() == absl::StrCat("s", leaving) && moves_ok) {
+          move(range.first(), range.last(), static_cast<int>(range.first() % 2), false);
+        }
+      }
+    }
+    for (int i : {2, 3, 4}) stack.StopShard(i);
+    moving.store(false);
+  });
+
+  std::mt19937_64 rng(seed);
+  std::map<std::string, int> kills;
+  absl::Status restart_failure;
+  auto stop_at = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  for (int k = 0; k < 3000 && (loading.load() || moving.load()) &&
+                  std::chrono::steady_clock::now() < stop_at;
+       ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 301));
+    absl::StatusOr<std::string> victim = stack.KillOne(rng);
+    if (!victim.ok()) {
+      restart_failure = victim.status();
+      break;
+    }
+    kills[victim->substr(0, 1) == "s" ? "sidecar" : *victim]++;
+  }
+  producer.join();
+  mover.join();
+  ASSERT_TRUE(restart_failure.ok()) << restart_failure << " (logs in " << stack.dir() << ")";
+  EXPECT_TRUE(moves_ok) << "a move never finished (logs in " << stack.dir() << ")";
+  EXPECT_EQ(not_enqueued, 0);
+  absl::StatusOr<SlotMap> final_map = ReadSlotMapFile(stack.map_file());
+  ASSERT_TRUE(final_map.ok());
+  EXPECT_EQ(final_map->WritableSlotsOf("s0") + final_map->WritableSlotsOf("s1"), kSlotCount);
+  EXPECT_TRUE(final_map->proto().migrations().empty());
+
+  int resolved = 0;
+  if (legacy) {
+    for (int round = 0; round < 240; ++round) {  // at most 240 rounds of 500 ms
+      for (int shard : {0, 1}) {
+        resolved += ResolveParkedFromTheLedger(stack.Address(shard), stack.ledger_address());
+      }
+      if (Waiting(stack.agent_address()) == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
+  Verdict v = WaitAndCheck(stack.agent_address(), stack.ledger_address(), load.acked(),
+                           /*timeout_ms=*/180'000);
+  std::printf("reshard-kill seed=%lu%s moves=%d reshard_runs_killed=%d kills: agent=%d "
+              "ledger=%d sidecar=%d parked_resolved=%d | %s\n",
+              static_cast<unsigned long>(seed), legacy ? " legacy" : "", moves, reshard_kills,
+              kills["agent"], kills["ledger"], kills["sidecar"], resolved, v.ToString().c_str());
+  EXPECT_EQ(v.acked, kCommands);
+  EXPECT_TRUE(v.ok()) << v.ToString() << " (logs in " << stack.dir() << ")";
+  if (!v.ok()) KeepLogs(stack.dir());
+  EXPECT_EQ(v.minted, kAccounts * 1000);
+
+  // Every finished command sent again, straight to the shard that owns its slot now (after
+  // up to two moves): each must be answered from a record that moved with its slot
+  // (REPLAYED), byte for byte; one forwarded again would mean a record left behind.
+  auto agent = v1::Agent::NewStub(
+      grpc::CreateChannel(stack.agent_address(), grpc::InsecureChannelCredentials()));
+  auto records = AllRecords(*agent);
+  ASSERT_TRUE(records.ok()) << records.status();
+  std::unique_ptr<v1::Sidecar::Stub> owners[2] = {
+      v1::Sidecar::NewStub(grpc::CreateChannel(stack.Address(0), grpc::InsecureChannelCredentials())),
+      v1::Sidecar::NewStub(grpc::CreateChannel(stack.Address(1), grpc::InsecureChannelCredentials()))};
+  int replayed = 0, not_replayed = 0;
+  for (const auto& [id, record] : *records) {
+    if (record.state() != v1::ACKED && record.state() != v1::REJECTED) continue;
+    const v1::Entity& entity = record.command().entity();
+    const int owner =
+        final_map->OwnerOf(SlotOf("acme", entity.type(), entity.id())) == "s0" ? 0 : 1;
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "acme");
+    context.AddMetadata(kCredentialEpochHeader, absl::StrCat(record.command().credential_epoch()));
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::SubmitRequest request;
+    *request.mutable_command() = record.command();
+    v1::SubmitResponse response;
+    grpc::Status status = owners[owner]->Submit(&context, request, &response);
+    if (status.ok() && response.disposition() == v1::REPLAYED &&
+        response.result().SerializeAsString() == record.result().SerializeAsString()) {
+      ++replayed;
+    } else {
+      ++not_replayed;
+    }
+  }
+  EXPECT_EQ(not_replayed, 0) << replayed << " replayed";
+  EXPECT_GT(replayed, 0);
+}
+
+class ReshardKillTest : public ::testing::TestWithParam<std::pair<int, bool>> {};
+
+TEST_P(ReshardKillTest, ThreeThenFiveThenTwoShardsUnderKillsApplyEveryCommandOnce) {
+  RunOnce(static_cast<uint64_t>(GetParam().first), GetParam().second);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, ReshardKillTest,
+                         ::testing::Values(std::make_pair(1, false), std::make_pair(2, true)),
+                         [](const auto& info) {
+                           return absl::StrCat("seed", info.param.first,
+                                               info.param.second ? "_legacy" : "");
+                         });
+
+}  // namespace
+}  // namespace eonce::testing
