@@ -4,6 +4,7 @@
 #include "common/grpc_status.h"
 #include "common/status.h"
 #include "dedupe_sidecar/caller.h"
+#include "dedupe_sidecar/slot_transfer.h"
 #include "common/log.h"
 #include "common/slots.h"
 
@@ -177,72 +178,28 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   grpc::ServerUnaryReactor* ExportSlots(grpc::CallbackServerContext* context,
                                         const v1::ExportSlotsRequest* request,
                                         v1::ExportSlotsResponse* response) override {
-    return PlatformCall(
-        context, response, "slot exports",
-        [this, request](ShardGate& shards, v1::ExportSlotsResponse* out) -> absl::Status {
-          const uint32_t first = request->first_slot(), last = request->last_slot();
-          EONCE_RETURN_IF_ERROR(shards.CheckExport(first, last));
-          int limit = request->limit() <= 0 ? kMaxExportRecords
-                                            : std::min(request->limit(), kMaxExportRecords);
-          absl::StatusOr<RecordStore::SlotPage> page =
-              records_.ExportSlots(first, last, request->after(), limit, kMaxExportBytes);
-          if (!page.ok()) return page.status();
-          for (const Record& record : page->records) {
-            out->add_records(record.SerializeAsString());
-          }
-          out->set_next_after(page->next_after);
-          out->set_unplaced(page->unplaced);
-          out->set_epoch(shards.map()->epoch());
-          // Checked again after the scan: had the map changed meanwhile, the page could
-          // miss a write.
-          return shards.CheckExport(first, last);
-        });
+    return PlatformCall(context, response, "slot exports",
+                        [this, request](ShardGate& shards, v1::ExportSlotsResponse* out) {
+                          return Into(eonce::ExportSlots(shards, records_, *request), out);
+                        });
   }
 
   grpc::ServerUnaryReactor* ImportSlots(grpc::CallbackServerContext* context,
                                         const v1::ImportSlotsRequest* request,
                                         v1::ImportSlotsResponse* response) override {
-    return PlatformCall(
-        context, response, "slot imports",
-        [this, request](ShardGate& shards, v1::ImportSlotsResponse* out) -> absl::Status {
-          const uint32_t first = request->first_slot(), last = request->last_slot();
-          EONCE_RETURN_IF_ERROR(shards.CheckImport(first, last));
-          if (request->records_size() > kMaxExportRecords) {
-            return absl::InvalidArgumentError(
-                absl::StrCat("records: at most ", kMaxExportRecords, " a call"));
-          }
-          std::vector<Record> records(request->records_size());
-          for (int i = 0; i < request->records_size(); ++i) {
-            std::optional<uint32_t> slot;
-            if (records[i].ParseFromString(request->records(i))) slot = SlotOfRecord(records[i]);
-            if (!slot.has_value() || *slot < first || *slot > last) {
-              return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
-                           absl::StrCat("records[", i, "]: not a record of slots ", first, "-",
-                                        last, "; nothing was imported"));
-            }
-          }
-          EONCE_RETURN_IF_ERROR(records_.Import(records));
-          out->set_imported(static_cast<int64_t>(records.size()));
-          return absl::OkStatus();
-        });
+    return PlatformCall(context, response, "slot imports",
+                        [this, request](ShardGate& shards, v1::ImportSlotsResponse* out) {
+                          return Into(eonce::ImportSlots(shards, records_, *request), out);
+                        });
   }
 
   grpc::ServerUnaryReactor* DropSlots(grpc::CallbackServerContext* context,
                                       const v1::DropSlotsRequest* request,
                                       v1::DropSlotsResponse* response) override {
-    return PlatformCall(
-        context, response, "slot drops",
-        [this, request](ShardGate& shards, v1::DropSlotsResponse* out) -> absl::Status {
-          EONCE_RETURN_IF_ERROR(shards.CheckDrop(request->first_slot(), request->last_slot()));
-          absl::StatusOr<int64_t> dropped =
-              records_.DropSlots(request->first_slot(), request->last_slot());
-          if (!dropped.ok()) return dropped.status();
-          out->set_dropped(*dropped);
-          LogInfo("slot records dropped",
-                  {{"slots", absl::StrCat(request->first_slot(), "-", request->last_slot())},
-                   {"records", absl::StrCat(*dropped)}});
-          return absl::OkStatus();
-        });
+    return PlatformCall(context, response, "slot drops",
+                        [this, request](ShardGate& shards, v1::DropSlotsResponse* out) {
+                          return Into(eonce::DropSlots(shards, records_, *request), out);
+                        });
   }
 
   grpc::ServerUnaryReactor* ResolveParked(grpc::CallbackServerContext* context,
@@ -256,9 +213,12 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   }
 
  private:
-  // Per call of ExportSlots: records and bytes (what fits a message with room to spare).
-  static constexpr int kMaxExportRecords = 1000;
-  static constexpr size_t kMaxExportBytes = 2 << 20;
+  // Moves `result` into `*out`; its status.
+  template <typename Response>
+  static absl::Status Into(absl::StatusOr<Response> result, Response* out) {
+    if (result.ok()) *out = std::move(*result);
+    return result.status();
+  }
 
   // A platform operator's call on a sharded sidecar, run on the work pool (each scans or
   // waits): `work(shards, response)` gives the status to answer.

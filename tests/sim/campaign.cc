@@ -21,6 +21,8 @@ CampaignReport RunCampaign(const CampaignOptions& options) {
     report.crashes += result.crashes;
     report.legacy_runs += result.legacy;
     report.max_settle_ms = std::max(report.max_settle_ms, result.settle_ms);
+    report.moves += result.moves;
+    report.move_attempts += result.move_attempts;
     for (int p = 0; p < kFaultPoints; ++p) report.fired[p] += result.fired[p];
     if (options.trace) {
       absl::StrAppend(&report.text, "seed ", run.seed, " trace hash ",
@@ -44,6 +46,11 @@ CampaignReport RunCampaign(const CampaignOptions& options) {
                                   report.seeds, options.first_seed, report.seconds,
                                   report.seeds / std::max(report.seconds, 1e-9), report.crashes,
                                   report.legacy_runs, report.max_settle_ms));
+  if (options.base.shards) {
+    absl::StrAppend(&report.text,
+                    absl::StrFormat("slot moves: %d finished in %d runs of the mover\n",
+                                    report.moves, report.move_attempts));
+  }
   absl::StrAppend(&report.text, "fault points fired:\n");
   for (int p = 0; p < kFaultPoints; ++p) {
     absl::StrAppend(&report.text,

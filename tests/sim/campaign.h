@@ -29,6 +29,8 @@ struct CampaignReport {
   int64_t crashes = 0;
   int64_t legacy_runs = 0;
   int64_t max_settle_ms = 0;
+  int64_t moves = 0;          // slot moves finished (sharded worlds)
+  int64_t move_attempts = 0;  // runs of the mover they took
   double seconds = 0;
   std::string text;
 };

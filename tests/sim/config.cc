@@ -5,7 +5,8 @@ namespace eonce::sim::internal {
 Config DrawConfig(Random& r, const SimOptions& options) {
   Config c;
   c.legacy = !options.inbox_business &&
-             (options.disable_sidecar_dedupe || options.legacy_claims_inbox || r.Chance(0.1));
+             (options.disable_sidecar_dedupe || options.legacy_claims_inbox ||
+              options.skip_record_copy || r.Chance(0.1));
   c.accounts = 2 + static_cast<int>(r.Uniform(4));
   c.transfers = 6 + static_cast<int>(r.Uniform(20));
   for (int p = 0; p < kFaultPoints; ++p) {

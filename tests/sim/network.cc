@@ -5,6 +5,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/slot_map_file.h"
+#include "common/slots.h"
 #include "common/status.h"
 #include "tests/sim/world.h"
 
@@ -12,7 +14,33 @@ namespace eonce::sim::internal {
 
 class SimSidecarClient : public SidecarClient {
  public:
-  explicit SimSidecarClient(World& w) : w_(w) {}
+  explicit SimSidecarClient(World& w) : w_(w) {
+    if (w_.options_.shards) {
+      absl::StatusOr<SlotMap> map = ReadSlotMapFile(w_.slot_map_file());
+      if (map.ok()) map_ = std::make_shared<const SlotMap>(std::move(*map));
+    }
+  }
+
+  // The sidecar node that takes `command` by the agent's cached map (the agent's
+  // GrpcSidecarClient does the same with the map a sidecar served it).
+  int NodeFor(const v1::Command& command) const {
+    if (map_ == nullptr) return kSidecar;
+    const std::string& owner = map_->OwnerOf(SlotOfCommand(command));
+    return owner == "s1" ? kSidecar2 : kSidecar;
+  }
+
+  // After a refusal under a newer epoch, the agent asks the refusing sidecar for its map.
+  void MaybeRefresh(int node, const absl::Status& status) {
+    const std::string reason = ReasonOf(status);
+    if (map_ == nullptr || (reason != "SLOT_MOVED" && reason != "SLOT_MIGRATING")) return;
+    const ShardGate* gate = w_.sidecars_[ShardOfNode(node)].gate.get();
+    if (!w_.node(node).up || gate == nullptr) return;
+    std::shared_ptr<const SlotMap> held = gate->map();
+    if (held->epoch() > map_->epoch()) {
+      w_.Trace(absl::StrCat("agent refreshes its slot map to epoch ", held->epoch()));
+      map_ = std::move(held);
+    }
+  }
 
   template <typename T>
   struct Call {
@@ -40,10 +68,10 @@ class SimSidecarClient : public SidecarClient {
   // Sends `deliver` to the sidecar, which answers through `answer`; applies the link's
   // faults both ways.
   template <typename T>
-  void Send(const std::string& what, std::function<void(absl::StatusOr<T>)> finish,
+  void Send(int node, const std::string& what, std::function<void(absl::StatusOr<T>)> finish,
             std::function<void(std::function<void(absl::StatusOr<T>)>)> deliver) {
     const LinkFaults& link = w_.config_.agent_link;
-    if (!w_.node(kSidecar).up) {
+    if (!w_.node(node).up) {
       w_.loop_.After(1, [finish] { finish(absl::UnavailableError("connection refused")); });
       return;
     }
@@ -53,12 +81,13 @@ class SimSidecarClient : public SidecarClient {
         w_.Trace("net drop " + what);
         continue;
       }
-      int target = w_.node(kSidecar).incarnation;
-      w_.loop_.After(w_.Delay(link), [this, what, finish, deliver, target] {
-        if (!w_.Alive(kSidecar, target)) return;
+      int target = w_.node(node).incarnation;
+      w_.loop_.After(w_.Delay(link), [this, node, what, finish, deliver, target] {
+        if (!w_.Alive(node, target)) return;
         w_.Trace("deliver " + what);
-        deliver([this, what, finish, target](absl::StatusOr<T> answer) {
-          if (!w_.Alive(kSidecar, target)) return;  // died before answering
+        deliver([this, node, what, finish, target](absl::StatusOr<T> answer) {
+          if (!w_.Alive(node, target)) return;  // died before answering
+          if (!answer.ok()) MaybeRefresh(node, answer.status());
           const LinkFaults& link = w_.config_.agent_link;
           if (w_.Partitioned() || w_.Chance(link.lose_answer)) {
             w_.Trace("net lose answer " + what);
@@ -78,10 +107,12 @@ class SimSidecarClient : public SidecarClient {
     caller.actor = session.actor;
     caller.credential_epoch = session.epoch;
     caller.deadline_ms = deadline_ms;
+    const int node = NodeFor(command);
     Send<v1::SubmitResponse>(
-        "submit " + command.command_id(), finish,
-        [this, caller, command](std::function<void(absl::StatusOr<v1::SubmitResponse>)> answer) {
-          w_.deduper_->Submit(caller, command, answer);
+        node, "submit " + command.command_id(), finish,
+        [this, node, caller,
+         command](std::function<void(absl::StatusOr<v1::SubmitResponse>)> answer) {
+          w_.sidecars_[ShardOfNode(node)].deduper->Submit(caller, command, answer);
         });
   }
 
@@ -91,10 +122,12 @@ class SimSidecarClient : public SidecarClient {
     Caller caller;
     caller.tenant = session.tenant;
     v1::ReconcileRequest request = ReconcileRequestFor(command);
+    const int node = NodeFor(command);
     Send<v1::ReconcileResponse>(
-        "reconcile " + command.command_id(), finish,
-        [this, caller, request](std::function<void(absl::StatusOr<v1::ReconcileResponse>)> answer) {
-          answer(w_.deduper_->Reconcile(caller, request));
+        node, "reconcile " + command.command_id(), finish,
+        [this, node, caller,
+         request](std::function<void(absl::StatusOr<v1::ReconcileResponse>)> answer) {
+          answer(w_.sidecars_[ShardOfNode(node)].deduper->Reconcile(caller, request));
         });
   }
 
@@ -104,6 +137,7 @@ class SimSidecarClient : public SidecarClient {
 
  private:
   World& w_;
+  std::shared_ptr<const SlotMap> map_;  // the agent's cached slot map (sharded worlds)
 };
 
 // ---------------------------------------------------------------------------------------
@@ -111,17 +145,17 @@ class SimSidecarClient : public SidecarClient {
 
 class SimUpstream : public Upstream {
  public:
-  explicit SimUpstream(World& w) : w_(w) {}
+  SimUpstream(World& w, int node) : w_(w), node_(node) {}
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override {
-    w_.ForwardIssued(call.tenant, call.command_id);
+    w_.ForwardIssued(call.tenant, call.command_id, node_);
     auto state = std::make_shared<bool>(false);
-    int caller = w_.node(kSidecar).up ? w_.node(kSidecar).incarnation : -1;
+    int caller = w_.node(node_).up ? w_.node(node_).incarnation : -1;
     auto finish = [this, state, caller, done, tenant = call.tenant,
                    command_id = call.command_id](ForwardReply reply) {
       if (*state) return;
       *state = true;
-      if (!w_.Alive(kSidecar, caller)) return;
+      if (!w_.Alive(node_, caller)) return;
       if (reply.kind == ForwardReply::Kind::kNotApplied ||
           reply.kind == ForwardReply::Kind::kRefused) {
         w_.ProvenNotApplied(tenant, command_id);
@@ -181,12 +215,12 @@ class SimUpstream : public Upstream {
   void QueryOutcome(const std::string& tenant, const std::string& command_id, int64_t deadline_ms,
                     std::function<void(absl::StatusOr<v1::QueryOutcomeResponse>)> done) override {
     auto state = std::make_shared<bool>(false);
-    int caller = w_.node(kSidecar).up ? w_.node(kSidecar).incarnation : -1;
+    int caller = w_.node(node_).up ? w_.node(node_).incarnation : -1;
     auto finish = [this, state, caller, done, tenant,
                    command_id](absl::StatusOr<v1::QueryOutcomeResponse> r) {
       if (*state) return;
       *state = true;
-      if (!w_.Alive(kSidecar, caller)) return;
+      if (!w_.Alive(node_, caller)) return;
       if (r.ok() && !r->applied()) w_.ProvenNotApplied(tenant, command_id);
       done(std::move(r));
     };
@@ -225,14 +259,15 @@ class SimUpstream : public Upstream {
   }
 
   World& w_;
+  const int node_;  // the sidecar that forwards through this
 };
 
 std::unique_ptr<SidecarClient> NewSimSidecarClient(World& world) {
   return std::make_unique<SimSidecarClient>(world);
 }
 
-std::unique_ptr<Upstream> NewSimUpstream(World& world) {
-  return std::make_unique<SimUpstream>(world);
+std::unique_ptr<Upstream> NewSimUpstream(World& world, int node) {
+  return std::make_unique<SimUpstream>(world, node);
 }
 
 }  // namespace eonce::sim::internal

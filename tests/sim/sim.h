@@ -37,6 +37,12 @@ struct SimOptions {
   bool harsh = false;
   // Never a legacy business (the inbox hides double forwards from the effect checks).
   bool inbox_business = false;
+  // Two shards of sidecars in front of the business, with slot moves (`eonce reshard`'s
+  // real mover) during the faults, and faults at every step of a move.
+  bool shards = false;
+  // Negative control (with `shards`): a move that skips copying the records. The business
+  // is then legacy, so that a record left behind means a second forward and effect.
+  bool skip_record_copy = false;
   bool print_trace = false;
 };
 
@@ -50,6 +56,8 @@ struct SimResult {
   int64_t commands = 0;
   int64_t crashes = 0;
   int64_t settle_ms = 0;  // from the end of the faults until every command was final
+  int64_t moves = 0;      // slot moves finished (sharded runs)
+  int64_t move_attempts = 0;  // runs of the mover (each move is resumed until it finishes)
   bool legacy = false;
 };
 

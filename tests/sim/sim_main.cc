@@ -17,9 +17,10 @@ ABSL_FLAG(bool, trace, false, "print every run's trace");
 ABSL_FLAG(std::string, work_dir, "/tmp", "where runs keep their data while they run");
 ABSL_FLAG(std::string, negative_control, "",
           "break the system on purpose to see the checker fail: no_dedupe, "
-          "no_dedupe_inbox, unsynced_enqueue, late_ids or legacy_claims_inbox");
+          "no_dedupe_inbox, unsynced_enqueue, late_ids, legacy_claims_inbox or skip_record_copy");
 ABSL_FLAG(int32_t, repeat, 1, "with --seed: run it this many times in one process");
 ABSL_FLAG(bool, harsh, false, "arm every fault point and make the network worse");
+ABSL_FLAG(bool, shards, false, "two shards of sidecars, with slot moves during the faults");
 
 int main(int argc, char** argv) {
   eonce::ParseFlags(argc, argv, {"sim [--seeds=N] [--first_seed=S] | --seed=S"});
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   options.work_dir = absl::GetFlag(FLAGS_work_dir);
   options.trace = absl::GetFlag(FLAGS_trace);
   options.base.harsh = absl::GetFlag(FLAGS_harsh);
+  options.base.shards = absl::GetFlag(FLAGS_shards);
   const std::string control = absl::GetFlag(FLAGS_negative_control);
   if (control == "no_dedupe") {
     options.base.disable_sidecar_dedupe = true;
@@ -39,10 +41,13 @@ int main(int argc, char** argv) {
     options.base.late_ids = true;
   } else if (control == "legacy_claims_inbox") {
     options.base.legacy_claims_inbox = true;
+  } else if (control == "skip_record_copy") {
+    options.base.shards = true;
+    options.base.skip_record_copy = true;
   } else if (!control.empty()) {
     std::fprintf(stderr,
                  "sim: negative_control must be no_dedupe, no_dedupe_inbox, unsynced_enqueue, "
-                 "late_ids or legacy_claims_inbox\n");
+                 "late_ids, legacy_claims_inbox or skip_record_copy\n");
     return 2;
   }
   if (absl::GetFlag(FLAGS_seed) >= 0) {

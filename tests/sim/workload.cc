@@ -103,6 +103,12 @@ void World::AgentTick() {
 
 bool World::Settled() {
   if (!nodes_[kAgent].up || !nodes_[kSidecar].up || !nodes_[kBusiness].up) return false;
+  if (options_.shards) {
+    if (!nodes_[kSidecar2].up) return false;
+    for (const Move& move : moves_) {
+      if (!move.done) return false;  // a move still frozen would hold its slots' commands
+    }
+  }
   if (accepted_.size() + abandoned_.size() < commands_.size()) return false;
   // A parked command (unknown outcome, a legacy business) is a clear state that waits for
   // an operator, and so are the later commands of its entity, which wait behind it.

@@ -72,36 +72,48 @@ void World::StopAgent() {
   agent_filters_.reset();
 }
 
-absl::Status World::StartSidecar() {
-  sidecar_filters_ = std::make_unique<RecordStoreFilters>(clock_);
-  auto families = RecordStore::ColumnFamilies(*sidecar_filters_);
-  for (auto& f : AuditLog::ColumnFamilies(*sidecar_filters_)) families.push_back(f);
-  EONCE_ASSIGN_OR_RETURN(sidecar_rocks_, RocksStore::Open(nodes_[kSidecar].dir, families, Store(kSidecar)));
+absl::Status World::StartSidecar(int shard) {
+  Sidecar& sc = sidecars_[shard];
+  const int node = SidecarNode(shard);
+  sc.filters = std::make_unique<RecordStoreFilters>(clock_);
+  auto families = RecordStore::ColumnFamilies(*sc.filters);
+  for (auto& f : AuditLog::ColumnFamilies(*sc.filters)) families.push_back(f);
+  EONCE_ASSIGN_OR_RETURN(sc.rocks, RocksStore::Open(nodes_[node].dir, families, Store(node)));
   // The negative control: a sidecar that remembers nothing forwards every command.
-  records_ = options_.disable_sidecar_dedupe
-                 ? std::make_unique<ForgettingRecordStore>(*sidecar_rocks_, clock_,
-                                                           RetentionOptions())
-                 : std::make_unique<RecordStore>(*sidecar_rocks_, clock_, RetentionOptions());
-  EONCE_RETURN_IF_ERROR(records_->SettleRetention());
-  audit_ = std::make_unique<AuditLog>(*sidecar_rocks_, clock_, 90LL * 24 * 3600 * 1000);
-  EONCE_ASSIGN_OR_RETURN(policy_, PolicyStore::Open(""));
+  sc.records = options_.disable_sidecar_dedupe
+                   ? std::make_unique<ForgettingRecordStore>(*sc.rocks, clock_,
+                                                             RetentionOptions())
+                   : std::make_unique<RecordStore>(*sc.rocks, clock_, RetentionOptions());
+  EONCE_RETURN_IF_ERROR(sc.records->SettleRetention());
+  sc.audit = std::make_unique<AuditLog>(*sc.rocks, clock_, 90LL * 24 * 3600 * 1000);
+  EONCE_ASSIGN_OR_RETURN(sc.policy, PolicyStore::Open(""));
+  if (options_.shards) {
+    // The map it adopted is kept beside its store (written and synced outside the
+    // simulated disk, as the real sidecar's is, so a crash keeps it).
+    EONCE_ASSIGN_OR_RETURN(sc.gate, ShardGate::Open(absl::StrCat("s", shard), slot_map_file(),
+                                                    nodes_[node].dir + "/kept_slot_map.json"));
+  }
   DeduperOptions options;
   options.lease_ms = 2'500;
   options.forward_timeout_ms = 1'000;
   options.outcome_query_timeout_ms = 1'000;
-  deduper_ = std::make_unique<Deduper>(*records_, *audit_, *upstream_, *policy_, clock_, options,
-                                       nodes_[kSidecar].faults.get());
+  sc.deduper = std::make_unique<Deduper>(*sc.records, *sc.audit, *sc.upstream, *sc.policy, clock_,
+                                         options, nodes_[node].faults.get(), sc.gate.get());
   return absl::OkStatus();
 }
 
-void World::StopSidecar() {
-  deduper_.reset();
-  audit_.reset();
-  policy_.reset();
-  records_.reset();
-  if (sidecar_rocks_ != nullptr) sidecar_rocks_->CloseWithoutFlush();
-  sidecar_rocks_.reset();
-  sidecar_filters_.reset();
+void World::StopSidecar(int shard) {
+  Sidecar& sc = sidecars_[shard];
+  sc.deduper.reset();
+  // A dead process's calls still in the event loop hold passes of its gate: it is kept
+  // until the world ends, so that they release into it and not into freed memory.
+  if (sc.gate != nullptr) retired_gates_.push_back(std::move(sc.gate));
+  sc.audit.reset();
+  sc.policy.reset();
+  sc.records.reset();
+  if (sc.rocks != nullptr) sc.rocks->CloseWithoutFlush();
+  sc.rocks.reset();
+  sc.filters.reset();
 }
 
 absl::Status World::StartBusiness() {
@@ -123,9 +135,21 @@ void World::StopBusiness() {
 
 void World::Run() {
   start_ms_ = clock_.NowMs();
+  if (options_.shards) {
+    if (absl::Status written = WriteFirstSlotMap(); !written.ok()) {
+      Violation(absl::StrCat("no slot map: ", written.message()));
+      return;
+    }
+  }
   sidecar_client_ = NewSimSidecarClient(*this);
-  upstream_ = NewSimUpstream(*this);
+  for (int shard = 0; shard < shards(); ++shard) {
+    sidecars_[shard].upstream = NewSimUpstream(*this, SidecarNode(shard));
+  }
   for (int i = 0; i < 3; ++i) Start(i);
+  if (options_.shards) {
+    Start(kSidecar2);
+    ScheduleMoves();
+  }
   int total = config_.accounts + config_.transfers;
   for (int i = 0; i < total; ++i) commands_.push_back(MakeCommand(i));
   result_->commands = total;
@@ -176,6 +200,10 @@ void World::Run() {
     Violation(absl::StrCat("liveness: not settled ", kSettleBoundMs, " ms after the faults stopped"));
   }
   if (nodes_[kAgent].up && nodes_[kBusiness].up) Check();
+  for (const Move& move : moves_) {
+    result_->move_attempts += move.attempts;
+    result_->moves += move.done;
+  }
   result_->trace_hash = trace_hash_;
 }
 

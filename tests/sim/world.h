@@ -26,6 +26,7 @@
 #include "dedupe_sidecar/deduper.h"
 #include "dedupe_sidecar/policy.h"
 #include "dedupe_sidecar/record_store.h"
+#include "dedupe_sidecar/shard_gate.h"
 #include "dedupe_sidecar/upstream.h"
 #include "outbox_agent/credential.h"
 #include "outbox_agent/example/projection.h"
@@ -73,7 +74,13 @@ struct Node {
   std::unique_ptr<NodeFaults> faults;
 };
 
-enum NodeId { kAgent = 0, kSidecar = 1, kBusiness = 2 };
+// kSidecar2 runs only in sharded worlds: shard s1, kSidecar being s0.
+enum NodeId { kAgent = 0, kSidecar = 1, kBusiness = 2, kSidecar2 = 3 };
+inline constexpr int kNodes = 4;
+
+// The node of shard `shard`, and the shard of a sidecar node.
+inline int SidecarNode(int shard) { return shard == 0 ? kSidecar : kSidecar2; }
+inline int ShardOfNode(int node) { return node == kSidecar2 ? 1 : 0; }
 
 class World {
  public:
@@ -85,6 +92,8 @@ class World {
         fault_random_(master_.Next()),
         agent_random_(master_.Next()),
         workload_random_(master_.Next()),
+        // Its own stream, apart from the master's, so that unsharded seeds stay as they were.
+        move_random_(options.seed * 0x9E3779B97F4A7C15ULL + 7),
         loop_(clock_) {
     config_ = DrawConfig(master_, options);
     result_->legacy = config_.legacy;
@@ -92,8 +101,8 @@ class World {
                                     options.disable_sidecar_dedupe, options.unsynced_enqueue);
     fs::remove_all(base);
     base_ = base;
-    const char* names[] = {"agent", "sidecar", "business"};
-    for (int i = 0; i < 3; ++i) {
+    const char* names[] = {"agent", "sidecar", "business", "sidecar2"};
+    for (int i = 0; i < kNodes; ++i) {
       nodes_[i].name = names[i];
       nodes_[i].dir = absl::StrCat(base, "/", names[i]);
       fs::create_directories(nodes_[i].dir);
@@ -103,7 +112,8 @@ class World {
 
   ~World() {
     StopAgent();
-    StopSidecar();
+    StopSidecar(0);
+    StopSidecar(1);
     StopBusiness();
     std::error_code ignored;
     fs::remove_all(base_, ignored);
@@ -127,6 +137,7 @@ class World {
  private:
   friend class SimSidecarClient;
   friend class SimUpstream;
+  friend class SimShardAdmin;
 
   // --- the trace -----------------------------------------------------------------------
   void Trace(const std::string& line) {
@@ -153,10 +164,12 @@ class World {
   // One exception: a business that keeps an inbox is the commit point, so a sidecar that
   // restarted may have lost an unsynced record and forward again (the inbox answers it);
   // within one sidecar incarnation, and always for a legacy business, it is a violation.
-  void ForwardIssued(const std::string& tenant, const std::string& command_id) {
+  // Sharded, a forward by the other shard counts like one by another incarnation.
+  void ForwardIssued(const std::string& tenant, const std::string& command_id, int node) {
     ForwardLog& log = forward_log_[{tenant, command_id}];
-    const int incarnation = nodes_[kSidecar].incarnation;
-    const bool forgotten_by_a_restart = !config_.legacy && log.incarnation != incarnation;
+    const int incarnation = nodes_[node].incarnation;
+    const bool forgotten_by_a_restart =
+        !config_.legacy && (log.incarnation != incarnation || log.node != node);
     if (log.forwards > 0 && !log.proven_not_applied) {
       if (forgotten_by_a_restart) {
         Trace("forwarded again after a sidecar restart " + command_id);
@@ -168,6 +181,7 @@ class World {
     log.forwards++;
     log.proven_not_applied = false;
     log.incarnation = incarnation;
+    log.node = node;
   }
   void ProvenNotApplied(const std::string& tenant, const std::string& command_id) {
     forward_log_[{tenant, command_id}].proven_not_applied = true;
@@ -203,7 +217,7 @@ class World {
     result_->crashes++;
     loop_.After(0, [this, i] {
       if (i == kAgent) StopAgent();
-      if (i == kSidecar) StopSidecar();
+      if (i == kSidecar || i == kSidecar2) StopSidecar(ShardOfNode(i));
       if (i == kBusiness) StopBusiness();
       nodes_[i].fs->Recover();
       loop_.After(50 + static_cast<int64_t>(fault_random_.Uniform(500)), [this, i] { Start(i); });
@@ -213,7 +227,9 @@ class World {
   void Start(int i) {
     Node& n = nodes_[i];
     if (n.up) return;
-    absl::Status started = i == kAgent ? StartAgent() : i == kSidecar ? StartSidecar() : StartBusiness();
+    absl::Status started = i == kAgent     ? StartAgent()
+                           : i == kBusiness ? StartBusiness()
+                                            : StartSidecar(ShardOfNode(i));
     if (!started.ok()) {
       Violation(absl::StrCat(n.name, " could not restart: ", started.message()));
       return;
@@ -234,8 +250,8 @@ class World {
 
   absl::Status StartAgent();
   void StopAgent();
-  absl::Status StartSidecar();
-  void StopSidecar();
+  absl::Status StartSidecar(int shard);
+  void StopSidecar(int shard);
   absl::Status StartBusiness();
   void StopBusiness();
 
@@ -247,6 +263,19 @@ class World {
   void RefreshProjection();
   bool Settled();
   void Check();
+  // Every finished command sent again to the shard that owns its slot at the end: its
+  // stored answer must come back, from a record when the business keeps no inbox.
+  void CheckAnswersAfterMoves();
+
+  // --- slot moves (sharded worlds; moves.cc) ---------------------------------------------
+  std::string slot_map_file() const { return base_ + "/slot_map.json"; }
+  absl::Status WriteFirstSlotMap();
+  // Draws the moves of the run and schedules them during the faults.
+  void ScheduleMoves();
+  // One run of the real mover for move `index`; rescheduled until it finishes.
+  void RunMove(int index);
+  // The shard that owns a command's slot in the map file now.
+  int OwnerShard(const v1::Command& command);
 
   const SimOptions options_;
   SimResult* result_;
@@ -255,11 +284,15 @@ class World {
   SeededRandom fault_random_;
   SeededRandom agent_random_;
   SeededRandom workload_random_;
+  SeededRandom move_random_;
   ManualClock clock_;
+  // Gates of sidecars that died (StopSidecar): declared before the event loop, so that the
+  // calls still in it, which hold passes of these gates, are destroyed first.
+  std::vector<std::unique_ptr<ShardGate>> retired_gates_;
   EventLoop loop_;
   Config config_;
   std::string base_;
-  std::array<Node, 3> nodes_;
+  std::array<Node, kNodes> nodes_;
   bool faults_active_ = true;
   int64_t start_ms_ = 0;
   uint64_t trace_hash_ = 1469598103934665603ULL;
@@ -278,14 +311,29 @@ class World {
   int64_t epoch_ = 1;
   bool want_revoked_ = false;
 
-  // The sidecar.
-  std::unique_ptr<RecordStoreFilters> sidecar_filters_;
-  std::unique_ptr<RocksStore> sidecar_rocks_;
-  std::unique_ptr<RecordStore> records_;
-  std::unique_ptr<AuditLog> audit_;
-  std::unique_ptr<PolicyStore> policy_;
-  std::unique_ptr<Deduper> deduper_;
-  std::unique_ptr<Upstream> upstream_;
+  // The sidecars: shard s0 (the only one unsharded) and s1.
+  struct Sidecar {
+    std::unique_ptr<RecordStoreFilters> filters;
+    std::unique_ptr<RocksStore> rocks;
+    std::unique_ptr<RecordStore> records;
+    std::unique_ptr<AuditLog> audit;
+    std::unique_ptr<PolicyStore> policy;
+    std::unique_ptr<ShardGate> gate;  // sharded worlds only
+    std::unique_ptr<Deduper> deduper;
+    std::unique_ptr<Upstream> upstream;
+  };
+  std::array<Sidecar, 2> sidecars_;
+  int shards() const { return options_.shards ? 2 : 1; }
+
+  // The moves: the run of slots each takes to the other shard, and whether it finished.
+  struct Move {
+    uint32_t first = 0;
+    uint32_t last = 0;
+    std::string to;  // fixed by its first run
+    int attempts = 0;
+    bool done = false;
+  };
+  std::vector<Move> moves_;
 
   // The business.
   std::unique_ptr<RocksStore> business_rocks_;
@@ -304,6 +352,7 @@ class World {
     int forwards = 0;
     bool proven_not_applied = false;
     int incarnation = 0;  // the sidecar's, at the last forward
+    int node = kSidecar;  // the sidecar that made the last forward
   };
   std::map<std::pair<std::string, std::string>, ForwardLog> forward_log_;
 };
@@ -311,7 +360,8 @@ class World {
 // The simulated network between the agent and the sidecar, and between the sidecar and
 // the business (network.cc).
 std::unique_ptr<SidecarClient> NewSimSidecarClient(World& world);
-std::unique_ptr<Upstream> NewSimUpstream(World& world);
+// What sidecar `node` forwards through.
+std::unique_ptr<Upstream> NewSimUpstream(World& world, int node);
 
 }  // namespace eonce::sim::internal
 
