@@ -107,17 +107,22 @@ absl::StatusOr<std::optional<std::string>> RecordStore::KeyOfCommand(
   return std::optional<std::string>(std::string(framed.payload));
 }
 
-absl::Status RecordStore::Write(const Record& record, Record::State previous, bool sync) {
-  rocksdb::WriteBatch batch;
-  std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
+void RecordStore::PutRecord(const Record& record, rocksdb::WriteBatch* batch) const {
   std::string encoded = Encode(record);
   Framed framed;
   DecodeFramed(encoded, &framed);
-  batch.Put(store_.cf(kRecordsCf), scoped, encoded);
+  batch->Put(store_.cf(kRecordsCf), ScopedKey(record.tenant(), record.idempotency_key()),
+             encoded);
   if (!record.command_id().empty()) {
-    batch.Put(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()),
-              EncodeFramed(framed.drop_at_ms, 0, record.idempotency_key()));
+    batch->Put(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()),
+               EncodeFramed(framed.drop_at_ms, 0, record.idempotency_key()));
   }
+}
+
+absl::Status RecordStore::Write(const Record& record, Record::State previous, bool sync) {
+  rocksdb::WriteBatch batch;
+  std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
+  PutRecord(record, &batch);
   bool parked_now = record.state() == Record::PARKED;
   bool parked_before = previous == Record::PARKED;
   if (parked_now && !parked_before) batch.Put(store_.cf(kParkedCf), scoped, "");
@@ -262,14 +267,7 @@ absl::Status RecordStore::Import(const std::vector<Record>& records) {
   int64_t parked = 0;
   for (const Record& record : records) {
     std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
-    std::string encoded = Encode(record);
-    Framed framed;
-    DecodeFramed(encoded, &framed);
-    batch.Put(store_.cf(kRecordsCf), scoped, encoded);
-    if (!record.command_id().empty()) {
-      batch.Put(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()),
-                EncodeFramed(framed.drop_at_ms, 0, record.idempotency_key()));
-    }
+    PutRecord(record, &batch);
     if (record.state() == Record::PARKED) {
       std::string present;
       if (store_.Get(kParkedCf, scoped, &present).IsNotFound()) ++parked;

@@ -36,6 +36,7 @@
 #include "common/rocks.h"
 #include "common/ttl.h"
 #include "eonce/internal/records.pb.h"
+#include "rocksdb/write_batch.h"
 
 namespace eonce {
 
@@ -133,6 +134,8 @@ class RecordStore {
 
  private:
   std::string Encode(const Record& record) const;
+  // Adds `record` and its command-id index entry to `batch`.
+  void PutRecord(const Record& record, rocksdb::WriteBatch* batch) const;
 
   RocksStore& store_;
   Clock& clock_;
