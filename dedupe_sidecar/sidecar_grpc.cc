@@ -2,11 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/slots.h"
 #include "common/status.h"
 #include "dedupe_sidecar/caller.h"
 #include "dedupe_sidecar/slot_transfer.h"
-#include "common/log.h"
-#include "common/slots.h"
 
 namespace eonce {
 namespace {
@@ -162,17 +161,16 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   grpc::ServerUnaryReactor* AdoptSlotMap(grpc::CallbackServerContext* context,
                                          const v1::AdoptSlotMapRequest* request,
                                          v1::AdoptSlotMapResponse* response) override {
-    absl::StatusOr<SlotMap> map = SlotMap::FromProto(request->map());
-    if (!map.ok()) return FinishUnary<v1::AdoptSlotMapResponse>(context, map.status(), response);
     // The wait for the moved slots' work blocks: on the work pool.
-    return PlatformCall(context, response, "slot map adoptions",
-                        [map = std::move(*map), request](ShardGate& shards,
-                                                          v1::AdoptSlotMapResponse* out) {
-                          absl::StatusOr<uint64_t> held =
-                              shards.Adopt(map, request->drain_timeout_ms());
-                          if (held.ok()) out->set_epoch(*held);
-                          return held.status();
-                        });
+    return PlatformCall(
+        context, response, "slot map adoptions",
+        [request](ShardGate& shards, v1::AdoptSlotMapResponse* out) -> absl::Status {
+          absl::StatusOr<SlotMap> map = SlotMap::FromProto(request->map());
+          if (!map.ok()) return map.status();
+          absl::StatusOr<uint64_t> held = shards.Adopt(*map, request->drain_timeout_ms());
+          if (held.ok()) out->set_epoch(*held);
+          return held.status();
+        });
   }
 
   grpc::ServerUnaryReactor* ExportSlots(grpc::CallbackServerContext* context,

@@ -1,6 +1,7 @@
 #include "outbox_agent/grpc_sidecar_client.h"
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/match.h"
