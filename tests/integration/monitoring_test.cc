@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/random.h"
 #include "dedupe_sidecar/sidecar_service.h"
+#include "common/slot_map_file.h"
 #include "gtest/gtest.h"
 #include "outbox_agent/agent_server.h"
 #include "services/ledger/ledger_service.h"
@@ -83,6 +84,13 @@ class MonitoringTest : public ::testing::Test {
     sidecar_options.data_dir = testing::FreshDir("sidecar");
     sidecar_options.upstream_address = "127.0.0.1:" + std::to_string(ledger_->port());
     sidecar_options.metrics_address = "127.0.0.1:0";
+    // Sharded (one shard), so that the slot gate's metrics are exported too.
+    v1::ShardInfo only;
+    only.set_id("s0");
+    only.set_address("127.0.0.1:1");
+    sidecar_options.shard_id = "s0";
+    sidecar_options.slot_map_file = testing::FreshDir("slots") + "/slot_map.json";
+    ASSERT_TRUE(WriteSlotMapFile(sidecar_options.slot_map_file, *SlotMap::Even({only})).ok());
     auto sidecar = SidecarServer::Start(sidecar_options, RealClock::Get());
     ASSERT_TRUE(sidecar.ok()) << sidecar.status();
     sidecar_ = std::move(*sidecar);
@@ -151,7 +159,7 @@ TEST(RunbookTest, EveryAlertNamesARunbookTheGuideHas) {
     ++alerts;
     EXPECT_EQ(anchors.count((*it)[1].str()), 1u) << "no runbook " << (*it)[1].str();
   }
-  EXPECT_EQ(alerts, 7);
+  EXPECT_EQ(alerts, 10);
   EXPECT_EQ(anchors.count("no-such-runbook"), 0u);
 }
 
