@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer binaries with clang (-fsanitize=fuzzer,address) and runs one:
-#   tools/fuzz.sh command|record|policy|passthrough [seconds]
+#   tools/fuzz.sh command|record|policy|slot_map|passthrough [seconds]
 # The seed corpus is tests/fuzz/corpus/<target>; new inputs go to a scratch folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-command}"
 seconds="${2:-60}"
-bazel build --color=no --curses=no //proto:command_cc //proto:records_cc >/dev/null 2>&1
+bazel build --color=no --curses=no //proto:command_cc //proto:records_cc //proto:slots_cc >/dev/null 2>&1
 gen=bazel-bin/proto
 out="$(mktemp -d)"
 srcs=(tests/fuzz/${target}_fuzzer.cc tests/fuzz/fuzz_targets.cc common/command.cc common/hash.cc
       common/identity_uri.cc dedupe_sidecar/transparent_call.cc
-      common/status.cc common/ttl.cc common/rocks.cc dedupe_sidecar/policy.cc
-      dedupe_sidecar/record_store.cc "$gen/eonce/v1/command.pb.cc" "$gen/eonce/internal/records.pb.cc")
+      common/status.cc common/ttl.cc common/rocks.cc dedupe_sidecar/policy.cc common/slots.cc
+      dedupe_sidecar/record_store.cc "$gen/eonce/v1/command.pb.cc" "$gen/eonce/internal/records.pb.cc"
+      "$gen/eonce/v1/slots.pb.cc")
 clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address -I. -I"$gen" "${srcs[@]}" \
   -o "$out/${target}_fuzzer" $(pkg-config --libs protobuf rocksdb) -lcrypto \
   -labsl_status -labsl_statusor -labsl_strings -labsl_str_format_internal -labsl_cord \

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "common/command.h"
 #include "common/identity_uri.h"
+#include "common/slots.h"
 #include "common/ttl.h"
 #include "dedupe_sidecar/policy.h"
 #include "dedupe_sidecar/record_store.h"
@@ -73,6 +74,34 @@ int FuzzPolicy(const uint8_t* data, size_t size) {
   Require(decision.allowed || decision.reason == "POLICY_DENIED" ||
           decision.reason == "CREDENTIAL_REVOKED" || decision.reason == "ACTOR_NOT_PERMITTED");
   (void)policy->IsReadOnly("/a.B/C");
+  return 0;
+}
+
+int FuzzSlotMap(const uint8_t* data, size_t size) {
+  absl::StatusOr<SlotMap> map =
+      SlotMap::FromJson(absl::string_view(reinterpret_cast<const char*>(data), size));
+  if (!map.ok()) {
+    Require(map.status().code() == absl::StatusCode::kInvalidArgument);
+    return 0;
+  }
+  // A valid map gives every slot one owner that it names with an address, and survives a
+  // round trip through its own JSON.
+  uint32_t writable = 0;
+  for (const v1::ShardInfo& shard : map->proto().shards()) {
+    writable += map->WritableSlotsOf(shard.id());
+  }
+  Require(writable <= kSlotCount);
+  for (uint32_t slot = 0; slot < kSlotCount; ++slot) {
+    Require(!map->AddressOf(map->OwnerOf(slot)).empty());
+    Require(!map->Migrating(slot) || map->HasShard(map->MovingTo(slot)));
+  }
+  absl::StatusOr<SlotMap> again = SlotMap::FromJson(map->ToJson());
+  Require(again.ok() &&
+          again->proto().SerializeAsString() == map->proto().SerializeAsString());
+  // A move step either refuses or moves exactly one epoch on.
+  absl::StatusOr<SlotMap> moved = BeginMove(*map, 0, 0, "fuzz-shard", "fuzz:1");
+  Require(moved.ok() ? moved->epoch() == map->epoch() + 1 && moved->Migrating(0)
+                     : moved.status().code() == absl::StatusCode::kInvalidArgument);
   return 0;
 }
 

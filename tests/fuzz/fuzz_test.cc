@@ -78,6 +78,7 @@ TEST(FuzzTest, SeedCorpusReachesTheValidPaths) {
 TEST(FuzzTest, CommandValidation) { RunWithMutations("command", FuzzCommand); }
 TEST(FuzzTest, RecordDecoding) { RunWithMutations("record", FuzzRecord); }
 TEST(FuzzTest, PolicyParser) { RunWithMutations("policy", FuzzPolicy); }
+TEST(FuzzTest, SlotMap) { RunWithMutations("slot_map", FuzzSlotMap); }
 TEST(FuzzTest, PassThroughMetadata) { RunWithMutations("passthrough", FuzzPassThrough); }
 
 }  // namespace
