@@ -54,7 +54,7 @@ int Fail(const grpc::Status& status) {
 int main(int argc, char** argv) {
   std::vector<char*> args = eonce::ParseFlags(
       argc, argv,
-      {"sidecarctl --sidecar=ADDR --tenant=T info|reconcile|audit|verify|parked|resolve"});
+      {"sidecarctl --sidecar=ADDR --tenant=T info|slots|reconcile|audit|verify|parked|resolve"});
   if (args.size() < 2 || absl::GetFlag(FLAGS_tenant).empty()) {
     std::cerr << absl::ProgramUsageMessage() << "\n";
     return 2;
@@ -73,6 +73,26 @@ int main(int argc, char** argv) {
     grpc::Status status = sidecar->GetInfo(context.get(), eonce::v1::GetInfoRequest(), &info);
     if (!status.ok()) return Fail(status);
     std::cout << info.DebugString();
+    return 0;
+  }
+  if (verb == "slots") {
+    // The slot map this sidecar holds: its epoch, which runs of slots go where, what moves.
+    eonce::v1::SlotMap map;
+    auto context = Context();
+    grpc::Status status = sidecar->GetSlotMap(context.get(), eonce::v1::GetSlotMapRequest(), &map);
+    if (!status.ok()) return Fail(status);
+    std::cout << "epoch " << map.epoch() << "\n";
+    for (const auto& shard : map.shards()) {
+      std::cout << "shard " << shard.id() << " " << shard.address() << "\n";
+    }
+    for (const auto& range : map.ranges()) {
+      std::cout << "slots " << range.first() << "-" << range.last() << " " << range.shard() << "\n";
+    }
+    for (const auto& move : map.migrations()) {
+      std::cout << "moving " << move.first() << "-" << move.last() << " " << move.from_shard()
+                << " -> " << move.to_shard() << (move.flipped() ? " (flipped, to release)" : "")
+                << "\n";
+    }
     return 0;
   }
   if (verb == "reconcile") {

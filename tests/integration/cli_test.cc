@@ -97,6 +97,10 @@ TEST_F(CliTest, OperatorToolsReportWhatHappened) {
   EXPECT_NE(audit.out.find("committed OK command_id=open-alice"), std::string::npos) << audit.out;
   ToolRun reconcile = Tool("dedupe_sidecar/sidecarctl" + sidecar + "reconcile --command_id=open-alice");
   EXPECT_NE(reconcile.out.find("RECORD_COMMITTED"), std::string::npos) << reconcile.out;
+  // This sidecar is not sharded: it holds no slot map, and says so.
+  ToolRun slots = Tool("dedupe_sidecar/sidecarctl" + sidecar + "slots");
+  EXPECT_NE(slots.exit_code, 0) << slots.out;
+  EXPECT_NE(slots.out.find("not sharded"), std::string::npos) << slots.out;
   ToolRun other_tenant = Tool("dedupe_sidecar/sidecarctl --sidecar=" + Address(sidecar_->port()) +
                           " --tenant=globex reconcile --command_id=open-alice");
   EXPECT_NE(other_tenant.out.find("RECORD_NOT_SEEN"), std::string::npos) << other_tenant.out;

@@ -3,6 +3,7 @@
 // shard owns before writing anything and names the owner; only a platform operator may
 // hand a sidecar a new map; and the agent routes every command to its slot's owner,
 // following a map change through the refusal it gets under a stale map.
+#include <cstdio>
 #include <fstream>
 #include <memory>
 
@@ -197,6 +198,19 @@ TEST_F(ShardTest, EverySidecarServesTheMapItHolds) {
     ASSERT_TRUE(shard.stub->GetSlotMap(&context, v1::GetSlotMapRequest(), &served).ok());
     EXPECT_EQ(served.SerializeAsString(), map_->proto().SerializeAsString());
   }
+  // What an operator sees with sidecarctl.
+  std::string out;
+  FILE* pipe = popen(("dedupe_sidecar/sidecarctl --sidecar=" + shards_[1].address +
+                      " --tenant=acme slots 2>&1")
+                         .c_str(),
+                     "r");
+  ASSERT_NE(pipe, nullptr);
+  char buffer[512];
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) out += buffer;
+  EXPECT_EQ(pclose(pipe), 0) << out;
+  EXPECT_NE(out.find("epoch 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("slots 512-1023 s1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shard s1 " + shards_[1].address), std::string::npos) << out;
 }
 
 TEST_F(ShardTest, OnlyAPlatformOperatorMayChangeTheMap) {
