@@ -25,6 +25,13 @@ Applied Reject(absl::StatusCode code, const std::string& reason, const std::stri
 
 std::string AccountEntity(const std::string& id) { return absl::StrCat("account/", id); }
 
+// Whether a call for `tenant` may move or read `account`: its own, one opened before
+// accounts named their tenant, or any for a caller that names no tenant (not through the
+// sidecar).
+bool Reaches(const std::string& tenant, const ledger::v1::Account& account) {
+  return tenant.empty() || account.tenant().empty() || account.tenant() == tenant;
+}
+
 }  // namespace
 
 std::vector<ColumnFamilySpec> LedgerCore::ColumnFamilies() {
@@ -72,6 +79,7 @@ absl::StatusOr<v1::CallResult> LedgerCore::OpenAccount(
     account.set_id(request.id());
     account.set_balance(request.initial_balance());
     account.set_revision(1);
+    account.set_tenant(identity.tenant);
     batch->Put(store_.cf(kAccountsCf), request.id(), account.SerializeAsString());
     batch->Put(store_.cf(kAccountsCf), kMintedKey,
                EncodeInt(DecodeInt(minted) + request.initial_balance()));
@@ -103,6 +111,10 @@ absl::StatusOr<v1::CallResult> LedgerCore::Transfer(const CallIdentity& identity
     }
     EONCE_ASSIGN_OR_RETURN(auto from, ReadAccount(request.from()));
     EONCE_ASSIGN_OR_RETURN(auto to, ReadAccount(request.to()));
+    // Another tenant's account is no account of this caller's: the same answer as an
+    // unknown one, so that it learns nothing of it.
+    if (from.has_value() && !Reaches(identity.tenant, *from)) from.reset();
+    if (to.has_value() && !Reaches(identity.tenant, *to)) to.reset();
     if (!from.has_value() || !to.has_value()) {
       return Reject(absl::StatusCode::kNotFound, "NO_SUCH_ACCOUNT",
                     absl::StrCat("no account ", from.has_value() ? request.to() : request.from()));
@@ -135,9 +147,10 @@ absl::StatusOr<v1::CallResult> LedgerCore::Transfer(const CallIdentity& identity
   });
 }
 
-absl::StatusOr<ledger::v1::Account> LedgerCore::GetAccount(const std::string& id) {
+absl::StatusOr<ledger::v1::Account> LedgerCore::GetAccount(const std::string& tenant,
+                                                          const std::string& id) {
   EONCE_ASSIGN_OR_RETURN(auto account, ReadAccount(id));
-  if (!account.has_value()) {
+  if (!account.has_value() || !Reaches(tenant, *account)) {
     return Error(absl::StatusCode::kNotFound, "NO_SUCH_ACCOUNT", absl::StrCat("no account ", id));
   }
   return *account;

@@ -32,8 +32,11 @@ class LedgerCore {
   absl::StatusOr<v1::CallResult> Transfer(const CallIdentity& identity,
                                           const ledger::v1::TransferRequest& request);
 
-  // NOT_FOUND for an unknown account.
-  absl::StatusOr<ledger::v1::Account> GetAccount(const std::string& id);
+  // NOT_FOUND for an unknown account, and for one another tenant opened. An empty
+  // `tenant` (a caller that did not come through the sidecar, which always names one)
+  // reads any account.
+  absl::StatusOr<ledger::v1::Account> GetAccount(const std::string& tenant,
+                                                 const std::string& id);
   // Read from one snapshot, so the totals are consistent with each other.
   absl::StatusOr<ledger::v1::GetTotalResponse> GetTotal();
 

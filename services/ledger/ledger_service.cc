@@ -25,7 +25,9 @@ grpc::ServerUnaryReactor* LedgerServiceImpl::Transfer(
 grpc::ServerUnaryReactor* LedgerServiceImpl::GetAccount(
     grpc::CallbackServerContext* context, const ledger::v1::GetAccountRequest* request,
     ledger::v1::Account* response) {
-  return FinishUnary(context, core_->GetAccount(request->id()), response);
+  return FinishUnary(context,
+                     core_->GetAccount(IdentityFromMetadata(*context).tenant, request->id()),
+                     response);
 }
 
 grpc::ServerUnaryReactor* LedgerServiceImpl::GetTotal(

@@ -21,10 +21,10 @@ class LedgerTest : public ::testing::TestWithParam<bool> {
     Open("bob", 50);
   }
 
-  CallIdentity Id(const std::string& command_id) {
+  CallIdentity Id(const std::string& command_id, const std::string& tenant = "acme") {
     CallIdentity id;
     id.command_id = command_id;
-    id.tenant = "acme";
+    id.tenant = tenant;
     return id;
   }
 
@@ -48,7 +48,7 @@ class LedgerTest : public ::testing::TestWithParam<bool> {
     return result.value_or(v1::CallResult());
   }
 
-  int64_t Balance(const std::string& id) { return core_->GetAccount(id)->balance(); }
+  int64_t Balance(const std::string& id) { return core_->GetAccount("acme", id)->balance(); }
 
   void ExpectConserved() {
     auto total = core_->GetTotal();
@@ -80,6 +80,37 @@ TEST_P(LedgerTest, TransferMovesMoneyAndConservesTheTotal) {
   auto total = core_->GetTotal();
   EXPECT_EQ(total->total_minted(), 150);
   EXPECT_EQ(total->accounts(), 2);
+  ExpectConserved();
+}
+
+// Accounts belong to the tenant that opened them: another tenant can neither move their
+// money (in or out) nor read them, and is told only what it would be told of an unknown
+// account.
+TEST_P(LedgerTest, ATenantNeitherMovesNorSeesAnotherTenantsMoney) {
+  ledger::v1::TransferRequest steal;
+  steal.set_from("alice");  // acme's
+  steal.set_to("bob");
+  steal.set_amount(10);
+  auto stolen = core_->Transfer(Id("globex-steal", "globex"), steal);
+  ASSERT_TRUE(stolen.ok());
+  EXPECT_EQ(stolen->code(), static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_EQ(ReasonOf(*stolen), "NO_SUCH_ACCOUNT");
+  ledger::v1::OpenAccountRequest open;
+  open.set_id("mallory");
+  open.set_initial_balance(5);
+  ASSERT_EQ(core_->OpenAccount(Id("open-mallory", "globex"), open)->code(), 0);
+  ledger::v1::TransferRequest into;  // globex's own account to acme's
+  into.set_from("mallory");
+  into.set_to("alice");
+  into.set_amount(1);
+  EXPECT_EQ(ReasonOf(*core_->Transfer(Id("globex-into", "globex"), into)), "NO_SUCH_ACCOUNT");
+  EXPECT_EQ(core_->GetAccount("globex", "alice").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Balance("alice"), 100);
+  EXPECT_EQ(core_->GetAccount("globex", "mallory")->balance(), 5);
+  EXPECT_EQ(core_->GetAccount("globex", "mallory")->tenant(), "globex");
+  // Its own owner moves it as before.
+  EXPECT_EQ(Transfer("acme-pay", "alice", "bob", 10).code(), 0);
+  EXPECT_EQ(Balance("alice"), 90);
   ExpectConserved();
 }
 

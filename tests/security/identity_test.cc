@@ -221,6 +221,8 @@ TEST_F(IdentityTest, AWorkloadActsOnlyForTheActorsThePolicyNamesIt) {
   EXPECT_EQ(Submit(billing, unstated), "OK");
   EXPECT_TRUE(AccountExists("acme", "alice-1"));
   EXPECT_TRUE(AccountExists("acme", "alice-2"));
+  // The ledger shows an account only to the tenant that opened it.
+  EXPECT_FALSE(AccountExists("beta", "alice-1"));
   // A workload of another tenant is that tenant's, whatever it claims.
   auto shop = ChannelAs(Workload("beta", "shop"));
   EXPECT_EQ(Submit(shop, OpenAccount("alice-3", "alice"), {{kTenantHeader, "acme"}}),
