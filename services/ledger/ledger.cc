@@ -1,5 +1,7 @@
 #include "services/ledger/ledger.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "common/big_endian.h"
 #include "common/command.h"
@@ -178,6 +180,50 @@ absl::StatusOr<ledger::v1::GetTotalResponse> LedgerCore::GetTotal() {
   it.reset();
   if (!result.ok()) return result;
   return total;
+}
+
+}  // namespace eonce
+
+namespace eonce {
+
+absl::StatusOr<int64_t> LedgerCore::AdoptTenantsFromEffects() {
+  // The accounts without a tenant; usually none, and then the effects are not read.
+  std::map<std::string, ledger::v1::Account> unowned;
+  {
+    std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kAccountsCf);
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      if (it->key() == kMintedKey) continue;
+      ledger::v1::Account account;
+      if (!account.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+        return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable account");
+      }
+      if (account.tenant().empty()) unowned[it->key().ToString()] = std::move(account);
+    }
+    EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "scan accounts"));
+  }
+  if (unowned.empty()) return 0;
+  rocksdb::WriteBatch batch;
+  int64_t adopted = 0;
+  uint64_t after = 0;
+  // Page through the effect ledger (bounded: each page moves `after` on or ends the scan).
+  for (int page = 0; page < 10'000'000; ++page) {
+    EONCE_ASSIGN_OR_RETURN(v1::ListEffectsResponse effects, inbox_.ListEffects(after, 10'000));
+    for (const v1::Effect& effect : effects.effects()) {
+      if (effect.method() != "/eonce.ledger.v1.Ledger/OpenAccount" || effect.tenant().empty() ||
+          effect.entity().rfind("account/", 0) != 0) {
+        continue;
+      }
+      auto it = unowned.find(effect.entity().substr(8));
+      if (it == unowned.end() || !it->second.tenant().empty()) continue;
+      it->second.set_tenant(effect.tenant());
+      batch.Put(store_.cf(kAccountsCf), it->first, it->second.SerializeAsString());
+      ++adopted;
+    }
+    if (effects.last_seq() <= after) break;
+    after = effects.last_seq();
+  }
+  if (adopted > 0) EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "account tenants"));
+  return adopted;
 }
 
 }  // namespace eonce

@@ -40,6 +40,12 @@ class LedgerCore {
   // Read from one snapshot, so the totals are consistent with each other.
   absl::StatusOr<ledger::v1::GetTotalResponse> GetTotal();
 
+  // Accounts opened before the ledger kept each one's tenant get the tenant of their
+  // OpenAccount effect (the effect ledger names it), in one synced batch; one whose effect
+  // is gone keeps none (and stays reachable to every tenant). Run once at start, before
+  // anything is served; a second run finds nothing to do. Returns how many it gave one.
+  absl::StatusOr<int64_t> AdoptTenantsFromEffects();
+
  private:
   absl::StatusOr<std::optional<ledger::v1::Account>> ReadAccount(const std::string& id);
 

@@ -1,5 +1,8 @@
 #include "services/ledger/ledger_service.h"
 
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status.h"
 #include "services/inbox/inbox_services.h"
 
 namespace eonce {
@@ -36,9 +39,25 @@ grpc::ServerUnaryReactor* LedgerServiceImpl::GetTotal(
   return FinishUnary(context, core_->GetTotal(), response);
 }
 
+namespace {
+
+// The ledger's core, with the tenants of accounts opened before they were kept adopted.
+absl::StatusOr<std::unique_ptr<LedgerCore>> NewLedgerCore(RocksStore& store, Inbox& inbox) {
+  auto core = std::make_unique<LedgerCore>(store, inbox);
+  absl::StatusOr<int64_t> adopted = core->AdoptTenantsFromEffects();
+  if (!adopted.ok()) return adopted.status();
+  if (*adopted > 0) {
+    LogInfo("accounts given the tenant that opened them", {{"accounts", absl::StrCat(*adopted)}});
+  }
+  return core;
+}
+
+}  // namespace
+
 ServiceHost::Setup LedgerSetup() {
   return [](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
-    return std::make_shared<LedgerServiceImpl>(std::make_unique<LedgerCore>(store, inbox), inbox);
+    EONCE_ASSIGN_OR_RETURN(std::unique_ptr<LedgerCore> core, NewLedgerCore(store, inbox));
+    return std::make_shared<LedgerServiceImpl>(std::move(core), inbox);
   };
 }
 
@@ -49,8 +68,8 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(
   auto host = ServiceHost::Start(
       options, clock, LedgerCore::ColumnFamilies(),
       [core](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
-        auto service =
-            std::make_shared<LedgerServiceImpl>(std::make_unique<LedgerCore>(store, inbox), inbox);
+        EONCE_ASSIGN_OR_RETURN(std::unique_ptr<LedgerCore> made, NewLedgerCore(store, inbox));
+        auto service = std::make_shared<LedgerServiceImpl>(std::move(made), inbox);
         *core = &service->core();
         return service;
       });

@@ -114,6 +114,25 @@ TEST_P(LedgerTest, ATenantNeitherMovesNorSeesAnotherTenantsMoney) {
   ExpectConserved();
 }
 
+// An account written before the ledger kept tenants is reachable to every tenant until
+// the ledger gives it the tenant of its OpenAccount effect, which it does at start.
+TEST_P(LedgerTest, AnAccountOpenedBeforeTenantsWereKeptGetsItsTenantFromTheEffectLedger) {
+  ledger::v1::Account old = *core_->GetAccount("acme", "alice");
+  old.clear_tenant();
+  ASSERT_TRUE(store_->db()
+                  ->Put(rocksdb::WriteOptions(), store_->cf("accounts"), "alice",
+                        old.SerializeAsString())
+                  .ok());
+  EXPECT_TRUE(core_->GetAccount("globex", "alice").ok());  // what the old data allowed
+  absl::StatusOr<int64_t> adopted = core_->AdoptTenantsFromEffects();
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_EQ(*adopted, 1);
+  EXPECT_EQ(core_->GetAccount("globex", "alice").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(core_->GetAccount("acme", "alice")->tenant(), "acme");
+  EXPECT_EQ(core_->GetAccount("acme", "alice")->balance(), 100);
+  EXPECT_EQ(*core_->AdoptTenantsFromEffects(), 0);
+}
+
 TEST_P(LedgerTest, RejectionsAreDistinctAndMachineReadable) {
   v1::CallResult poor = Transfer("t1", "bob", "alice", 51);
   EXPECT_EQ(poor.code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
