@@ -62,9 +62,7 @@ struct ShardedStack {
           grpc::CreateChannel(infos[i].address(), grpc::InsecureChannelCredentials())));
       sidecars.push_back(std::move(*sidecar));
     }
-    v1::SlotMap named = SlotMap::Even(infos)->proto();
-    named.set_epoch(2);
-    absl::StatusOr<SlotMap> map = SlotMap::FromProto(named);
+    absl::StatusOr<SlotMap> map = SlotMap::Even(infos, 2);
     if (!map.ok() || !CompareAndSetSlotMapFile(map_file, 1, *map).ok()) return false;
     for (auto& sidecar : sidecars) {
       if (!sidecar->shards()->Adopt(*map, 1000).ok()) return false;

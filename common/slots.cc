@@ -163,12 +163,13 @@ absl::StatusOr<SlotMap> SlotMap::FromJson(absl::string_view json) {
   return FromProto(std::move(proto));
 }
 
-absl::StatusOr<SlotMap> SlotMap::Even(const std::vector<v1::ShardInfo>& shards) {
+absl::StatusOr<SlotMap> SlotMap::Even(const std::vector<v1::ShardInfo>& shards,
+                                      uint64_t epoch) {
   if (shards.empty() || shards.size() > kMaxShards) {
     return Invalid(absl::StrCat("1..", kMaxShards, " shards are required"));
   }
   v1::SlotMap proto;
-  proto.set_epoch(1);
+  proto.set_epoch(epoch);
   proto.set_slot_count(kSlotCount);
   std::vector<std::string> owners(kSlotCount);
   for (uint32_t slot = 0; slot < kSlotCount; ++slot) {

@@ -35,8 +35,9 @@ class SlotMap {
   // leaves a slot without an owner, a migration that does not start at the owner.
   static absl::StatusOr<SlotMap> FromProto(v1::SlotMap proto);
   static absl::StatusOr<SlotMap> FromJson(absl::string_view json);
-  // `shards` own equal runs of slots, in order; epoch 1.
-  static absl::StatusOr<SlotMap> Even(const std::vector<v1::ShardInfo>& shards);
+  // `shards` own equal runs of slots, in order, at `epoch`.
+  static absl::StatusOr<SlotMap> Even(const std::vector<v1::ShardInfo>& shards,
+                                      uint64_t epoch = 1);
 
   uint64_t epoch() const { return proto_.epoch(); }
   const v1::SlotMap& proto() const { return proto_; }

@@ -40,14 +40,7 @@ namespace eonce::testing {
 namespace {
 
 constexpr int kMaxShards = 5;
-
-struct Member {
-  std::string name;
-  std::string binary;
-  std::vector<std::string> args;
-  std::string port;
-  std::unique_ptr<Process> process;
-};
+using Member = PortedProcess;
 
 class ShardedStack {
  public:
@@ -64,7 +57,7 @@ class ShardedStack {
   absl::Status Start() {
     ledger_ = {"ledger", "services/ledger/ledger_service", {"--data_dir=" + dir_ + "/ledger"}};
     if (legacy_) ledger_.args.push_back("--legacy");
-    if (absl::Status s = StartMember(ledger_); !s.ok()) return s;
+    if (absl::Status s = StartOnItsPort(ledger_, dir_); !s.ok()) return s;
     // Three shards under placeholders, then the map that names where they listen.
     std::vector<v1::ShardInfo> infos(3);
     for (int i = 0; i < 3; ++i) {
@@ -84,9 +77,7 @@ class ShardedStack {
       if (absl::Status s = StartShard(i); !s.ok()) return s;
       infos[i].set_address(Address(i));
     }
-    v1::SlotMap named = SlotMap::Even(infos)->proto();
-    named.set_epoch(2);
-    if (absl::Status s = CompareAndSetSlotMapFile(map_file_, 1, *SlotMap::FromProto(named));
+    if (absl::Status s = CompareAndSetSlotMapFile(map_file_, 1, *SlotMap::Even(infos, 2));
         !s.ok()) {
       return s;
     }
@@ -100,11 +91,11 @@ class ShardedStack {
                "--max_backoff_ms=500", "--submit_timeout_ms=2000", "--claim_ttl_ms=5000",
                "--max_attempts=100000", "--drain_ms=500"}};
     if (legacy_) agent_.args.push_back("--parked_recheck_ms=300");
-    return StartMember(agent_);
+    return StartOnItsPort(agent_, dir_);
   }
 
   absl::Status StartShard(int i) {
-    absl::Status started = StartMember(shards_[i]);
+    absl::Status started = StartOnItsPort(shards_[i], dir_);
     if (started.ok()) {
       absl::MutexLock lock(&mu_);
       live_[i] = true;
@@ -128,7 +119,7 @@ class ShardedStack {
     }
     Member* victim = victims[rng() % victims.size()];
     victim->process->Signal(SIGKILL, true);
-    absl::Status started = StartMember(*victim);
+    absl::Status started = StartOnItsPort(*victim, dir_);
     if (!started.ok()) return started;
     return victim->name;
   }
@@ -144,25 +135,6 @@ class ShardedStack {
     std::vector<Member*> all = {&agent_, &ledger_};
     for (auto& shard : shards_) all.push_back(&shard);
     return all;
-  }
-
-  absl::Status StartMember(Member& m) {
-    std::vector<std::string> args = m.args;
-    args.push_back("--listen=127.0.0.1:" + (m.port.empty() ? "0" : m.port));
-    absl::Status last;
-    for (int attempt = 0; attempt < 100; ++attempt) {  // a port may be held for a moment
-      auto p = Process::Start(m.binary, args, dir_ + "/" + m.name + ".log");
-      if (p.ok()) {
-        m.process = std::move(*p);
-        if (m.port.empty()) {
-          m.port = m.process->address().substr(m.process->address().rfind(':') + 1);
-        }
-        return absl::OkStatus();
-      }
-      last = p.status();
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return last;
   }
 
   static absl::Status AwaitEpoch(const std::string& address, uint64_t epoch) {

@@ -112,7 +112,7 @@ FaultStack::~FaultStack() {
 absl::StatusOr<std::string> FaultStack::StartBehindProxy(Member& m,
                                                          std::unique_ptr<FaultProxy>& proxy,
                                                          uint64_t seed) {
-  if (absl::Status started = StartMember(m); !started.ok()) return started;
+  if (absl::Status started = StartOnItsPort(m, dir_); !started.ok()) return started;
   if (!options_.proxies) return m.process->address();
   auto started = FaultProxy::Start(m.process->address(), seed);
   if (!started.ok()) return started.status();
@@ -120,13 +120,12 @@ absl::StatusOr<std::string> FaultStack::StartBehindProxy(Member& m,
   return proxy->address();
 }
 
-absl::Status FaultStack::StartMember(Member& m) {
+absl::Status StartOnItsPort(PortedProcess& m, const std::string& dir) {
   std::vector<std::string> args = m.args;
   args.push_back("--listen=127.0.0.1:" + (m.port.empty() ? "0" : m.port));
   absl::Status last;
-  // A restart may find its port briefly held; it tries again for up to 10 s.
   for (int attempt = 0; attempt < 100; ++attempt) {
-    auto p = Process::Start(m.binary, args, dir_ + "/" + m.name + ".log");
+    auto p = Process::Start(m.binary, args, dir + "/" + m.name + ".log");
     if (p.ok()) {
       m.process = std::move(*p);
       if (m.port.empty()) {
@@ -156,7 +155,7 @@ FaultStack::Member& FaultStack::member(Component component, int agent) {
 absl::Status FaultStack::KillAndRestart(Component component, int agent) {
   Member& m = member(component, agent);
   m.process->Signal(SIGKILL, /*wait=*/true);
-  return StartMember(m);
+  return StartOnItsPort(m, dir_);
 }
 
 Process& FaultStack::process(Component component, int agent) {

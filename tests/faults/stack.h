@@ -25,6 +25,20 @@
 
 namespace eonce::testing {
 
+// A child process that keeps its loopback port across restarts: it listens on port 0 the
+// first time, and on that port after, so its callers find it where they expect it.
+struct PortedProcess {
+  std::string name;
+  std::string binary;
+  std::vector<std::string> args;
+  std::string port;  // fixed after the first start
+  std::unique_ptr<Process> process;
+};
+
+// Starts `p` (again, after a kill, on its port), its log in dir/<name>.log. A port briefly
+// held by the process that died is tried again for up to 10 s.
+absl::Status StartOnItsPort(PortedProcess& p, const std::string& dir);
+
 enum class Component { kLedger, kSidecar, kAgent };
 const char* ComponentName(Component c);
 
@@ -58,15 +72,8 @@ class FaultStack {
   const std::string& dir() const { return dir_; }
 
  private:
-  struct Member {
-    std::string name;
-    std::string binary;
-    std::vector<std::string> args;
-    std::string port;  // fixed after the first start
-    std::unique_ptr<Process> process;
-  };
+  using Member = PortedProcess;
   FaultStack() = default;
-  absl::Status StartMember(Member& m);
   // Starts `m`; with proxies on, also a proxy in front of it. Returns where callers dial.
   absl::StatusOr<std::string> StartBehindProxy(Member& m, std::unique_ptr<FaultProxy>& proxy,
                                                uint64_t seed);

@@ -33,19 +33,28 @@ inline SidecarServerOptions SidecarOptionsFor(int ledger_port, const std::string
   return options;
 }
 
-// A command of alice's on account "a"; the key is derived unless given.
+// A command of alice's on `account` ("a" unless named); the key is derived unless given.
 inline v1::Command LedgerCommand(const std::string& id, const std::string& method,
-                                 const std::string& request, const std::string& key = "") {
+                                 const std::string& request, const std::string& key = "",
+                                 const std::string& account = "a") {
   v1::Command c;
   c.set_command_id(id);
   c.set_target_method(method);
   c.set_request(request);
   c.set_actor("alice");
   c.mutable_entity()->set_type("account");
-  c.mutable_entity()->set_id("a");
+  c.mutable_entity()->set_id(account);
   c.set_idempotency_key(key.empty() ? DeriveIdempotencyKey(c) : key);
   FillPayloadHash(&c);
   return c;
+}
+
+// Alice opens account `id` with `balance` ("open-<id>", a command on that account).
+inline v1::Command OpenAccountCommand(const std::string& id, int64_t balance) {
+  ledger::v1::OpenAccountRequest open;
+  open.set_id(id);
+  open.set_initial_balance(balance);
+  return LedgerCommand("open-" + id, kOpenAccountMethod, open.SerializeAsString(), "", id);
 }
 
 inline ledger::v1::TransferRequest AToB(int64_t amount) {

@@ -94,9 +94,7 @@ class ReshardTest : public ::testing::Test {
           grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     }
     // The real addresses, at epoch 2, read by the sidecars from the file.
-    v1::SlotMap named = SlotMap::Even(shards)->proto();
-    named.set_epoch(2);
-    ASSERT_TRUE(CompareAndSetSlotMapFile(map_file_, 1, *SlotMap::FromProto(named)).ok());
+    ASSERT_TRUE(CompareAndSetSlotMapFile(map_file_, 1, *SlotMap::Even(shards, 2)).ok());
     identity_.tenant = kTenant;
     identity_.operator_name = "root";
     for (auto& sidecar : sidecars_) {
@@ -135,17 +133,8 @@ class ReshardTest : public ::testing::Test {
     }
   }
 
-  v1::Command OpenCommand(const std::string& id) {
-    ledger::v1::OpenAccountRequest open;
-    open.set_id(id);
-    open.set_initial_balance(100);
-    v1::Command c = testing::LedgerCommand("open-" + id, testing::kOpenAccountMethod,
-                                           open.SerializeAsString());
-    c.set_tenant(kTenant);
-    c.mutable_entity()->set_id(id);
-    c.set_idempotency_key(DeriveIdempotencyKey(c));
-    FillPayloadHash(&c);
-    return c;
+  static v1::Command OpenCommand(const std::string& id) {
+    return testing::OpenAccountCommand(id, 100);
   }
 
   // A transfer of `amount` from x to y: a command on x's entity.
@@ -154,12 +143,7 @@ class ReshardTest : public ::testing::Test {
     t.set_from(x_);
     t.set_to(y_);
     t.set_amount(amount);
-    v1::Command c = testing::LedgerCommand("pay-x", testing::kTransferMethod, t.SerializeAsString());
-    c.set_tenant(kTenant);
-    c.mutable_entity()->set_id(x_);
-    c.set_idempotency_key(DeriveIdempotencyKey(c));
-    FillPayloadHash(&c);
-    return c;
+    return testing::LedgerCommand("pay-x", testing::kTransferMethod, t.SerializeAsString(), "", x_);
   }
 
   absl::StatusOr<v1::SubmitResponse> Submit(int shard, const v1::Command& c) {

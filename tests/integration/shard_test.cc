@@ -80,11 +80,9 @@ class ShardTest : public ::testing::Test {
     }
     std::vector<v1::ShardInfo> real;
     for (int i = 0; i < kShards; ++i) real.push_back(Info(i, shards_[i].address));
-    absl::StatusOr<SlotMap> named = SlotMap::Even(real);
+    absl::StatusOr<SlotMap> named = SlotMap::Even(real, 2);
     ASSERT_TRUE(named.ok());
-    v1::SlotMap proto = named->proto();
-    proto.set_epoch(2);
-    map_ = std::make_unique<SlotMap>(*SlotMap::FromProto(proto));
+    map_ = std::make_unique<SlotMap>(*std::move(named));
     ASSERT_TRUE(CompareAndSetSlotMapFile(map_file_, 1, *map_).ok());
     for (Shard& shard : shards_) ASSERT_TRUE(Adopt(shard, *map_, "root").ok());
   }
@@ -133,22 +131,7 @@ class ShardTest : public ::testing::Test {
     }
   }
 
-  static v1::Command Open(const std::string& id) {
-    ledger::v1::OpenAccountRequest open;
-    open.set_id(id);
-    open.set_initial_balance(100);
-    v1::Command c;
-    c.set_command_id("open-" + id);
-    c.set_target_method(testing::kOpenAccountMethod);
-    c.set_request(open.SerializeAsString());
-    c.set_tenant(kTenant);
-    c.set_actor("alice");
-    c.mutable_entity()->set_type("account");
-    c.mutable_entity()->set_id(id);
-    c.set_idempotency_key(DeriveIdempotencyKey(c));
-    FillPayloadHash(&c);
-    return c;
-  }
+  static v1::Command Open(const std::string& id) { return testing::OpenAccountCommand(id, 100); }
 
   std::string map_file_;
   std::string policy_file_;

@@ -304,9 +304,15 @@ class Demo {
     return true;
   }
 
-  // The shard that owns account `id`'s slot now.
+  // The shard that owns account `id`'s slot now; -1 if the map cannot be read. The map is
+  // read once, and again after each move (the demo makes every change to it).
   int ShardOf(const std::string& id) {
-    return demo::ShardOf(stack_.slot_map(), "acme", "account", id);
+    if (map_ == nullptr) {
+      absl::StatusOr<SlotMap> map = ReadSlotMapFile(stack_.slot_map());
+      if (!map.ok()) return -1;
+      map_ = std::make_unique<SlotMap>(*std::move(map));
+    }
+    return demo::ShardOf(*map_, "acme", "account", id);
   }
 
   // Moves slots 0-127 from s0 to s1 with the real `eonce reshard` while transfers flow.
@@ -333,6 +339,7 @@ class Demo {
       return false;
     }
     ++reshards_;
+    map_.reset();
     return true;
   }
 
@@ -549,6 +556,7 @@ class Demo {
   int64_t legacy_calls_ = 0;
   int64_t reshards_ = 0;
   int64_t cross_shard_ = 0;
+  std::unique_ptr<SlotMap> map_;  // the slot map as ShardOf last read it
 };
 
 }  // namespace

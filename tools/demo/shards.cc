@@ -20,11 +20,7 @@ absl::Status WriteEvenSlotMap(const std::string& path, const std::vector<std::st
     shards[i].set_id(absl::StrCat("s", i));
     shards[i].set_address(addresses[i]);
   }
-  absl::StatusOr<SlotMap> even = SlotMap::Even(shards);
-  if (!even.ok()) return even.status();
-  v1::SlotMap proto = even->proto();
-  proto.set_epoch(epoch);
-  absl::StatusOr<SlotMap> map = SlotMap::FromProto(proto);
+  absl::StatusOr<SlotMap> map = SlotMap::Even(shards, epoch);
   if (!map.ok()) return map.status();
   return WriteSlotMapFile(path, *map);
 }
@@ -56,11 +52,9 @@ int RunReshard(const std::string& bin, const std::vector<std::string>& args,
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-int ShardOf(const std::string& path, const std::string& tenant, const std::string& type,
+int ShardOf(const SlotMap& map, const std::string& tenant, const std::string& type,
             const std::string& id) {
-  absl::StatusOr<SlotMap> map = ReadSlotMapFile(path);
-  if (!map.ok()) return -1;
-  const std::string& owner = map->OwnerOf(SlotOf(tenant, type, id));
+  const std::string& owner = map.OwnerOf(SlotOf(tenant, type, id));
   return std::atoi(owner.c_str() + 1);
 }
 

@@ -26,9 +26,8 @@ absl::Status AwaitSlotMap(const std::string& address, uint64_t epoch, int64_t ti
 int RunReshard(const std::string& bin, const std::vector<std::string>& args,
                const std::string& log);
 
-// The index of the shard ("s<i>") that owns (tenant, entity) in the map at `path`; -1 if
-// it cannot be read.
-int ShardOf(const std::string& path, const std::string& tenant, const std::string& type,
+// The index of the shard ("s<i>") that owns (tenant, entity) in `map`.
+int ShardOf(const SlotMap& map, const std::string& tenant, const std::string& type,
             const std::string& id);
 
 }  // namespace eonce::demo

@@ -12,6 +12,7 @@
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "tools/demo/shards.h"
 
 namespace eonce::demo {
 namespace {
@@ -53,7 +54,7 @@ SidecarReplays ReplayAtTheSidecar(const Stack& stack,
     size_t shard = 0;
     if (stack.shards > 1 && map.ok()) {
       const v1::Entity& entity = record.command().entity();
-      shard = std::stoul(map->OwnerOf(SlotOf("acme", entity.type(), entity.id())).substr(1));
+      shard = static_cast<size_t>(ShardOf(*map, "acme", entity.type(), entity.id()));
     }
     if (sidecars[shard]->Submit(context.get(), request, &response).ok() &&
         response.disposition() == v1::REPLAYED &&
