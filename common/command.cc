@@ -50,6 +50,11 @@ absl::Status CheckProducerFields(const v1::Command& c, const CommandLimits& limi
   if (method[0] != '/' || last == 0 || last + 1 >= method.size() || !Printable(method)) {
     return Invalid("target_method", "must look like /package.Service/Method");
   }
+  // eonce's own calls to a business (its outbox, its data by slot, its outcomes and
+  // effects) are never a command: a command to AckFollowUps would lose credits.
+  if (method.rfind("/eonce.v1.", 0) == 0) {
+    return Invalid("target_method", "the eonce.v1 services are eonce's own, not a command's target");
+  }
   if (c.request().size() > limits.max_request_bytes) {
     return Invalid("request", absl::StrCat("larger than ", limits.max_request_bytes, " bytes"));
   }

@@ -25,6 +25,9 @@ inline constexpr char kWorkloadHeader[] = "eonce-workload";
 // operator comes from the certificate and this header is ignored.
 inline constexpr char kOperatorHeader[] = "eonce-operator";
 inline constexpr char kFencingTokenHeader[] = "eonce-fencing-token";
+// The command's entity, "<type>/<id>": a business that keeps an inbox files the call's
+// entry under the entity's slot, so that the entry moves with the slot.
+inline constexpr char kEntityHeader[] = "eonce-entity";
 inline constexpr char kCredentialEpochHeader[] = "eonce-credential-epoch";
 // The command's payload hash (SHA-256 of method and request), in hex: a business that
 // keeps an inbox compares it when a key comes back.

@@ -64,6 +64,8 @@ class RocksStore {
 
   // The handle of a column family named at Open; aborts on a programmer error.
   rocksdb::ColumnFamilyHandle* cf(const std::string& name) const;
+  // Whether a column family of that name was opened (for names read from data).
+  bool has_cf(const std::string& name) const { return handles_.count(name) > 0; }
 
   // Reads: what the components built on the store use (every write goes through Write).
   // `key` in column family `family`; NotFound when it holds none.

@@ -137,6 +137,7 @@ void GrpcUpstream::Forward(ForwardCall call, std::function<void(ForwardReply)> d
   state->context->AddMetadata(kTenantHeader, call.tenant);
   state->context->AddMetadata(kActorHeader, call.actor);
   state->context->AddMetadata(kFencingTokenHeader, absl::StrCat(call.fencing_token));
+  if (!call.entity.empty()) state->context->AddMetadata(kEntityHeader, call.entity);
   if (!call.payload_sha256.empty()) {
     state->context->AddMetadata(kPayloadHashHeader, absl::BytesToHexString(call.payload_sha256));
   }

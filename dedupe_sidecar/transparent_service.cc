@@ -121,6 +121,17 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
                           context_));
       return;
     }
+    // The business's outbox and its data by slot are eonce's alone: no caller reaches
+    // them through the sidecar (an AckFollowUps would lose credits in flight).
+    if (absl::StartsWith(method, "/eonce.v1.FollowUps/") ||
+        absl::StartsWith(method, "/eonce.v1.SlotData/")) {
+      deduper_.CountDenied();
+      Finish(ToGrpcStatus(Error(absl::StatusCode::kPermissionDenied, "RESERVED_METHOD",
+                                absl::StrCat(method.substr(0, 256),
+                                             " is eonce's own call, not forwarded")),
+                          context_));
+      return;
+    }
     // The business's own ledger and outcomes are an operator's business.
     if (absl::StartsWith(method, "/eonce.v1.Effects/") ||
         absl::StartsWith(method, "/eonce.v1.Outcome/")) {

@@ -8,19 +8,19 @@
 #include "common/big_endian.h"
 #include "common/command.h"
 #include "common/error_details.h"
+#include "common/slots.h"
 #include "common/status.h"
+#include "services/inbox/inbox_internal.h"
 
 namespace eonce {
 namespace {
 
-constexpr char kInboxCf[] = "inbox";
-constexpr char kEffectsCf[] = "effects";
-constexpr char kInboxKeysCf[] = "inbox_keys";
-
-// (tenant, command id) in the inbox; (tenant, idempotency key) in inbox_keys.
-std::string InboxKey(const std::string& tenant, const std::string& id) {
-  return absl::StrCat(tenant, std::string(1, '\0'), id);
-}
+using inbox_internal::InboxKey;
+using inbox_internal::kEffectsCf;
+using inbox_internal::kFollowUpsCf;
+using inbox_internal::kInboxCf;
+using inbox_internal::kInboxKeysCf;
+using inbox_internal::kSlotIndexCf;
 
 // Reads a framed value (TTL) into `message`; nullopt when absent or expired. A value
 // written before values were framed never expires.
@@ -91,7 +91,10 @@ std::vector<ColumnFamilySpec> Inbox::ColumnFamilies(Clock& clock) {
   inbox.options.compaction_filter_factory = std::make_shared<InboxTtlFilter>(clock);
   ColumnFamilySpec keys{kInboxKeysCf, {}};
   keys.options.compaction_filter_factory = std::make_shared<InboxTtlFilter>(clock);
-  return {inbox, keys, ColumnFamilySpec{kEffectsCf, {}}};
+  ColumnFamilySpec index{kSlotIndexCf, {}};
+  index.options.compaction_filter_factory = std::make_shared<InboxTtlFilter>(clock);
+  return {inbox, keys, index, ColumnFamilySpec{kEffectsCf, {}},
+          ColumnFamilySpec{kFollowUpsCf, {}}};
 }
 
 Inbox::Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* faults,
@@ -103,8 +106,11 @@ Inbox::Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* f
       entry_retention_ms_(entry_retention_ms) {
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kEffectsCf);
   it->SeekToLast();
-  absl::MutexLock lock(&seq_mu_);
-  if (it->Valid()) next_effect_seq_ = SeqOfKey(it->key()) + 1;
+  {
+    absl::MutexLock lock(&seq_mu_);
+    if (it->Valid()) next_effect_seq_ = SeqOfKey(it->key()) + 1;
+  }
+  follow_ups_pending_ = CountFollowUps();
 }
 
 uint64_t Inbox::TakeSeq() {
@@ -210,6 +216,12 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     effect.set_applied_at_ms(now);
     batch.Put(store_.cf(kEffectsCf), SeqKey(seq), effect.SerializeAsString());
   }
+  EONCE_RETURN_IF_ERROR(WriteFollowUps(identity, seq, applied, &batch));
+  // The entries of a call whose entity is known are filed under its slot, to move with it.
+  const bool placed = !identity.entity_type.empty();
+  const uint32_t slot =
+      placed ? SlotOf(identity.tenant, identity.entity_type, identity.entity_id) : 0;
+  const int64_t drop_at = now + entry_retention_ms_;
   if (dedupe) {
     internal::InboxEntry entry;
     *entry.mutable_result() = applied.result;
@@ -217,15 +229,15 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     entry.set_effect_seq(seq);
     entry.set_idempotency_key(identity.idempotency_key);
     entry.set_payload_sha256(identity.payload_sha256);
-    batch.Put(store_.cf(kInboxCf), inbox_key,
-              EncodeFramed(now + entry_retention_ms_, 0, entry.SerializeAsString()));
+    batch.Put(store_.cf(kInboxCf), inbox_key, EncodeFramed(drop_at, 0, entry.SerializeAsString()));
+    if (placed) IndexRow(&batch, slot, kInboxCf, inbox_key, drop_at);
   }
   if (owns_key) {
     internal::InboxKeyOwner owner;
     owner.set_command_id(identity.command_id);
     owner.set_payload_sha256(identity.payload_sha256);
-    batch.Put(store_.cf(kInboxKeysCf), owner_key,
-              EncodeFramed(now + entry_retention_ms_, 0, owner.SerializeAsString()));
+    batch.Put(store_.cf(kInboxKeysCf), owner_key, EncodeFramed(drop_at, 0, owner.SerializeAsString()));
+    if (placed) IndexRow(&batch, slot, kInboxKeysCf, owner_key, drop_at);
   }
   if (batch.Count() > 0) {
     // Not synced here: Run awaits durability once the locks are released.
@@ -233,6 +245,7 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     ran.wrote = true;
   }
   (applied.effect.has_value() ? applied_ : rejected_)++;
+  follow_ups_pending_ += static_cast<int64_t>(applied.follow_ups.size());
   ran.result = std::move(applied.result);
   return ran;
 }

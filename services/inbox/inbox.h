@@ -66,10 +66,24 @@ struct CallIdentity {
   std::string idempotency_key;
   std::string payload_sha256;  // raw bytes; empty: not compared
   uint64_t fencing_token = 0;
+  // The command's entity (from the sidecar's eonce-entity header); empty type: unknown.
+  // The inbox files its entry under the entity's slot, so that the entry moves with it.
+  std::string entity_type;
+  std::string entity_id;
   // Run returns as soon as its write is in the store, before it is durable, and the caller
   // answers only once Inbox::WhenDurable says it is (RunMutation, so that no thread blocks
   // on an fsync). False: Run itself returns only once the write is durable.
   bool durability_by_caller = false;
+};
+
+// A command an effect emits, written in the effect's own batch (the transactional outbox):
+// a relay sends it at least once (PullFollowUps); its command id is derived from the
+// parent's and its index, so every resend is the same command.
+struct FollowUp {
+  std::string target_method;
+  std::string request;  // the serialized request message
+  std::string entity_type;
+  std::string entity_id;
 };
 
 // What an apply function produced.
@@ -78,6 +92,8 @@ struct Applied {
   v1::CallResult result;
   // The effect to append to the ledger; none for a rejection.
   std::optional<v1::Effect> effect;
+  // At most kMaxFollowUps, only with an effect, and only for a call with a command id.
+  std::vector<FollowUp> follow_ups;
 };
 
 class Inbox {
@@ -128,6 +144,39 @@ class Inbox {
                                                       const std::string& tenant = "");
   static constexpr int kMaxEffectsScanned = 100'000;
 
+  // --- Entity data by slot (inbox_slots.cc) ---
+  // A business keeps each entity's rows through PutEntityRow, in its apply's batch: the
+  // row goes to `cf` at `key`, and an index entry files it under the entity's slot, so
+  // that ExportSlotData / ImportSlotData / DropSlotData move the slot's data with no code
+  // of the business's own. The inbox files its own entries the same way (by the call's
+  // entity). Rows of other slots under the same key are refused at import.
+  void PutEntityRow(rocksdb::WriteBatch* batch, const std::string& tenant,
+                    absl::string_view entity_type, absl::string_view entity_id,
+                    const std::string& cf, const std::string& key, const std::string& value);
+  static constexpr int kMaxSlotRows = 1000;
+  static constexpr int kMaxSlotIndexScanned = 100'000;
+  absl::StatusOr<v1::ExportSlotDataResponse> ExportSlotData(
+      const v1::ExportSlotDataRequest& request);
+  // Synced before it answers; nothing is written if a row is refused.
+  absl::StatusOr<v1::ImportSlotDataResponse> ImportSlotData(
+      const v1::ImportSlotDataRequest& request);
+  absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request);
+
+  // --- The transactional outbox (inbox_slots.cc) ---
+  static constexpr int kMaxFollowUps = 16;
+  static constexpr int kMaxFollowUpsPulled = 1000;
+  // The oldest durable follow-ups of `tenant`.
+  absl::StatusOr<v1::PullFollowUpsResponse> PullFollowUps(const std::string& tenant, int limit);
+  // Deletes `tenant`'s follow-ups among `ids`; an id of another tenant is refused
+  // (INVALID_ARGUMENT) and nothing is deleted.
+  absl::StatusOr<v1::AckFollowUpsResponse> AckFollowUps(const std::string& tenant,
+                                                       const v1::AckFollowUpsRequest& request);
+  // Follow-ups written and not yet acknowledged (all tenants).
+  int64_t follow_ups_pending() const { return follow_ups_pending_.load(); }
+  // The command id of a parent's `index`-th follow-up.
+  static std::string FollowUpCommandId(const std::string& tenant, const std::string& parent_id,
+                                       int index);
+
   bool legacy_mode() const { return legacy_mode_; }
 
   // Counters for the metrics endpoint.
@@ -159,7 +208,17 @@ class Inbox {
   void ReleaseSeq(uint64_t seq);
   uint64_t CommittedWatermark();
 
+  // Adds the follow-ups of `applied` to `batch` (RunLocked).
+  absl::Status WriteFollowUps(const CallIdentity& identity, uint64_t seq, const Applied& applied,
+                              rocksdb::WriteBatch* batch);
+  // Files `cf`/`key` under `slot`; an index entry with `drop_at_ms` expires with its row.
+  void IndexRow(rocksdb::WriteBatch* batch, uint32_t slot, const std::string& cf,
+                const std::string& key, int64_t drop_at_ms);
+  int64_t CountFollowUps();
+
   const int64_t entry_retention_ms_;
+  std::atomic<int64_t> follow_ups_pending_{0};
+  absl::Mutex ack_mu_;  // one AckFollowUps at a time, so each deletion is counted once
   StripedLocks locks_;
   absl::Mutex seq_mu_;
   uint64_t next_effect_seq_ ABSL_GUARDED_BY(seq_mu_) = 1;

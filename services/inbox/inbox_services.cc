@@ -24,6 +24,11 @@ CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context) {
       identity.payload_sha256.clear();
     }
   }
+  std::string entity = RequestMetadata(context, kEntityHeader);
+  if (size_t slash = entity.find('/'); slash != std::string::npos && slash > 0) {
+    identity.entity_type = entity.substr(0, slash);
+    identity.entity_id = entity.substr(slash + 1);
+  }
   uint64_t token = 0;
   if (absl::SimpleAtoi(RequestMetadata(context, kFencingTokenHeader), &token)) {
     identity.fencing_token = token;
@@ -47,6 +52,38 @@ grpc::ServerUnaryReactor* EffectsServiceImpl::ListEffects(
   return FinishUnary(context,
                      inbox_.ListEffects(request->after_seq(), request->limit(), identity.tenant),
                      response);
+}
+
+grpc::ServerUnaryReactor* FollowUpsServiceImpl::PullFollowUps(
+    grpc::CallbackServerContext* context, const v1::PullFollowUpsRequest* request,
+    v1::PullFollowUpsResponse* response) {
+  CallIdentity identity = IdentityFromMetadata(*context);
+  return FinishUnary(context, inbox_.PullFollowUps(identity.tenant, request->limit()), response);
+}
+
+grpc::ServerUnaryReactor* FollowUpsServiceImpl::AckFollowUps(
+    grpc::CallbackServerContext* context, const v1::AckFollowUpsRequest* request,
+    v1::AckFollowUpsResponse* response) {
+  CallIdentity identity = IdentityFromMetadata(*context);
+  return FinishUnary(context, inbox_.AckFollowUps(identity.tenant, *request), response);
+}
+
+grpc::ServerUnaryReactor* SlotDataServiceImpl::ExportSlotData(
+    grpc::CallbackServerContext* context, const v1::ExportSlotDataRequest* request,
+    v1::ExportSlotDataResponse* response) {
+  return FinishUnary(context, inbox_.ExportSlotData(*request), response);
+}
+
+grpc::ServerUnaryReactor* SlotDataServiceImpl::ImportSlotData(
+    grpc::CallbackServerContext* context, const v1::ImportSlotDataRequest* request,
+    v1::ImportSlotDataResponse* response) {
+  return FinishUnary(context, inbox_.ImportSlotData(*request), response);
+}
+
+grpc::ServerUnaryReactor* SlotDataServiceImpl::DropSlotData(
+    grpc::CallbackServerContext* context, const v1::DropSlotDataRequest* request,
+    v1::DropSlotDataResponse* response) {
+  return FinishUnary(context, inbox_.DropSlotData(*request), response);
 }
 
 grpc::ServerUnaryReactor* RunMutation(grpc::CallbackServerContext* context, Inbox& inbox,

@@ -37,6 +37,39 @@ class EffectsServiceImpl : public v1::Effects::CallbackService {
   Inbox& inbox_;
 };
 
+// The transactional outbox, for the relay in the pod (the tenant is the caller's header).
+class FollowUpsServiceImpl : public v1::FollowUps::CallbackService {
+ public:
+  explicit FollowUpsServiceImpl(Inbox& inbox) : inbox_(inbox) {}
+  grpc::ServerUnaryReactor* PullFollowUps(grpc::CallbackServerContext* context,
+                                          const v1::PullFollowUpsRequest* request,
+                                          v1::PullFollowUpsResponse* response) override;
+  grpc::ServerUnaryReactor* AckFollowUps(grpc::CallbackServerContext* context,
+                                         const v1::AckFollowUpsRequest* request,
+                                         v1::AckFollowUpsResponse* response) override;
+
+ private:
+  Inbox& inbox_;
+};
+
+// A slot's business data, for the sidecar while it moves slots.
+class SlotDataServiceImpl : public v1::SlotData::CallbackService {
+ public:
+  explicit SlotDataServiceImpl(Inbox& inbox) : inbox_(inbox) {}
+  grpc::ServerUnaryReactor* ExportSlotData(grpc::CallbackServerContext* context,
+                                           const v1::ExportSlotDataRequest* request,
+                                           v1::ExportSlotDataResponse* response) override;
+  grpc::ServerUnaryReactor* ImportSlotData(grpc::CallbackServerContext* context,
+                                           const v1::ImportSlotDataRequest* request,
+                                           v1::ImportSlotDataResponse* response) override;
+  grpc::ServerUnaryReactor* DropSlotData(grpc::CallbackServerContext* context,
+                                         const v1::DropSlotDataRequest* request,
+                                         v1::DropSlotDataResponse* response) override;
+
+ private:
+  Inbox& inbox_;
+};
+
 // Finishes a typed unary call with the result of a mutation: the stored response bytes
 // parsed into `response`, or the business rejection with its error details.
 grpc::ServerUnaryReactor* FinishMutation(grpc::CallbackServerContext* context,

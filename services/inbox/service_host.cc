@@ -49,6 +49,8 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
                                          options.inbox_retention_ms);
   EONCE_ASSIGN_OR_RETURN(host->service_, setup(*host->store_, *host->inbox_));
   host->effects_service_ = std::make_unique<EffectsServiceImpl>(*host->inbox_);
+  host->follow_ups_service_ = std::make_unique<FollowUpsServiceImpl>(*host->inbox_);
+  host->slot_data_service_ = std::make_unique<SlotDataServiceImpl>(*host->inbox_);
 
   EnableStandardServices();
   grpc::ServerBuilder builder;
@@ -56,6 +58,8 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   ApplyServerLimits(builder, 4 << 20, 1024);
   builder.RegisterService(host->service_.get());
   builder.RegisterService(host->effects_service_.get());
+  builder.RegisterService(host->follow_ups_service_.get());
+  builder.RegisterService(host->slot_data_service_.get());
   if (!options.legacy_mode) {
     host->outcome_service_ = std::make_unique<OutcomeServiceImpl>(*host->inbox_);
     builder.RegisterService(host->outcome_service_.get());
@@ -98,6 +102,10 @@ std::vector<prometheus::MetricFamily> ServiceHost::Collect() const {
   out.push_back(CounterFamily(p + "inbox_repeats_total",
                               "Repeated command ids answered from the inbox, with no effect.",
                               {{{}, static_cast<double>(inbox_->repeats_answered())}}));
+  out.push_back(GaugeFamily(p + "follow_ups_pending",
+                            "Follow-up commands written with an effect and not yet taken by a "
+                            "relay (credits in flight, for the ledger).",
+                            {{{}, static_cast<double>(inbox_->follow_ups_pending())}}));
   out.push_back(GaugeFamily(p + "store_size_bytes", "RocksDB live SST and memtable bytes.",
                             {{{}, static_cast<double>(store_->ApproximateBytes())}}));
   out.push_back(GaugeFamily(p + "ready", "1 when serving, 0 when not ready.",

@@ -78,6 +78,8 @@ class ServiceHost {
   std::shared_ptr<grpc::Service> service_;
   std::unique_ptr<OutcomeServiceImpl> outcome_service_;
   std::unique_ptr<EffectsServiceImpl> effects_service_;
+  std::unique_ptr<FollowUpsServiceImpl> follow_ups_service_;
+  std::unique_ptr<SlotDataServiceImpl> slot_data_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::unique_ptr<HealthPort> health_port_;

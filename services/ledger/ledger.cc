@@ -5,13 +5,20 @@
 #include "absl/strings/str_cat.h"
 #include "common/big_endian.h"
 #include "common/command.h"
+#include "common/slots.h"
 #include "common/status.h"
 
 namespace eonce {
 namespace {
 
 constexpr char kAccountsCf[] = "accounts";
+// Counters, in the accounts column family ("/" is in no account id).
 constexpr char kMintedKey[] = "ledger/minted";
+constexpr char kSentKey[] = "ledger/credits_sent";
+constexpr char kReceivedKey[] = "ledger/credits_received";
+constexpr char kUnclaimedKey[] = "ledger/unclaimed";
+constexpr char kCounterPrefix[] = "ledger/";
+constexpr char kCreditMethod[] = "/eonce.ledger.v1.Ledger/Credit";
 
 int64_t DecodeInt(const std::string& value) {
   return static_cast<int64_t>(ReadBigEndian64(value));
@@ -40,7 +47,22 @@ std::vector<ColumnFamilySpec> LedgerCore::ColumnFamilies() {
   return {ColumnFamilySpec{kAccountsCf, {}}};
 }
 
-LedgerCore::LedgerCore(RocksStore& store, Inbox& inbox) : store_(store), inbox_(inbox) {}
+LedgerCore::LedgerCore(RocksStore& store, Inbox& inbox, LedgerOptions options)
+    : store_(store), inbox_(inbox), options_(options) {}
+
+void LedgerCore::PutAccount(rocksdb::WriteBatch* batch, const ledger::v1::Account& account) {
+  inbox_.PutEntityRow(batch, account.tenant(), "account", account.id(), kAccountsCf, account.id(),
+                      account.SerializeAsString());
+}
+
+absl::Status LedgerCore::AddToCounter(rocksdb::WriteBatch* batch, const char* key,
+                                      int64_t delta) {
+  std::string value;
+  rocksdb::Status status = store_.Get(kAccountsCf, key, &value);
+  if (!status.ok() && !status.IsNotFound()) return FromRocks(status, "read counter");
+  batch->Put(store_.cf(kAccountsCf), key, EncodeInt(DecodeInt(value) + delta));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::optional<ledger::v1::Account>> LedgerCore::ReadAccount(
     const std::string& id) {
@@ -73,18 +95,13 @@ absl::StatusOr<v1::CallResult> LedgerCore::OpenAccount(
       return Reject(absl::StatusCode::kAlreadyExists, "ACCOUNT_EXISTS",
                     absl::StrCat("account ", request.id(), " exists"));
     }
-    std::string minted;
-    rocksdb::Status status = store_.Get(kAccountsCf, kMintedKey, &minted);
-    if (!status.ok() && !status.IsNotFound()) return FromRocks(status, "read minted");
-
     ledger::v1::Account account;
     account.set_id(request.id());
     account.set_balance(request.initial_balance());
     account.set_revision(1);
     account.set_tenant(identity.tenant);
-    batch->Put(store_.cf(kAccountsCf), request.id(), account.SerializeAsString());
-    batch->Put(store_.cf(kAccountsCf), kMintedKey,
-               EncodeInt(DecodeInt(minted) + request.initial_balance()));
+    PutAccount(batch, account);
+    EONCE_RETURN_IF_ERROR(AddToCounter(batch, kMintedKey, request.initial_balance()));
     Applied applied;
     applied.result.set_response(account.SerializeAsString());
     v1::Effect effect;
@@ -99,6 +116,11 @@ absl::StatusOr<v1::CallResult> LedgerCore::OpenAccount(
 
 absl::StatusOr<v1::CallResult> LedgerCore::Transfer(const CallIdentity& identity,
                                                     const ledger::v1::TransferRequest& request) {
+  if (options_.cross_slot_credits && request.from() != request.to() &&
+      SlotOf(identity.tenant, "account", request.from()) !=
+          SlotOf(identity.tenant, "account", request.to())) {
+    return Debit(identity, request);
+  }
   std::string from_entity = AccountEntity(request.from());
   std::string to_entity = AccountEntity(request.to());
   return inbox_.Run(identity, {from_entity, to_entity},
@@ -130,8 +152,8 @@ absl::StatusOr<v1::CallResult> LedgerCore::Transfer(const CallIdentity& identity
     from->set_revision(from->revision() + 1);
     to->set_balance(to->balance() + request.amount());
     to->set_revision(to->revision() + 1);
-    batch->Put(store_.cf(kAccountsCf), request.from(), from->SerializeAsString());
-    batch->Put(store_.cf(kAccountsCf), request.to(), to->SerializeAsString());
+    PutAccount(batch, *from);
+    PutAccount(batch, *to);
 
     ledger::v1::TransferResponse response;
     response.set_from_balance(from->balance());
@@ -164,8 +186,12 @@ absl::StatusOr<ledger::v1::GetTotalResponse> LedgerCore::GetTotal() {
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kAccountsCf, snapshot.get());
   absl::Status result;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (it->key() == kMintedKey) {
-      total.set_total_minted(DecodeInt(it->value().ToString()));
+    if (it->key().starts_with(kCounterPrefix)) {
+      const int64_t value = DecodeInt(it->value().ToString());
+      if (it->key() == kMintedKey) total.set_total_minted(value);
+      if (it->key() == kSentKey) total.set_credits_sent(value);
+      if (it->key() == kReceivedKey) total.set_credits_received(value);
+      if (it->key() == kUnclaimedKey) total.set_unclaimed(value);
       continue;
     }
     ledger::v1::Account account;
@@ -192,7 +218,7 @@ absl::StatusOr<int64_t> LedgerCore::AdoptTenantsFromEffects() {
   {
     std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kAccountsCf);
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      if (it->key() == kMintedKey) continue;
+      if (it->key().starts_with(kCounterPrefix)) continue;
       ledger::v1::Account account;
       if (!account.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
         return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable account");
@@ -216,7 +242,7 @@ absl::StatusOr<int64_t> LedgerCore::AdoptTenantsFromEffects() {
       auto it = unowned.find(effect.entity().substr(8));
       if (it == unowned.end() || !it->second.tenant().empty()) continue;
       it->second.set_tenant(effect.tenant());
-      batch.Put(store_.cf(kAccountsCf), it->first, it->second.SerializeAsString());
+      PutAccount(&batch, it->second);
       ++adopted;
     }
     if (effects.last_seq() <= after) break;
@@ -224,6 +250,134 @@ absl::StatusOr<int64_t> LedgerCore::AdoptTenantsFromEffects() {
   }
   if (adopted > 0) EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "account tenants"));
   return adopted;
+}
+
+absl::Status LedgerCore::FileAccounts() {
+  rocksdb::WriteBatch batch;
+  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kAccountsCf);
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (it->key().starts_with(kCounterPrefix)) continue;
+    ledger::v1::Account account;
+    if (!account.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+      return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable account");
+    }
+    PutAccount(&batch, account);
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "scan accounts"));
+  if (batch.Count() == 0) return absl::OkStatus();
+  return store_.Write(&batch, /*sync=*/true, "file accounts");
+}
+
+absl::StatusOr<v1::CallResult> LedgerCore::Debit(const CallIdentity& identity,
+                                                 const ledger::v1::TransferRequest& request) {
+  std::string from_entity = AccountEntity(request.from());
+  return inbox_.Run(identity, {from_entity, kSentKey},
+                    [&](rocksdb::WriteBatch* batch, uint64_t seq) -> absl::StatusOr<Applied> {
+    if (request.amount() <= 0 || request.amount() > kMaxAmount) {
+      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
+                    absl::StrCat("amount must be in [1, ", kMaxAmount, "]"));
+    }
+    if (!ValidateName(request.to(), 64, "to").ok()) {
+      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
+                    "to must be 1..64 letters, digits or ._@-");
+    }
+    if (identity.command_id.empty()) {
+      // The credit's id is derived from the debit's: without one it could not be resent
+      // as the same command.
+      return Reject(absl::StatusCode::kFailedPrecondition, "COMMAND_ID_REQUIRED",
+                    "a transfer to another slot needs a command id (send it through eonce)");
+    }
+    EONCE_ASSIGN_OR_RETURN(auto from, ReadAccount(request.from()));
+    if (from.has_value() && !Reaches(identity.tenant, *from)) from.reset();
+    if (!from.has_value()) {
+      return Reject(absl::StatusCode::kNotFound, "NO_SUCH_ACCOUNT",
+                    absl::StrCat("no account ", request.from()));
+    }
+    if (from->balance() < request.amount()) {
+      return Reject(absl::StatusCode::kFailedPrecondition, "INSUFFICIENT_FUNDS",
+                    absl::StrCat("account ", request.from(), " holds ", from->balance(),
+                                 ", needs ", request.amount()));
+    }
+    from->set_balance(from->balance() - request.amount());
+    from->set_revision(from->revision() + 1);
+    PutAccount(batch, *from);
+    EONCE_RETURN_IF_ERROR(AddToCounter(batch, kSentKey, request.amount()));
+
+    ledger::v1::CreditRequest credit;
+    credit.set_to(request.to());
+    credit.set_amount(request.amount());
+    credit.set_from(request.from());
+    credit.set_transfer_command_id(identity.command_id);
+    Applied applied;
+    applied.follow_ups.push_back(
+        FollowUp{kCreditMethod, credit.SerializeAsString(), "account", request.to()});
+    ledger::v1::TransferResponse response;
+    response.set_from_balance(from->balance());
+    response.set_effect_seq(seq);
+    response.set_credit_command_id(
+        Inbox::FollowUpCommandId(identity.tenant, identity.command_id, 0));
+    applied.result.set_response(response.SerializeAsString());
+    v1::Effect effect;
+    effect.set_entity(from_entity);
+    effect.set_method("/eonce.ledger.v1.Ledger/Transfer");
+    effect.set_amount(request.amount());
+    effect.set_revision(from->revision());
+    applied.effect = effect;
+    return applied;
+  });
+}
+
+absl::StatusOr<v1::CallResult> LedgerCore::Credit(const CallIdentity& identity,
+                                                  const ledger::v1::CreditRequest& request) {
+  std::string to_entity = AccountEntity(request.to());
+  return inbox_.Run(identity, {to_entity, kReceivedKey, kSentKey, kUnclaimedKey},
+                    [&](rocksdb::WriteBatch* batch, uint64_t seq) -> absl::StatusOr<Applied> {
+    if (request.amount() <= 0 || request.amount() > kMaxAmount) {
+      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
+                    absl::StrCat("amount must be in [1, ", kMaxAmount, "]"));
+    }
+    if (!ValidateName(request.from(), 64, "from").ok()) {
+      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
+                    "from must be 1..64 letters, digits or ._@-");
+    }
+    EONCE_ASSIGN_OR_RETURN(auto to, ReadAccount(request.to()));
+    if (to.has_value() && !Reaches(identity.tenant, *to)) to.reset();
+    EONCE_RETURN_IF_ERROR(AddToCounter(batch, kReceivedKey, request.amount()));
+    Applied applied;
+    ledger::v1::CreditResponse response;
+    response.set_effect_seq(seq);
+    if (to.has_value()) {
+      to->set_balance(to->balance() + request.amount());
+      to->set_revision(to->revision() + 1);
+      PutAccount(batch, *to);
+      response.set_to_balance(to->balance());
+    } else if (!request.refund() && !identity.command_id.empty()) {
+      // Bounced: the amount goes back to where it came from, as a refund.
+      response.set_bounced(true);
+      EONCE_RETURN_IF_ERROR(AddToCounter(batch, kSentKey, request.amount()));
+      ledger::v1::CreditRequest refund;
+      refund.set_to(request.from());
+      refund.set_amount(request.amount());
+      refund.set_from(request.to());
+      refund.set_transfer_command_id(request.transfer_command_id());
+      refund.set_refund(true);
+      applied.follow_ups.push_back(
+          FollowUp{kCreditMethod, refund.SerializeAsString(), "account", request.from()});
+    } else {
+      // A refund with nowhere to go (or a credit with no command id to derive one from)
+      // is kept, counted, for an operator.
+      response.set_bounced(true);
+      EONCE_RETURN_IF_ERROR(AddToCounter(batch, kUnclaimedKey, request.amount()));
+    }
+    applied.result.set_response(response.SerializeAsString());
+    v1::Effect effect;
+    effect.set_entity(to_entity);
+    effect.set_method(kCreditMethod);
+    effect.set_amount(request.amount());
+    effect.set_revision(to.has_value() ? to->revision() : 0);
+    applied.effect = effect;
+    return applied;
+  });
 }
 
 }  // namespace eonce

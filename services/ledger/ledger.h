@@ -17,6 +17,13 @@
 
 namespace eonce {
 
+struct LedgerOptions {
+  // Sharded: a transfer between accounts of two slots debits here and emits a Credit
+  // follow-up for the other slot's owner (the inbox's transactional outbox), since the
+  // two accounts may live on two shards. Off: every transfer is one atomic batch.
+  bool cross_slot_credits = false;
+};
+
 class LedgerCore {
  public:
   // The largest amount one call may move or mint; keeps every sum far from overflow.
@@ -25,12 +32,14 @@ class LedgerCore {
   // Column families the ledger needs besides the inbox's.
   static std::vector<ColumnFamilySpec> ColumnFamilies();
 
-  LedgerCore(RocksStore& store, Inbox& inbox);
+  LedgerCore(RocksStore& store, Inbox& inbox, LedgerOptions options = {});
 
   absl::StatusOr<v1::CallResult> OpenAccount(const CallIdentity& identity,
                                              const ledger::v1::OpenAccountRequest& request);
   absl::StatusOr<v1::CallResult> Transfer(const CallIdentity& identity,
                                           const ledger::v1::TransferRequest& request);
+  absl::StatusOr<v1::CallResult> Credit(const CallIdentity& identity,
+                                        const ledger::v1::CreditRequest& request);
 
   // NOT_FOUND for an unknown account, and for one another tenant opened. An empty
   // `tenant` (a caller that did not come through the sidecar, which always names one)
@@ -45,12 +54,23 @@ class LedgerCore {
   // is gone keeps none (and stays reachable to every tenant). Run once at start, before
   // anything is served; a second run finds nothing to do. Returns how many it gave one.
   absl::StatusOr<int64_t> AdoptTenantsFromEffects();
+  // Files every account under its slot (accounts written before the inbox kept a slot
+  // index), in one synced batch, so that a slot move takes them. Run once at start.
+  absl::Status FileAccounts();
 
  private:
   absl::StatusOr<std::optional<ledger::v1::Account>> ReadAccount(const std::string& id);
+  // Writes `account` (filed under its slot) in `batch`.
+  void PutAccount(rocksdb::WriteBatch* batch, const ledger::v1::Account& account);
+  // The debit half of a transfer to another slot (cross_slot_credits).
+  absl::StatusOr<v1::CallResult> Debit(const CallIdentity& identity,
+                                       const ledger::v1::TransferRequest& request);
+  // Adds `delta` to the counter at `key` in `batch`.
+  absl::Status AddToCounter(rocksdb::WriteBatch* batch, const char* key, int64_t delta);
 
   RocksStore& store_;
   Inbox& inbox_;
+  const LedgerOptions options_;
 };
 
 }  // namespace eonce

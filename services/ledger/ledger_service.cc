@@ -25,6 +25,14 @@ grpc::ServerUnaryReactor* LedgerServiceImpl::Transfer(
       response);
 }
 
+grpc::ServerUnaryReactor* LedgerServiceImpl::Credit(
+    grpc::CallbackServerContext* context, const ledger::v1::CreditRequest* request,
+    ledger::v1::CreditResponse* response) {
+  return RunMutation(
+      context, inbox_,
+      [this, request](const CallIdentity& id) { return core_->Credit(id, *request); }, response);
+}
+
 grpc::ServerUnaryReactor* LedgerServiceImpl::GetAccount(
     grpc::CallbackServerContext* context, const ledger::v1::GetAccountRequest* request,
     ledger::v1::Account* response) {
@@ -41,22 +49,27 @@ grpc::ServerUnaryReactor* LedgerServiceImpl::GetTotal(
 
 namespace {
 
-// The ledger's core, with the tenants of accounts opened before they were kept adopted.
-absl::StatusOr<std::unique_ptr<LedgerCore>> NewLedgerCore(RocksStore& store, Inbox& inbox) {
-  auto core = std::make_unique<LedgerCore>(store, inbox);
+// The ledger's core, with the tenants of accounts opened before they were kept adopted,
+// and every account filed under its slot.
+absl::StatusOr<std::unique_ptr<LedgerCore>> NewLedgerCore(RocksStore& store, Inbox& inbox,
+                                                          const LedgerOptions& options) {
+  auto core = std::make_unique<LedgerCore>(store, inbox, options);
   absl::StatusOr<int64_t> adopted = core->AdoptTenantsFromEffects();
   if (!adopted.ok()) return adopted.status();
   if (*adopted > 0) {
     LogInfo("accounts given the tenant that opened them", {{"accounts", absl::StrCat(*adopted)}});
   }
+  EONCE_RETURN_IF_ERROR(core->FileAccounts());
   return core;
 }
 
 }  // namespace
 
-ServiceHost::Setup LedgerSetup() {
-  return [](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
-    EONCE_ASSIGN_OR_RETURN(std::unique_ptr<LedgerCore> core, NewLedgerCore(store, inbox));
+ServiceHost::Setup LedgerSetup(std::function<LedgerOptions()> options) {
+  return [options](RocksStore& store,
+                   Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
+    EONCE_ASSIGN_OR_RETURN(std::unique_ptr<LedgerCore> core,
+                           NewLedgerCore(store, inbox, options ? options() : LedgerOptions{}));
     return std::make_shared<LedgerServiceImpl>(std::move(core), inbox);
   };
 }
@@ -67,8 +80,10 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(
   LedgerCore** core = &server->core_;
   auto host = ServiceHost::Start(
       options, clock, LedgerCore::ColumnFamilies(),
-      [core](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
-        EONCE_ASSIGN_OR_RETURN(std::unique_ptr<LedgerCore> made, NewLedgerCore(store, inbox));
+      [core, ledger = options.ledger](
+          RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
+        EONCE_ASSIGN_OR_RETURN(std::unique_ptr<LedgerCore> made,
+                               NewLedgerCore(store, inbox, ledger));
         auto service = std::make_shared<LedgerServiceImpl>(std::move(made), inbox);
         *core = &service->core();
         return service;

@@ -25,6 +25,9 @@ class LedgerServiceImpl : public ledger::v1::Ledger::CallbackService {
   grpc::ServerUnaryReactor* Transfer(grpc::CallbackServerContext* context,
                                      const ledger::v1::TransferRequest* request,
                                      ledger::v1::TransferResponse* response) override;
+  grpc::ServerUnaryReactor* Credit(grpc::CallbackServerContext* context,
+                                   const ledger::v1::CreditRequest* request,
+                                   ledger::v1::CreditResponse* response) override;
   grpc::ServerUnaryReactor* GetAccount(grpc::CallbackServerContext* context,
                                        const ledger::v1::GetAccountRequest* request,
                                        ledger::v1::Account* response) override;
@@ -39,10 +42,13 @@ class LedgerServiceImpl : public ledger::v1::Ledger::CallbackService {
   Inbox& inbox_;
 };
 
-// The ServiceHost setup that makes a host a ledger.
-ServiceHost::Setup LedgerSetup();
+// The ServiceHost setup that makes a host a ledger. `options` is read when the host
+// starts (after the flags are parsed).
+ServiceHost::Setup LedgerSetup(std::function<LedgerOptions()> options = nullptr);
 
-using LedgerServerOptions = ServiceHostOptions;
+struct LedgerServerOptions : ServiceHostOptions {
+  LedgerOptions ledger;
+};
 
 // A running ledger for tests and tools.
 class LedgerServer {

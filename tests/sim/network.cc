@@ -248,6 +248,10 @@ class SimUpstream : public Upstream {
     id.idempotency_key = call.idempotency_key;
     id.payload_sha256 = call.payload_sha256;
     id.fencing_token = call.fencing_token;
+    if (size_t slash = call.entity.find('/'); slash != std::string::npos) {
+      id.entity_type = call.entity.substr(0, slash);
+      id.entity_id = call.entity.substr(slash + 1);
+    }
     if (call.method == kOpen) {
       ledger::v1::OpenAccountRequest request;
       request.ParseFromString(call.request);

@@ -1,0 +1,235 @@
+// The sharded ledger (cross_slot_credits): a transfer between two slots is a debit on the
+// source shard that emits a Credit through the inbox's outbox, relayed to the destination
+// shard. Two real stores, one per shard; the relay here is the test's own loop.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_details.h"
+#include "common/slots.h"
+#include "gtest/gtest.h"
+#include "services/ledger/ledger.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+struct LedgerShard {
+  explicit LedgerShard(Clock& clock, const std::string& name) {
+    auto families = LedgerCore::ColumnFamilies();
+    for (auto& f : Inbox::ColumnFamilies(clock)) families.push_back(f);
+    auto opened = RocksStore::Open(testing::FreshDir(name), families, StoreOptions());
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    store = std::move(*opened);
+    inbox = std::make_unique<Inbox>(*store, clock, /*legacy_mode=*/false);
+    LedgerOptions options;
+    options.cross_slot_credits = true;
+    core = std::make_unique<LedgerCore>(*store, *inbox, options);
+  }
+  std::unique_ptr<RocksStore> store;
+  std::unique_ptr<Inbox> inbox;
+  std::unique_ptr<LedgerCore> core;
+};
+
+CallIdentity Id(const std::string& command_id, const std::string& tenant = "acme") {
+  CallIdentity id;
+  id.command_id = command_id;
+  id.tenant = tenant;
+  return id;
+}
+
+std::string ReasonOf(const v1::CallResult& result) {
+  std::optional<v1::Rejection> rejection = RejectionOf(result.error_details());
+  return rejection.has_value() ? rejection->reason() : "";
+}
+
+class LedgerShardsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(SlotOf("acme", "account", "alice"), SlotOf("acme", "account", "bob"));
+    Open(a_, "alice", 100);
+    Open(b_, "bob", 50);
+  }
+
+  void Open(LedgerShard& shard, const std::string& account, int64_t balance,
+            const std::string& tenant = "acme") {
+    ledger::v1::OpenAccountRequest request;
+    request.set_id(account);
+    request.set_initial_balance(balance);
+    auto result = shard.core->OpenAccount(Id("open-" + account, tenant), request);
+    ASSERT_TRUE(result.ok());
+    ASSERT_EQ(result->code(), 0) << result->message();
+  }
+
+  v1::CallResult Transfer(LedgerShard& shard, const std::string& command_id,
+                          const std::string& from, const std::string& to, int64_t amount) {
+    ledger::v1::TransferRequest request;
+    request.set_from(from);
+    request.set_to(to);
+    request.set_amount(amount);
+    auto result = shard.core->Transfer(Id(command_id), request);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.value_or(v1::CallResult());
+  }
+
+  // Delivers every pending follow-up of `from` to `to` (`times` times each, as a relay
+  // that crashed before its acknowledgement would), then acknowledges them. With
+  // `fresh_ids`, each delivery gets a new command id: the negative control.
+  int Relay(LedgerShard& from, LedgerShard& to, int times = 1, bool fresh_ids = false) {
+    auto pulled = from.inbox->PullFollowUps("acme", 100);
+    EXPECT_TRUE(pulled.ok()) << pulled.status();
+    v1::AckFollowUpsRequest ack;
+    for (const v1::PendingFollowUp& pending : pulled->follow_ups()) {
+      const v1::Command& command = pending.command();
+      ledger::v1::CreditRequest credit;
+      EXPECT_TRUE(credit.ParseFromString(command.request()));
+      for (int i = 0; i < times; ++i) {
+        CallIdentity id = Id(fresh_ids ? absl::StrCat(command.command_id(), "-", i)
+                                       : command.command_id(),
+                             command.tenant());
+        id.entity_type = command.entity().type();
+        id.entity_id = command.entity().id();
+        auto result = to.core->Credit(id, credit);
+        EXPECT_TRUE(result.ok() && result->code() == 0) << result.status();
+      }
+      ack.add_ids(pending.id());
+    }
+    EXPECT_TRUE(from.inbox->AckFollowUps("acme", ack).ok());
+    return pulled->follow_ups_size();
+  }
+
+  // Money across both shards: what the accounts hold, what was minted, and what is on its
+  // way: the credits waiting in the outboxes (counted from them), and what the ledgers'
+  // own counters say (sent - received).
+  struct Money {
+    int64_t balances = 0, minted = 0, in_flight = 0, unclaimed = 0, in_outboxes = 0;
+  };
+  Money Count() {
+    Money money;
+    for (LedgerShard* shard : {&a_, &b_}) {
+      auto total = shard->core->GetTotal();
+      EXPECT_TRUE(total.ok());
+      money.balances += total->total_balance();
+      money.minted += total->total_minted();
+      money.in_flight += total->credits_sent() - total->credits_received();
+      money.unclaimed += total->unclaimed();
+      auto pending = shard->inbox->PullFollowUps("acme", 1000);
+      EXPECT_TRUE(pending.ok());
+      for (const auto& follow_up : pending->follow_ups()) {
+        ledger::v1::CreditRequest credit;
+        EXPECT_TRUE(credit.ParseFromString(follow_up.command().request()));
+        money.in_outboxes += credit.amount();
+      }
+    }
+    return money;
+  }
+  // Nothing is made or lost: the accounts, the unclaimed and the credits still waiting
+  // in an outbox add up to what was minted, and the counters agree on what is in flight.
+  bool Conserved() {
+    Money money = Count();
+    return money.balances + money.in_outboxes + money.unclaimed == money.minted &&
+           money.in_flight == money.in_outboxes;
+  }
+  void ExpectConserved() { EXPECT_TRUE(Conserved()); }
+
+  int64_t Balance(LedgerShard& shard, const std::string& id) {
+    auto account = shard.core->GetAccount("acme", id);
+    return account.ok() ? account->balance() : -1;
+  }
+
+  ManualClock clock_;
+  LedgerShard a_{clock_, "ledger-a"};
+  LedgerShard b_{clock_, "ledger-b"};
+};
+
+TEST_F(LedgerShardsTest, ATransferToAnotherSlotIsADebitHereAndOneCreditThere) {
+  v1::CallResult result = Transfer(a_, "t1", "alice", "bob", 30);
+  ASSERT_EQ(result.code(), 0) << result.message();
+  ledger::v1::TransferResponse response;
+  ASSERT_TRUE(response.ParseFromString(result.response()));
+  EXPECT_EQ(response.from_balance(), 70);
+  EXPECT_EQ(response.credit_command_id(), Inbox::FollowUpCommandId("acme", "t1", 0));
+  // In flight: not on either account yet, and counted.
+  EXPECT_EQ(Count().in_flight, 30);
+  ExpectConserved();
+  // The same transfer again is the same debit (the inbox), and no second credit.
+  EXPECT_EQ(Transfer(a_, "t1", "alice", "bob", 30).response(), result.response());
+  EXPECT_EQ(a_.inbox->follow_ups_pending(), 1);
+
+  // Relayed three times (a relay that died before acknowledging): credited once.
+  EXPECT_EQ(Relay(a_, b_, /*times=*/3), 1);
+  EXPECT_EQ(Balance(b_, "bob"), 80);
+  EXPECT_EQ(Balance(a_, "alice"), 70);
+  EXPECT_EQ(Count().in_flight, 0);
+  EXPECT_EQ(Count().balances, 150);
+  ExpectConserved();
+}
+
+TEST_F(LedgerShardsTest, NegativeControlACreditResentUnderNewIdsBreaksConservation) {
+  ASSERT_EQ(Transfer(a_, "t1", "alice", "bob", 30).code(), 0);
+  Relay(a_, b_, /*times=*/2, /*fresh_ids=*/true);
+  EXPECT_EQ(Balance(b_, "bob"), 110);
+  EXPECT_FALSE(Conserved());
+}
+
+TEST_F(LedgerShardsTest, ACreditToNoAccountOfTheTenantBouncesBackAsARefund) {
+  Open(b_, "mallory", 5, "globex");  // another tenant's account
+  for (const char* to : {"nobody", "mallory"}) {
+    std::string id = absl::StrCat("t-", to);
+    ASSERT_EQ(Transfer(a_, id, "alice", to, 10).code(), 0);
+    EXPECT_EQ(Relay(a_, b_), 1);
+    ExpectConserved();
+    EXPECT_EQ(Count().in_flight, 10);  // on its way back
+    EXPECT_EQ(Relay(b_, a_), 1);       // the refund
+    EXPECT_EQ(Balance(a_, "alice"), 100);
+    EXPECT_EQ(Count().in_flight, 0);
+    ExpectConserved();
+  }
+  EXPECT_EQ(b_.core->GetAccount("globex", "mallory")->balance(), 5);
+  EXPECT_EQ(Count().unclaimed, 0);
+}
+
+TEST_F(LedgerShardsTest, ARefundWithNowhereToGoIsKeptAsUnclaimed) {
+  ledger::v1::CreditRequest refund;
+  refund.set_to("gone");
+  refund.set_from("bob");
+  refund.set_amount(7);
+  refund.set_refund(true);
+  auto result = a_.core->Credit(Id("r1"), refund);
+  ASSERT_TRUE(result.ok());
+  ledger::v1::CreditResponse response;
+  ASSERT_TRUE(response.ParseFromString(result->response()));
+  EXPECT_TRUE(response.bounced());
+  EXPECT_EQ(a_.inbox->follow_ups_pending(), 0);  // no ping-pong
+  EXPECT_EQ(Count().unclaimed, 7);
+}
+
+TEST_F(LedgerShardsTest, ATransferWithinOneSlotStaysOneAtomicBatch) {
+  std::string neighbour;
+  for (int i = 0; i < 100'000 && neighbour.empty(); ++i) {
+    std::string id = absl::StrCat("n", i);
+    if (SlotOf("acme", "account", id) == SlotOf("acme", "account", "alice")) neighbour = id;
+  }
+  ASSERT_FALSE(neighbour.empty());
+  Open(a_, neighbour, 0);
+  ASSERT_EQ(Transfer(a_, "t1", "alice", neighbour, 25).code(), 0);
+  EXPECT_EQ(Balance(a_, neighbour), 25);
+  EXPECT_EQ(a_.inbox->follow_ups_pending(), 0);
+  EXPECT_EQ(Count().in_flight, 0);
+}
+
+TEST_F(LedgerShardsTest, ADebitIsRefusedWithoutFundsOrACommandId) {
+  EXPECT_EQ(ReasonOf(Transfer(a_, "t1", "alice", "bob", 101)), "INSUFFICIENT_FUNDS");
+  ledger::v1::TransferRequest request;
+  request.set_from("alice");
+  request.set_to("bob");
+  request.set_amount(1);
+  auto result = a_.core->Transfer(Id(""), request);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(ReasonOf(*result), "COMMAND_ID_REQUIRED");
+  EXPECT_EQ(Balance(a_, "alice"), 100);
+  EXPECT_EQ(a_.inbox->follow_ups_pending(), 0);
+}
+
+}  // namespace
+}  // namespace eonce
