@@ -58,7 +58,48 @@ GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Cloc
       channel_(NewChannel(address, tls, max_message_bytes)),
       generic_(channel_),
       outcome_(v1::Outcome::NewStub(channel_)),
+      slot_data_(v1::SlotData::NewStub(channel_)),
       methods_(channel_, clock) {}
+
+namespace {
+
+// One blocking SlotData call, its status converted here.
+template <typename Request, typename Response, typename Call>
+absl::StatusOr<Response> SlotDataCall(Clock& clock, int64_t deadline_ms, const Request& request,
+                                      Call call) {
+  grpc::ClientContext context;
+  context.set_deadline(WallDeadline(clock, deadline_ms));
+  Response response;
+  grpc::Status status = call(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, &context);
+  return response;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ExportSlotDataResponse> GrpcUpstream::ExportSlotData(
+    const v1::ExportSlotDataRequest& request, int64_t deadline_ms) {
+  return SlotDataCall<v1::ExportSlotDataRequest, v1::ExportSlotDataResponse>(
+      clock_, deadline_ms, request, [this](auto* context, const auto& r, auto* out) {
+        return slot_data_->ExportSlotData(context, r, out);
+      });
+}
+
+absl::StatusOr<v1::ImportSlotDataResponse> GrpcUpstream::ImportSlotData(
+    const v1::ImportSlotDataRequest& request, int64_t deadline_ms) {
+  return SlotDataCall<v1::ImportSlotDataRequest, v1::ImportSlotDataResponse>(
+      clock_, deadline_ms, request, [this](auto* context, const auto& r, auto* out) {
+        return slot_data_->ImportSlotData(context, r, out);
+      });
+}
+
+absl::StatusOr<v1::DropSlotDataResponse> GrpcUpstream::DropSlotData(
+    const v1::DropSlotDataRequest& request, int64_t deadline_ms) {
+  return SlotDataCall<v1::DropSlotDataRequest, v1::DropSlotDataResponse>(
+      clock_, deadline_ms, request, [this](auto* context, const auto& r, auto* out) {
+        return slot_data_->DropSlotData(context, r, out);
+      });
+}
 
 ForwardReply GrpcUpstream::Classify(
     const grpc::Status& status, const std::string& response,

@@ -34,6 +34,12 @@ class GrpcUpstream : public Upstream {
   std::optional<bool> Implements(const std::string& method) override {
     return methods_.Implements(method);
   }
+  absl::StatusOr<v1::ExportSlotDataResponse> ExportSlotData(
+      const v1::ExportSlotDataRequest& request, int64_t deadline_ms) override;
+  absl::StatusOr<v1::ImportSlotDataResponse> ImportSlotData(
+      const v1::ImportSlotDataRequest& request, int64_t deadline_ms) override;
+  absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request,
+                                                        int64_t deadline_ms) override;
 
   // How a finished call's status is classified (exposed for tests).
   static ForwardReply Classify(const grpc::Status& status, const std::string& response,
@@ -44,6 +50,7 @@ class GrpcUpstream : public Upstream {
   std::shared_ptr<grpc::Channel> channel_;
   grpc::GenericStub generic_;
   std::unique_ptr<v1::Outcome::Stub> outcome_;
+  std::unique_ptr<v1::SlotData::Stub> slot_data_;
   MethodCatalog methods_;
 };
 

@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, shard_id, "",
           "this sidecar's shard in the slot map; empty: not sharded (every command is taken)");
 ABSL_FLAG(std::string, slot_map, "",
           "the slot map file (JSON, slots.proto; a mounted ConfigMap), reread when it changes");
+ABSL_FLAG(bool, move_business_data, false,
+          "sharded, with a business of this shard's own (built on services/inbox): a slot "
+          "move takes the business's rows of the slot too (eonce.v1.SlotData)");
 ABSL_FLAG(std::string, instance_id, "sidecar", "this sidecar's name as a lease owner");
 ABSL_FLAG(int32_t, max_in_flight, 1024,
           "calls in flight at once; past it calls are refused (RESOURCE_EXHAUSTED, OVERLOADED)");
@@ -83,6 +86,7 @@ int main(int argc, char** argv) {
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   o.shard_id = absl::GetFlag(FLAGS_shard_id);
   o.slot_map_file = absl::GetFlag(FLAGS_slot_map);
+  o.move_business_data = absl::GetFlag(FLAGS_move_business_data);
   eonce::ServerFlags shared = eonce::ServerFlagsFromFlags();
   o.tls = shared.tls;
   o.health_address = shared.health_address;

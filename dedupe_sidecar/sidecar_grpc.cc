@@ -96,8 +96,10 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
 class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
  public:
   SidecarAdminImpl(Deduper& deduper, RecordStore& records, AuditLog& audit, Clock& clock,
-                   WorkPool& pool)
-      : deduper_(deduper), records_(records), audit_(audit), clock_(clock), pool_(pool) {}
+                   WorkPool& pool, Upstream* business)
+      : deduper_(deduper), records_(records), audit_(audit), clock_(clock), pool_(pool) {
+    if (business != nullptr) business_.emplace(BusinessSlots{*business, clock});
+  }
 
   grpc::ServerUnaryReactor* ListParked(grpc::CallbackServerContext* context,
                                        const v1::ListParkedRequest* request,
@@ -178,7 +180,7 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
                                         v1::ExportSlotsResponse* response) override {
     return PlatformCall(context, response, "slot exports",
                         [this, request](ShardGate& shards, v1::ExportSlotsResponse* out) {
-                          return Into(eonce::ExportSlots(shards, records_, *request), out);
+                          return Into(eonce::ExportSlots(shards, records_, *request, Business()), out);
                         });
   }
 
@@ -187,7 +189,7 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
                                         v1::ImportSlotsResponse* response) override {
     return PlatformCall(context, response, "slot imports",
                         [this, request](ShardGate& shards, v1::ImportSlotsResponse* out) {
-                          return Into(eonce::ImportSlots(shards, records_, *request), out);
+                          return Into(eonce::ImportSlots(shards, records_, *request, Business()), out);
                         });
   }
 
@@ -196,7 +198,7 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
                                       v1::DropSlotsResponse* response) override {
     return PlatformCall(context, response, "slot drops",
                         [this, request](ShardGate& shards, v1::DropSlotsResponse* out) {
-                          return Into(eonce::DropSlots(shards, records_, *request), out);
+                          return Into(eonce::DropSlots(shards, records_, *request, Business()), out);
                         });
   }
 
@@ -247,11 +249,14 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
     return reactor;
   }
 
+  BusinessSlots* Business() { return business_.has_value() ? &*business_ : nullptr; }
+
   Deduper& deduper_;
   RecordStore& records_;
   AuditLog& audit_;
   Clock& clock_;
   WorkPool& pool_;
+  std::optional<BusinessSlots> business_;
 };
 
 }  // namespace
@@ -264,12 +269,10 @@ std::unique_ptr<v1::Sidecar::CallbackService> NewSidecarService(Deduper& deduper
                                               identity_from_headers);
 }
 
-std::unique_ptr<v1::SidecarAdmin::CallbackService> NewSidecarAdminService(Deduper& deduper,
-                                                                          RecordStore& records,
-                                                                          AuditLog& audit,
-                                                                          Clock& clock,
-                                                                          WorkPool& pool) {
-  return std::make_unique<SidecarAdminImpl>(deduper, records, audit, clock, pool);
+std::unique_ptr<v1::SidecarAdmin::CallbackService> NewSidecarAdminService(
+    Deduper& deduper, RecordStore& records, AuditLog& audit, Clock& clock, WorkPool& pool,
+    Upstream* business) {
+  return std::make_unique<SidecarAdminImpl>(deduper, records, audit, clock, pool, business);
 }
 
 }  // namespace eonce

@@ -25,11 +25,10 @@ std::unique_ptr<v1::Sidecar::CallbackService> NewSidecarService(Deduper& deduper
 
 // The operator's calls: parked records, their resolution, the audit log, and a sharded
 // sidecar's slot map and slot moves. Long scans run on `pool`.
-std::unique_ptr<v1::SidecarAdmin::CallbackService> NewSidecarAdminService(Deduper& deduper,
-                                                                          RecordStore& records,
-                                                                          AuditLog& audit,
-                                                                          Clock& clock,
-                                                                          WorkPool& pool);
+// `business`: where a move's business rows go (null: the business's data stays).
+std::unique_ptr<v1::SidecarAdmin::CallbackService> NewSidecarAdminService(
+    Deduper& deduper, RecordStore& records, AuditLog& audit, Clock& clock, WorkPool& pool,
+    Upstream* business = nullptr);
 
 }  // namespace eonce
 

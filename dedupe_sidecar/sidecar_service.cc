@@ -36,6 +36,10 @@ absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
     return absl::InvalidArgumentError(
         "shard_id, slot_map: a sharded sidecar needs both (its shard and the slot map file)");
   }
+  if (o.move_business_data && o.shard_id.empty()) {
+    return absl::InvalidArgumentError(
+        "move_business_data: only a sharded sidecar (shard_id, slot_map) moves slots");
+  }
   if (o.max_in_flight < 1 || o.max_in_flight_per_tenant < 1 ||
       o.max_in_flight_per_tenant > o.max_in_flight) {
     return absl::InvalidArgumentError(
@@ -102,7 +106,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   s->sidecar_service_ = NewSidecarService(*s->deduper_, clock, s->draining_, *s->admission_,
                                           !options.tls.enabled());
   s->admin_service_ = NewSidecarAdminService(*s->deduper_, *s->records_, *s->audit_, clock,
-                                             *s->pool_);
+                                             *s->pool_,
+                                             options.move_business_data ? upstream : nullptr);
   s->transparent_service_ = std::make_unique<TransparentService>(
       *s->deduper_, *upstream, *s->policy_, clock, options.refuse_unkeyed_mutations,
       options.deduper.forward_timeout_ms, s->draining_, *s->admission_);

@@ -80,6 +80,10 @@ struct SidecarServerOptions {
   // ConfigMap), reread every policy_reload_ms. Both empty: every command is taken.
   std::string shard_id;
   std::string slot_map_file;
+  // The business behind this sidecar is this shard's alone (a pod's own ledger): its data
+  // by slot (eonce.v1.SlotData) moves with the slot's records. Off where every shard's
+  // sidecar fronts one shared business, whose data must stay where it is.
+  bool move_business_data = false;
   // A RocksDB Env for the store (tests inject failing writes); null: the default.
   rocksdb::Env* store_env = nullptr;
   // The simulation hands in its own upstream; null = gRPC to upstream_address.

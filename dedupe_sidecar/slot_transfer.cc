@@ -9,10 +9,51 @@
 
 namespace eonce {
 
+namespace {
+
+int64_t Deadline(const BusinessSlots& business) {
+  return business.clock.NowMs() + business.timeout_ms;
+}
+
+// A page of the business's rows, after the records.
+absl::StatusOr<v1::ExportSlotsResponse> ExportBusinessRows(ShardGate& shards,
+                                                           const v1::ExportSlotsRequest& request,
+                                                           BusinessSlots* business) {
+  v1::ExportSlotsResponse response;
+  response.set_epoch(shards.map()->epoch());
+  if (business == nullptr) return response;  // nothing after the records
+  v1::ExportSlotDataRequest page;
+  page.set_first_slot(request.first_slot());
+  page.set_last_slot(request.last_slot());
+  page.set_after(request.after().substr(1));
+  page.set_limit(request.limit());
+  absl::StatusOr<v1::ExportSlotDataResponse> rows =
+      business->upstream.ExportSlotData(page, Deadline(*business));
+  if (rows.status().code() == absl::StatusCode::kUnimplemented) return response;
+  if (!rows.ok()) {
+    return Error(absl::StatusCode::kUnavailable, "BUSINESS_SLOT_DATA",
+                 absl::StrCat("the business's slot data: ", rows.status().message()));
+  }
+  *response.mutable_business_rows() = std::move(*rows->mutable_rows());
+  if (!rows->next_after().empty()) {
+    response.set_next_after(absl::StrCat(std::string(1, kBusinessCursor), rows->next_after()));
+  }
+  return response;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::ExportSlotsResponse> ExportSlots(ShardGate& shards, RecordStore& records,
-                                                    const v1::ExportSlotsRequest& request) {
+                                                    const v1::ExportSlotsRequest& request,
+                                                    BusinessSlots* business) {
   const uint32_t first = request.first_slot(), last = request.last_slot();
   EONCE_RETURN_IF_ERROR(shards.CheckExport(first, last));
+  if (!request.after().empty() && request.after()[0] == kBusinessCursor) {
+    EONCE_ASSIGN_OR_RETURN(v1::ExportSlotsResponse response,
+                           ExportBusinessRows(shards, request, business));
+    EONCE_RETURN_IF_ERROR(shards.CheckExport(first, last));
+    return response;
+  }
   const int limit = request.limit() <= 0 ? kMaxExportRecords
                                          : std::min(request.limit(), kMaxExportRecords);
   EONCE_ASSIGN_OR_RETURN(RecordStore::SlotPage page,
@@ -21,6 +62,10 @@ absl::StatusOr<v1::ExportSlotsResponse> ExportSlots(ShardGate& shards, RecordSto
   v1::ExportSlotsResponse response;
   for (const Record& record : page.records) response.add_records(record.SerializeAsString());
   response.set_next_after(page.next_after);
+  // Past the last record: the business's rows next.
+  if (page.next_after.empty() && business != nullptr) {
+    response.set_next_after(std::string(1, kBusinessCursor));
+  }
   response.set_unplaced(page.unplaced);
   response.set_epoch(shards.map()->epoch());
   // Checked again after the scan: had the map changed meanwhile, the page could miss a
@@ -30,7 +75,8 @@ absl::StatusOr<v1::ExportSlotsResponse> ExportSlots(ShardGate& shards, RecordSto
 }
 
 absl::StatusOr<v1::ImportSlotsResponse> ImportSlots(ShardGate& shards, RecordStore& records,
-                                                    const v1::ImportSlotsRequest& request) {
+                                                    const v1::ImportSlotsRequest& request,
+                                                    BusinessSlots* business) {
   const uint32_t first = request.first_slot(), last = request.last_slot();
   EONCE_RETURN_IF_ERROR(shards.CheckImport(first, last));
   if (request.records_size() > kMaxExportRecords) {
@@ -47,14 +93,34 @@ absl::StatusOr<v1::ImportSlotsResponse> ImportSlots(ShardGate& shards, RecordSto
                                 "; nothing was imported"));
     }
   }
-  EONCE_RETURN_IF_ERROR(records.Import(imported));
   v1::ImportSlotsResponse response;
+  if (request.business_rows_size() > 0) {
+    if (business == nullptr) {
+      return Error(absl::StatusCode::kFailedPrecondition, "BUSINESS_SLOT_DATA",
+                   "business rows for a sidecar whose business keeps no slot data here");
+    }
+    v1::ImportSlotDataRequest rows;
+    rows.set_first_slot(first);
+    rows.set_last_slot(last);
+    *rows.mutable_rows() = request.business_rows();
+    absl::StatusOr<v1::ImportSlotDataResponse> written =
+        business->upstream.ImportSlotData(rows, Deadline(*business));
+    if (!written.ok()) {
+      return absl::Status(written.status().code() == absl::StatusCode::kFailedPrecondition
+                              ? absl::StatusCode::kFailedPrecondition
+                              : absl::StatusCode::kUnavailable,
+                          absl::StrCat("the business's slot data: ", written.status().message()));
+    }
+    response.set_imported_rows(written->imported());
+  }
+  EONCE_RETURN_IF_ERROR(records.Import(imported));
   response.set_imported(static_cast<int64_t>(imported.size()));
   return response;
 }
 
 absl::StatusOr<v1::DropSlotsResponse> DropSlots(ShardGate& shards, RecordStore& records,
-                                                const v1::DropSlotsRequest& request) {
+                                                const v1::DropSlotsRequest& request,
+                                                BusinessSlots* business) {
   EONCE_RETURN_IF_ERROR(shards.CheckDrop(request.first_slot(), request.last_slot()));
   EONCE_ASSIGN_OR_RETURN(int64_t dropped,
                          records.DropSlots(request.first_slot(), request.last_slot()));
@@ -63,6 +129,18 @@ absl::StatusOr<v1::DropSlotsResponse> DropSlots(ShardGate& shards, RecordStore& 
            {"records", absl::StrCat(dropped)}});
   v1::DropSlotsResponse response;
   response.set_dropped(dropped);
+  if (business != nullptr) {
+    v1::DropSlotDataRequest rows;
+    rows.set_first_slot(request.first_slot());
+    rows.set_last_slot(request.last_slot());
+    absl::StatusOr<v1::DropSlotDataResponse> gone =
+        business->upstream.DropSlotData(rows, Deadline(*business));
+    if (!gone.ok() && gone.status().code() != absl::StatusCode::kUnimplemented) {
+      return Error(absl::StatusCode::kUnavailable, "BUSINESS_SLOT_DATA",
+                   absl::StrCat("the business's slot data: ", gone.status().message()));
+    }
+    if (gone.ok()) response.set_dropped_rows(gone->dropped());
+  }
   return response;
 }
 

@@ -6,7 +6,9 @@
 
 #include "absl/status/statusor.h"
 #include "dedupe_sidecar/record_store.h"
+#include "common/clock.h"
 #include "dedupe_sidecar/shard_gate.h"
+#include "dedupe_sidecar/upstream.h"
 #include "eonce/v1/sidecar.pb.h"
 
 namespace eonce {
@@ -15,16 +17,34 @@ namespace eonce {
 inline constexpr int kMaxExportRecords = 1000;
 inline constexpr size_t kMaxExportBytes = 2 << 20;
 
-// A page of the records of slots moving away from this shard, once no work runs on them.
+// The business behind this sidecar, whose data by slot (eonce.v1.SlotData) moves with
+// the records; a business that answers UNIMPLEMENTED keeps none. Null where the business
+// is not per shard (the simulation's).
+struct BusinessSlots {
+  Upstream& upstream;
+  Clock& clock;
+  int64_t timeout_ms = 30'000;  // per call
+};
+
+// The first byte of an export cursor that is past the records, in the business's rows
+// (a record key, which starts with a tenant name, never starts with it).
+inline constexpr char kBusinessCursor = '\xff';
+
+// A page of the records of slots moving away from this shard, once no work runs on them;
+// after the last page of records, pages of the business's rows of those slots.
 absl::StatusOr<v1::ExportSlotsResponse> ExportSlots(ShardGate& shards, RecordStore& records,
-                                                    const v1::ExportSlotsRequest& request);
-// Writes exported records of slots moving to this shard (synced); nothing if one of them
-// is not a record of the range.
+                                                    const v1::ExportSlotsRequest& request,
+                                                    BusinessSlots* business = nullptr);
+// Writes exported business rows, then records, of slots moving to this shard (synced);
+// nothing if one of them is not of the range.
 absl::StatusOr<v1::ImportSlotsResponse> ImportSlots(ShardGate& shards, RecordStore& records,
-                                                    const v1::ImportSlotsRequest& request);
-// Deletes the records of slots this shard neither owns nor receives.
+                                                    const v1::ImportSlotsRequest& request,
+                                                    BusinessSlots* business = nullptr);
+// Deletes the records, and the business's rows, of slots this shard neither owns nor
+// receives.
 absl::StatusOr<v1::DropSlotsResponse> DropSlots(ShardGate& shards, RecordStore& records,
-                                                const v1::DropSlotsRequest& request);
+                                                const v1::DropSlotsRequest& request,
+                                                BusinessSlots* business = nullptr);
 
 }  // namespace eonce
 

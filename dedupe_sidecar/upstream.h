@@ -82,6 +82,21 @@ class Upstream {
   // the business by server reflection); a command for a method it lacks is refused
   // before anything is written. nullopt: unknown, forward and see.
   virtual std::optional<bool> Implements(const std::string& /*method*/) { return std::nullopt; }
+  // The business's data by slot (eonce.v1.SlotData), for a slot move; blocking, bounded
+  // by `deadline_ms`. UNIMPLEMENTED: the business keeps no data the sidecar moves (it is
+  // not built on services/inbox, or it is shared by every shard).
+  virtual absl::StatusOr<v1::ExportSlotDataResponse> ExportSlotData(
+      const v1::ExportSlotDataRequest& /*request*/, int64_t /*deadline_ms*/) {
+    return absl::UnimplementedError("the business keeps no slot data");
+  }
+  virtual absl::StatusOr<v1::ImportSlotDataResponse> ImportSlotData(
+      const v1::ImportSlotDataRequest& /*request*/, int64_t /*deadline_ms*/) {
+    return absl::UnimplementedError("the business keeps no slot data");
+  }
+  virtual absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(
+      const v1::DropSlotDataRequest& /*request*/, int64_t /*deadline_ms*/) {
+    return absl::UnimplementedError("the business keeps no slot data");
+  }
 };
 
 }  // namespace eonce

@@ -1,5 +1,6 @@
 #include "outbox_agent/agent_server.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -84,6 +85,11 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
                                                                [raw] { return raw->Collect(); }));
   }
   s->loop_ = std::thread([raw] { raw->Loop(); });
+  if (!options.relay_from.empty()) {
+    s->relay_source_ = NewGrpcFollowUpSource(options.relay_from, options.tenant, options.tls, clock);
+    s->relay_ = std::make_unique<FollowUpRelay>(*s->relay_source_, *s->outbox_);
+    s->relay_loop_ = std::thread([raw] { raw->RelayLoop(); });
+  }
   return s;
 }
 
@@ -110,6 +116,9 @@ std::vector<prometheus::MetricFamily> AgentServer::Collect() {
                               {{{{"class", "retryable"}}, n(st.retries_retryable)},
                                {{{"class", "unknown"}}, n(st.retries_unknown)},
                                {{{"class", "unclassified"}}, n(st.retries_unclassified)}}));
+  out.push_back(CounterFamily("eonce_agent_follow_ups_relayed_total",
+                              "Follow-up commands taken from the business's outbox (--relay_from).",
+                              {{{}, relay_ != nullptr ? static_cast<double>(relay_->relayed()) : 0.0}}));
   out.push_back(CounterFamily("eonce_agent_acked_total", "Commands acked.", {{{}, n(st.acked)}}));
   out.push_back(CounterFamily("eonce_agent_dead_letters_total", "Records dead-lettered.",
                               {{{}, n(st.dead_lettered)}}));
@@ -175,15 +184,42 @@ void AgentServer::Loop() {
   }
 }
 
-absl::Status AgentServer::Shutdown(int64_t drain_ms) {
-  // The loop touches the server's health status: stop it before the server goes.
-  if (loop_.joinable()) {
+void AgentServer::RelayLoop() {
+  int64_t wait_ms = options_.relay_every_ms;
+  int64_t last_error_log_ms = 0;
+  while (true) {
     {
       absl::MutexLock lock(&loop_mu_);
-      stop_ = true;
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_mu_) { return stop_; };
+      if (loop_mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Milliseconds(wait_ms))) {
+        return;
+      }
     }
-    loop_.join();
+    absl::StatusOr<int> relayed = relay_->RelayOnce();
+    if (relayed.ok()) {
+      if (*relayed > 0) Kick();
+      // A full page: more may wait, so go on at once.
+      wait_ms = *relayed == FollowUpRelay::kPageSize ? 0 : options_.relay_every_ms;
+      continue;
+    }
+    // The business is down or refusing: back off (to 2 s), and log at most every 10 s.
+    wait_ms = std::min<int64_t>(2'000, std::max<int64_t>(options_.relay_every_ms, wait_ms * 2));
+    if (clock_->NowMs() - last_error_log_ms >= 10'000) {
+      last_error_log_ms = clock_->NowMs();
+      LogWarn("follow-up relay round failed",
+              {{"from", options_.relay_from}, {"error", std::string(relayed.status().message())}});
+    }
   }
+}
+
+absl::Status AgentServer::Shutdown(int64_t drain_ms) {
+  // The loops touch the server's health status and the outbox: stop them first.
+  {
+    absl::MutexLock lock(&loop_mu_);
+    stop_ = true;
+  }
+  if (loop_.joinable()) loop_.join();
+  if (relay_loop_.joinable()) relay_loop_.join();
   if (server_ != nullptr) draining_ = true;
   StopServing(server_, health_port_, drain_ms);
   metrics_.reset();

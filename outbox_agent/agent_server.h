@@ -22,6 +22,7 @@
 #include "outbox_agent/credential.h"
 #include "outbox_agent/outbox.h"
 #include "outbox_agent/outbox_store.h"
+#include "outbox_agent/relay.h"
 #include "outbox_agent/replayer.h"
 #include "outbox_agent/sidecar_client.h"
 #include "outbox_agent/state_feed.h"
@@ -56,6 +57,10 @@ struct AgentServerOptions {
   std::string health_address;
   // Free space kept on the outbox's disk; below it Enqueue is refused (STORE_FULL).
   uint64_t min_free_bytes = 256ull << 20;
+  // The address of a business whose transactional outbox (eonce.v1.FollowUps) this agent
+  // relays for its tenant; empty: none. Polled every `relay_every_ms` while idle.
+  std::string relay_from;
+  int64_t relay_every_ms = 50;
 };
 
 class AgentServer {
@@ -79,6 +84,7 @@ class AgentServer {
  private:
   AgentServer() = default;
   void Loop();
+  void RelayLoop();
   std::vector<prometheus::MetricFamily> Collect();
 
   AgentServerOptions options_;
@@ -91,6 +97,9 @@ class AgentServer {
   StateFeed feed_;
   std::unique_ptr<Outbox> outbox_;
   std::unique_ptr<Replayer> replayer_;
+  std::unique_ptr<FollowUpSource> relay_source_;
+  std::unique_ptr<FollowUpRelay> relay_;
+  std::thread relay_loop_;
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::unique_ptr<HealthPort> health_port_;
   std::unique_ptr<v1::Agent::CallbackService> service_;

@@ -41,6 +41,9 @@ ABSL_FLAG(int64_t, forensic_retention_ms, 30LL * 24 * 3600 * 1000,
 ABSL_FLAG(int64_t, max_request_bytes, 1 << 20, "largest request message");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus endpoint, host:port (e.g. 0.0.0.0:9102); empty: no endpoint");
+ABSL_FLAG(std::string, relay_from, "",
+          "a business's address (in the pod) whose follow-up commands (its transactional "
+          "outbox, eonce.v1.FollowUps) this agent relays for its tenant; empty: none");
 ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight work may finish on SIGTERM");
 
 int main(int argc, char** argv) {
@@ -70,6 +73,7 @@ int main(int argc, char** argv) {
   o.replay.retry.max_backoff_ms = absl::GetFlag(FLAGS_max_backoff_ms);
   o.replay.retry.parked_recheck_ms = absl::GetFlag(FLAGS_parked_recheck_ms);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
+  o.relay_from = absl::GetFlag(FLAGS_relay_from);
   eonce::ServerFlags shared = eonce::ServerFlagsFromFlags();
   o.tls = shared.tls;
   o.health_address = shared.health_address;

@@ -1,16 +1,20 @@
-// Live resharding under kill -9, with the real binaries: one ledger behind sharded
-// sidecars (its data shared by every shard), an agent routing by slot, and a load of
-// account openings and transfers (most of them between accounts on different shards)
-// with duplicate submissions. The stack runs 3 shards, grows to 5, then shrinks to 2, each
+// Live resharding under kill -9, with the real binaries: sharded sidecars, an agent
+// routing by slot, and a load of account openings and transfers (most of them between
+// accounts on different shards) with duplicate submissions. Either one ledger behind
+// every shard (its data shared), or a ledger per shard: then each shard is a ledger
+// (--cross_slot_credits), its sidecar (--move_business_data) and a relay agent
+// (--relay_from), a transfer between shards is a debit there and a credit relayed here,
+// and a slot move carries the accounts too. The stack runs 3 shards, grows to 5, then shrinks to 2, each
 // step a slot move by the real `eonce reshard`, while every 100-400 ms a random process
 // (the ledger, the agent, any live shard's sidecar) is killed with SIGKILL and started
 // again, and about one run of reshard in three is itself killed mid-move and run again.
 // The verdict comes from the ledger's effect ledger: every acknowledged command is final,
 // none is lost, none has two effects, and the money is conserved.
 //
-// Two seeds: one in front of the inbox ledger, one in front of a ledger without an inbox
-// (where only the moved records stop a second effect; unknown outcomes are parked and
-// the test resolves them as the operator would).
+// Three runs: the shared inbox ledger; a shared ledger without an inbox (where only the
+// moved records stop a second effect; unknown outcomes are parked and the test resolves
+// them as the operator would); and a ledger per shard, where the verdict also needs every
+// credit applied once and the money conserved across the shards.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -26,12 +30,15 @@
 #include "common/slot_map_file.h"
 #include "common/command.h"
 #include "common/slots.h"
+#include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
+#include "eonce/v1/outcome.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "tests/faults/stack.h"
+#include "tests/util/ground_truth.h"
 #include "tests/util/temp_dir.h"
 
 extern char** environ;
@@ -42,9 +49,35 @@ namespace {
 constexpr int kMaxShards = 5;
 using Member = PortedProcess;
 
+// kPerShardKeepingData: a ledger per shard whose sidecars do not move the business's data
+// (no --move_business_data): the negative control of the per-shard run.
+enum class Ledgers { kShared, kSharedLegacy, kPerShard, kPerShardKeepingData };
+
+std::unique_ptr<grpc::ClientContext> Deadline(int seconds) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return context;
+}
+
+// The credits a ledger's outbox still holds (-1: it cannot be asked).
+int64_t PendingFollowUps(const std::string& ledger_address) {
+  auto stub = v1::FollowUps::NewStub(
+      grpc::CreateChannel(ledger_address, grpc::InsecureChannelCredentials()));
+  auto context = Deadline(5);
+  context->AddMetadata(kTenantHeader, "acme");
+  v1::PullFollowUpsRequest request;
+  request.set_limit(1000);
+  v1::PullFollowUpsResponse response;
+  if (!stub->PullFollowUps(context.get(), request, &response).ok()) return -1;
+  return response.follow_ups_size();
+}
+
 class ShardedStack {
  public:
-  ShardedStack(std::string dir, bool legacy) : dir_(std::move(dir)), legacy_(legacy) {
+  ShardedStack(std::string dir, Ledgers ledgers)
+      : dir_(std::move(dir)), legacy_(ledgers == Ledgers::kSharedLegacy),
+        per_shard_(ledgers == Ledgers::kPerShard || ledgers == Ledgers::kPerShardKeepingData),
+        move_data_(ledgers == Ledgers::kPerShard) {
     map_file_ = dir_ + "/slot_map.json";
   }
   ~ShardedStack() {
@@ -57,7 +90,13 @@ class ShardedStack {
   absl::Status Start() {
     ledger_ = {"ledger", "services/ledger/ledger_service", {"--data_dir=" + dir_ + "/ledger"}};
     if (legacy_) ledger_.args.push_back("--legacy");
-    if (absl::Status s = StartOnItsPort(ledger_, dir_); !s.ok()) return s;
+    if (!per_shard_) {
+      if (absl::Status s = StartOnItsPort(ledger_, dir_); !s.ok()) return s;
+    }
+    for (int i = 0; per_shard_ && i < kMaxShards; ++i) {
+      ledgers_[i] = {absl::StrCat("ledger", i), "services/ledger/ledger_service",
+                     {absl::StrCat("--data_dir=", dir_, "/ledger", i), "--cross_slot_credits"}};
+    }
     // Three shards under placeholders, then the map that names where they listen.
     std::vector<v1::ShardInfo> infos(3);
     for (int i = 0; i < 3; ++i) {
@@ -67,11 +106,11 @@ class ShardedStack {
     if (absl::Status s = WriteSlotMapFile(map_file_, *SlotMap::Even(infos)); !s.ok()) return s;
     for (int i = 0; i < kMaxShards; ++i) {
       shards_[i] = {absl::StrCat("s", i), "dedupe_sidecar/dedupe_sidecar",
-                    {"--data_dir=" + dir_ + "/s" + std::to_string(i),
-                     "--upstream=" + ledger_.process->address(), "--lease_ms=3000",
+                    {"--data_dir=" + dir_ + "/s" + std::to_string(i), "--lease_ms=3000",
                      "--forward_timeout_ms=1000", "--outcome_query_timeout_ms=1000",
                      "--drain_ms=500", absl::StrCat("--shard_id=s", i),
                      "--slot_map=" + map_file_}};
+      if (move_data_) shards_[i].args.push_back("--move_business_data");
     }
     for (int i = 0; i < 3; ++i) {
       if (absl::Status s = StartShard(i); !s.ok()) return s;
@@ -91,10 +130,20 @@ class ShardedStack {
                "--max_backoff_ms=500", "--submit_timeout_ms=2000", "--claim_ttl_ms=5000",
                "--max_attempts=100000", "--drain_ms=500"}};
     if (legacy_) agent_.args.push_back("--parked_recheck_ms=300");
-    return StartOnItsPort(agent_, dir_);
+    if (absl::Status s = StartOnItsPort(agent_, dir_); !s.ok()) return s;
+    for (int i = 0; per_shard_ && i < 3; ++i) {
+      if (absl::Status s = StartRelay(i); !s.ok()) return s;
+    }
+    return absl::OkStatus();
   }
 
+  // A shard: its own ledger first (per shard), then its sidecar in front of it.
   absl::Status StartShard(int i) {
+    Member& ledger = per_shard_ ? ledgers_[i] : ledger_;
+    if (per_shard_) {
+      if (absl::Status s = StartOnItsPort(ledger, dir_); !s.ok()) return s;
+    }
+    shards_[i].args.push_back("--upstream=" + ledger.process->address());
     absl::Status started = StartOnItsPort(shards_[i], dir_);
     if (started.ok()) {
       absl::MutexLock lock(&mu_);
@@ -103,19 +152,68 @@ class ShardedStack {
     return started;
   }
 
-  // A shard whose slots all moved away leaves (SIGTERM): the stack shrinks.
-  void StopShard(int i) {
-    absl::MutexLock lock(&mu_);
-    live_[i] = false;
-    shards_[i].process->Signal(SIGTERM, true);
+  // The relay agent of shard `i`'s ledger: its credits to other shards' accounts.
+  absl::Status StartRelay(int i) {
+    relays_[i] = {absl::StrCat("relay", i),
+                  "outbox_agent/outbox_agent",
+                  {absl::StrCat("--data_dir=", dir_, "/relay", i), "--tenant=acme",
+                   "--sidecar=" + Address(0),
+                   "--routes=eonce.ledger.v1.Ledger=sharded:" + Address(0),
+                   "--relay_from=" + ledgers_[i].process->address(), "--base_backoff_ms=20",
+                   "--max_backoff_ms=500", "--submit_timeout_ms=2000", "--claim_ttl_ms=5000",
+                   "--max_attempts=100000", "--drain_ms=500"}};
+    absl::Status started = StartOnItsPort(relays_[i], dir_);
+    if (started.ok()) {
+      absl::MutexLock lock(&mu_);
+      live_[i] = true;
+    }
+    return started;
   }
+
+  // A new shard of the grown stack: its ledger, sidecar and relay.
+  absl::Status AddShard(int i) {
+    if (absl::Status s = StartShard(i); !s.ok()) return s;
+    return per_shard_ ? StartRelay(i) : absl::OkStatus();
+  }
+
+  // A shard whose slots all moved away leaves (SIGTERM): the stack shrinks. Per shard,
+  // its ledger's outbox and its relay are drained first (bounded: 2 minutes), since the
+  // credits they hold are money in flight; false if they never drained.
+  bool StopShard(int i) {
+    {
+      absl::MutexLock lock(&mu_);
+      live_[i] = false;  // no more kills: it is leaving
+    }
+    bool drained = true;
+    if (per_shard_) {
+      drained = false;
+      for (int round = 0; round < 600 && !drained; ++round) {
+        drained = PendingFollowUps(LedgerAddress(i)) == 0 &&
+                  Waiting("127.0.0.1:" + relays_[i].port) == 0;
+        if (!drained) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      relays_[i].process->Signal(SIGTERM, true);
+    }
+    shards_[i].process->Signal(SIGTERM, true);
+    if (per_shard_) ledgers_[i].process->Signal(SIGTERM, true);
+    return drained;
+  }
+
+  // Starts a stopped shard's ledger again, alone, so that its effects and money can be read.
+  absl::Status ReopenLedger(int i) { return StartOnItsPort(ledgers_[i], dir_); }
 
   // kill -9 a random live process and start it again on its port and data.
   absl::StatusOr<std::string> KillOne(std::mt19937_64& rng) {
     absl::MutexLock lock(&mu_);
-    std::vector<Member*> victims = {&ledger_, &agent_};
+    std::vector<Member*> victims = {&agent_};
+    if (!per_shard_) victims.push_back(&ledger_);
     for (int i = 0; i < kMaxShards; ++i) {
-      if (live_[i]) victims.push_back(&shards_[i]);
+      if (!live_[i]) continue;
+      victims.push_back(&shards_[i]);
+      if (per_shard_) {
+        victims.push_back(&ledgers_[i]);
+        if (relays_[i].process != nullptr) victims.push_back(&relays_[i]);
+      }
     }
     Member* victim = victims[rng() % victims.size()];
     victim->process->Signal(SIGKILL, true);
@@ -127,6 +225,9 @@ class ShardedStack {
   std::string Address(int shard) const { return "127.0.0.1:" + shards_[shard].port; }
   std::string agent_address() const { return "127.0.0.1:" + agent_.port; }
   std::string ledger_address() const { return "127.0.0.1:" + ledger_.port; }
+  std::string LedgerAddress(int shard) const { return "127.0.0.1:" + ledgers_[shard].port; }
+  std::string RelayAddress(int shard) const { return "127.0.0.1:" + relays_[shard].port; }
+  bool per_shard() const { return per_shard_; }
   const std::string& map_file() const { return map_file_; }
   const std::string& dir() const { return dir_; }
 
@@ -134,6 +235,8 @@ class ShardedStack {
   std::vector<Member*> All() {
     std::vector<Member*> all = {&agent_, &ledger_};
     for (auto& shard : shards_) all.push_back(&shard);
+    for (auto& ledger : ledgers_) all.push_back(&ledger);
+    for (auto& relay : relays_) all.push_back(&relay);
     return all;
   }
 
@@ -153,10 +256,14 @@ class ShardedStack {
 
   const std::string dir_;
   const bool legacy_;
+  const bool per_shard_;
+  const bool move_data_;
   std::string map_file_;
   absl::Mutex mu_;  // one kill or stop at a time
   Member ledger_, agent_;
   Member shards_[kMaxShards];
+  Member ledgers_[kMaxShards];  // per shard
+  Member relays_[kMaxShards];   // per shard
   bool live_[kMaxShards] = {};
 };
 
@@ -200,9 +307,117 @@ int MoveUntilDone(const std::string& dir, const std::vector<std::string>& flags,
   return -1;
 }
 
-void RunOnce(uint64_t seed, bool legacy) {
-  SCOPED_TRACE(absl::StrCat("seed ", seed, legacy ? " (legacy ledger)" : ""));
-  ShardedStack stack(FreshDir(absl::StrCat("reshard-kill", seed)), legacy);
+// How many of acct0..acct<accounts-1> are not held by exactly one ledger, their slot's
+// owner in `map`: an account left behind by a move, or copied and not dropped.
+int MisplacedAccounts(ShardedStack& stack, const SlotMap& map, int accounts) {
+  int misplaced = 0;
+  for (int a = 0; a < accounts; ++a) {
+    const std::string id = absl::StrCat("acct", a);
+    const std::string owner = map.OwnerOf(SlotOf("acme", "account", id));
+    int held_by_owner = 0, held_elsewhere = 0;
+    for (int i = 0; i < kMaxShards; ++i) {
+      auto stub = ledger::v1::Ledger::NewStub(
+          grpc::CreateChannel(stack.LedgerAddress(i), grpc::InsecureChannelCredentials()));
+      auto context = Deadline(5);
+      ledger::v1::GetAccountRequest request;
+      request.set_id(id);
+      ledger::v1::Account account;
+      if (!stub->GetAccount(context.get(), request, &account).ok()) continue;
+      (absl::StrCat("s", i) == owner ? held_by_owner : held_elsewhere)++;
+    }
+    if (held_by_owner != 1 || held_elsewhere != 0) ++misplaced;
+  }
+  return misplaced;
+}
+
+// What a run with a ledger per shard comes to, once nothing is in flight.
+struct PerShardVerdict {
+  bool quiet = false;  // no agent waiting, no credit in any outbox
+  Judgement judged;    // every command, from all the ledgers' effects merged
+  int64_t credits = 0, credit_effects = 0;
+  ledger::v1::GetTotalResponse money;  // summed over the shards
+  int misplaced_accounts = 0;
+};
+
+// Waits (bounded) until nothing is in flight anywhere, neither in the agents nor in the
+// ledgers' outboxes (a bounced credit comes back as a refund: a second round), then reads
+// every ledger: effects merged (so that one command applied on two shards counts as a
+// duplicate), money summed, and where each account is.
+PerShardVerdict CheckPerShard(ShardedStack& stack, const std::set<std::string>& acked,
+                              const SlotMap& map, int accounts) {
+  PerShardVerdict v;
+  for (int i : {2, 3, 4}) EXPECT_TRUE(stack.ReopenLedger(i).ok());
+  for (int round = 0; round < 900 && !v.quiet; ++round) {  // at most 3 minutes
+    v.quiet = Waiting(stack.agent_address()) == 0;
+    for (int i : {0, 1}) v.quiet = v.quiet && Waiting(stack.RelayAddress(i)) == 0;
+    for (int i = 0; i < kMaxShards; ++i) {
+      v.quiet = v.quiet && PendingFollowUps(stack.LedgerAddress(i)) == 0;
+    }
+    if (!v.quiet) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  std::map<std::string, int> effects;
+  for (int i = 0; i < kMaxShards; ++i) {
+    absl::StatusOr<std::map<std::string, int>> shard_effects =
+        EffectsByCommand(stack.LedgerAddress(i));
+    EXPECT_TRUE(shard_effects.ok()) << shard_effects.status();
+    if (shard_effects.ok()) {
+      for (const auto& [id, n] : *shard_effects) effects[id] += n;
+    }
+    absl::StatusOr<ledger::v1::GetTotalResponse> total = LedgerTotal(stack.LedgerAddress(i));
+    EXPECT_TRUE(total.ok()) << total.status();
+    if (!total.ok()) continue;
+    v.money.set_total_balance(v.money.total_balance() + total->total_balance());
+    v.money.set_total_minted(v.money.total_minted() + total->total_minted());
+    v.money.set_credits_sent(v.money.credits_sent() + total->credits_sent());
+    v.money.set_credits_received(v.money.credits_received() + total->credits_received());
+    v.money.set_unclaimed(v.money.unclaimed() + total->unclaimed());
+  }
+  auto agent = v1::Agent::NewStub(
+      grpc::CreateChannel(stack.agent_address(), grpc::InsecureChannelCredentials()));
+  auto records = AllRecords(*agent);
+  EXPECT_TRUE(records.ok()) << records.status();
+  v.judged = Judge(acked, records.value_or(std::map<std::string, v1::OutboxRecord>()), {effects});
+  for (const auto& [id, n] : effects) {
+    if (id.rfind("fu-", 0) == 0) {
+      ++v.credits;
+      v.credit_effects += n;
+    }
+  }
+  v.misplaced_accounts = MisplacedAccounts(stack, map, accounts);
+  std::printf("per-shard ledgers: quiet=%d applied=%ld rejected=%ld lost=%ld "
+              "duplicate_effects=%ld credits=%ld balance=%ld minted=%ld sent=%ld received=%ld "
+              "unclaimed=%ld misplaced_accounts=%d\n",
+              v.quiet, static_cast<long>(v.judged.applied), static_cast<long>(v.judged.rejected),
+              static_cast<long>(v.judged.lost), static_cast<long>(v.judged.duplicate_effects),
+              static_cast<long>(v.credits), static_cast<long>(v.money.total_balance()),
+              static_cast<long>(v.money.total_minted()), static_cast<long>(v.money.credits_sent()),
+              static_cast<long>(v.money.credits_received()),
+              static_cast<long>(v.money.unclaimed()), v.misplaced_accounts);
+  return v;
+}
+
+void ExpectCorrect(const PerShardVerdict& v, size_t acked) {
+  EXPECT_TRUE(v.quiet) << "credits still in flight";
+  EXPECT_EQ(v.judged.lost, 0);
+  EXPECT_EQ(v.judged.duplicate_effects, 0);
+  EXPECT_EQ(v.judged.not_final + v.judged.conflicts + v.judged.dead_letters +
+                v.judged.other_final,
+            0);
+  EXPECT_EQ(v.judged.applied + v.judged.rejected, static_cast<int64_t>(acked));
+  EXPECT_GT(v.credits, 0);  // transfers did cross shards
+  EXPECT_EQ(v.credit_effects, v.credits);
+  // Nothing in flight, so every debit's credit landed once: the money adds up.
+  EXPECT_EQ(v.money.credits_sent(), v.money.credits_received());
+  EXPECT_EQ(v.money.total_balance() + v.money.unclaimed(), v.money.total_minted());
+  // Every account moved with its slot, and only one copy is left.
+  EXPECT_EQ(v.misplaced_accounts, 0);
+}
+
+void RunOnce(uint64_t seed, Ledgers ledgers) {
+  const bool legacy = ledgers == Ledgers::kSharedLegacy;
+  SCOPED_TRACE(absl::StrCat("seed ", seed, legacy ? " (legacy ledger)" : "",
+                            ledgers == Ledgers::kPerShard ? " (a ledger per shard)" : ""));
+  ShardedStack stack(FreshDir(absl::StrCat("reshard-kill", seed)), ledgers);
   ASSERT_TRUE(stack.Start().ok());
 
   constexpr int kAccounts = 40;
@@ -232,7 +447,7 @@ void RunOnce(uint64_t seed, bool legacy) {
       reshard_kills += std::max(killed, 0);
       ++moves;
     };
-    for (int i : {3, 4}) moves_ok = moves_ok && stack.StartShard(i).ok();
+    for (int i : {3, 4}) moves_ok = moves_ok && stack.AddShard(i).ok();
     move(0, 99, 3, true);
     move(342, 441, 4, true);
     move(683, 782, 3, false);
@@ -246,7 +461,7 @@ void RunOnce(uint64_t seed, bool legacy) {
         }
       }
     }
-    for (int i : {2, 3, 4}) stack.StopShard(i);
+    for (int i : {2, 3, 4}) moves_ok = stack.StopShard(i) && moves_ok;
     moving.store(false);
   });
 
@@ -263,7 +478,10 @@ void RunOnce(uint64_t seed, bool legacy) {
       restart_failure = victim.status();
       break;
     }
-    kills[victim->substr(0, 1) == "s" ? "sidecar" : *victim]++;
+    const std::string& name = *victim;
+    kills[name[0] == 's' ? "sidecar" : name.rfind("ledger", 0) == 0 ? "ledger"
+                          : name.rfind("relay", 0) == 0         ? "relay"
+                                                                : name]++;
   }
   producer.join();
   mover.join();
@@ -285,16 +503,30 @@ void RunOnce(uint64_t seed, bool legacy) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
   }
-  Verdict v = WaitAndCheck(stack.agent_address(), stack.ledger_address(), load.acked(),
-                           /*timeout_ms=*/180'000);
   std::printf("reshard-kill seed=%lu%s moves=%d reshard_runs_killed=%d kills: agent=%d "
-              "ledger=%d sidecar=%d parked_resolved=%d | %s\n",
+              "ledger=%d sidecar=%d relay=%d parked_resolved=%d\n",
               static_cast<unsigned long>(seed), legacy ? " legacy" : "", moves, reshard_kills,
-              kills["agent"], kills["ledger"], kills["sidecar"], resolved, v.ToString().c_str());
-  EXPECT_EQ(v.acked, kCommands);
-  EXPECT_TRUE(v.ok()) << v.ToString() << " (logs in " << stack.dir() << ")";
-  if (!v.ok()) KeepLogs(stack.dir());
-  EXPECT_EQ(v.minted, kAccounts * 1000);
+              kills["agent"], kills["ledger"], kills["sidecar"], kills["relay"], resolved);
+  EXPECT_EQ(load.acked().size(), static_cast<size_t>(kCommands));
+  if (stack.per_shard()) {
+    PerShardVerdict v = CheckPerShard(stack, load.acked(), *final_map, kAccounts);
+    if (ledgers == Ledgers::kPerShardKeepingData) {
+      // The negative control: accounts stay where they were opened, and are caught.
+      EXPECT_GT(v.misplaced_accounts, 0);
+    } else {
+      ExpectCorrect(v, load.acked().size());
+    }
+    EXPECT_EQ(v.money.total_minted(), kAccounts * 1000);
+    if (::testing::Test::HasFailure()) KeepLogs(stack.dir());
+  } else {
+    Verdict v = WaitAndCheck(stack.agent_address(), stack.ledger_address(), load.acked(),
+                             /*timeout_ms=*/180'000);
+    std::printf("%s\n", v.ToString().c_str());
+    EXPECT_EQ(v.acked, kCommands);
+    EXPECT_TRUE(v.ok()) << v.ToString() << " (logs in " << stack.dir() << ")";
+    if (!v.ok()) KeepLogs(stack.dir());
+    EXPECT_EQ(v.minted, kAccounts * 1000);
+  }
 
   // Every finished command sent again, straight to the shard that owns its slot now (after
   // up to two moves): each must be answered from a record that moved with its slot
@@ -331,17 +563,25 @@ void RunOnce(uint64_t seed, bool legacy) {
   EXPECT_GT(replayed, 0);
 }
 
-class ReshardKillTest : public ::testing::TestWithParam<std::pair<int, bool>> {};
+class ReshardKillTest : public ::testing::TestWithParam<std::pair<int, Ledgers>> {};
 
 TEST_P(ReshardKillTest, ThreeThenFiveThenTwoShardsUnderKillsApplyEveryCommandOnce) {
   RunOnce(static_cast<uint64_t>(GetParam().first), GetParam().second);
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, ReshardKillTest,
-                         ::testing::Values(std::make_pair(1, false), std::make_pair(2, true)),
+                         ::testing::Values(std::make_pair(1, Ledgers::kShared),
+                                           std::make_pair(2, Ledgers::kSharedLegacy),
+                                           std::make_pair(3, Ledgers::kPerShard),
+                                           std::make_pair(4, Ledgers::kPerShardKeepingData)),
                          [](const auto& info) {
+                           const Ledgers l = info.param.second;
                            return absl::StrCat("seed", info.param.first,
-                                               info.param.second ? "_legacy" : "");
+                                               l == Ledgers::kSharedLegacy ? "_legacy"
+                                               : l == Ledgers::kPerShard   ? "_ledger_per_shard"
+                                               : l == Ledgers::kPerShardKeepingData
+                                                   ? "_ledger_per_shard_NegativeControlDataLeftBehind"
+                                                   : "");
                          });
 
 }  // namespace

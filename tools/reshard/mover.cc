@@ -117,17 +117,21 @@ class Move {
       page.set_limit(o_.page_records);
       EONCE_ASSIGN_OR_RETURN(v1::ExportSlotsResponse exported, Admin(from_).Export(page));
       report_.unplaced += exported.unplaced();
-      if (exported.records_size() > 0) {
+      if (exported.records_size() > 0 || exported.business_rows_size() > 0) {
         v1::ImportSlotsRequest import;
         import.set_first_slot(o_.first);
         import.set_last_slot(o_.last);
+        const int rows = exported.business_rows_size();
         *import.mutable_records() = std::move(*exported.mutable_records());
+        *import.mutable_business_rows() = std::move(*exported.mutable_business_rows());
         EONCE_ASSIGN_OR_RETURN(int64_t imported, Admin(o_.to).Import(import));
         report_.copied += imported;
+        report_.copied_rows += rows;
       }
       after = exported.next_after();
     } while (!after.empty());
-    Step(absl::StrCat("copied ", report_.copied, " records from ", from_, " to ", o_.to));
+    Step(absl::StrCat("copied ", report_.copied, " records and ", report_.copied_rows,
+                      " business rows from ", from_, " to ", o_.to));
     return absl::OkStatus();
   }
 

@@ -60,7 +60,8 @@ struct MoveOptions {
 struct MoveReport {
   std::string outcome;  // "moved", "already there", "rolled back", "stopped after <step>"
   uint64_t epoch = 0;   // of the map file at the end
-  int64_t copied = 0;
+  int64_t copied = 0;       // records
+  int64_t copied_rows = 0;  // the business's rows (eonce.v1.SlotData), where it keeps them
   int64_t dropped = 0;
   int64_t unplaced = 0;
   // From the freeze held by the old owner to the flip held by the new one, in this run:
