@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/server.h"
@@ -86,7 +87,11 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   }
   s->loop_ = std::thread([raw] { raw->Loop(); });
   if (!options.relay_from.empty()) {
-    s->relay_source_ = NewGrpcFollowUpSource(options.relay_from, options.tenant, options.tls, clock);
+    // The business in the pod listens on its own unix socket, without TLS (as the
+    // sidecar reaches it).
+    const bool local_socket = absl::StartsWith(options.relay_from, "unix:");
+    s->relay_source_ = NewGrpcFollowUpSource(options.relay_from, options.tenant,
+                                             local_socket ? TlsFiles() : options.tls, clock);
     s->relay_ = std::make_unique<FollowUpRelay>(*s->relay_source_, *s->outbox_);
     s->relay_loop_ = std::thread([raw] { raw->RelayLoop(); });
   }

@@ -58,7 +58,8 @@ struct AgentServerOptions {
   // Free space kept on the outbox's disk; below it Enqueue is refused (STORE_FULL).
   uint64_t min_free_bytes = 256ull << 20;
   // The address of a business whose transactional outbox (eonce.v1.FollowUps) this agent
-  // relays for its tenant; empty: none. Polled every `relay_every_ms` while idle.
+  // relays for its tenant; empty: none. Polled every `relay_every_ms` while idle. A unix
+  // socket (the pod's own business) is dialled without TLS.
   std::string relay_from;
   int64_t relay_every_ms = 50;
 };

@@ -89,7 +89,9 @@ def check(objects):
             if "readinessProbe" not in sidecar or "livenessProbe" not in sidecar:
                 problems.append("%s: the sidecar has no readiness or liveness probe" % name)
             upstream = flag(sidecar.get("args", []), "upstream") or ""
-            business = [c for c in containers if c["name"] != "dedupe-sidecar"]
+            # The business is what is neither the sidecar nor a relay of its outbox.
+            business = [c for c in containers if c["name"] != "dedupe-sidecar"
+                        and flag(c.get("args", []), "relay_from") is None]
             if not business:
                 problems.append("%s: the sidecar has no business service in its pod" % name)
             # The business listens only on a unix socket in a volume that it and its
@@ -116,6 +118,7 @@ def check(objects):
                     problems.append("%s/%s: TLS on the pod's own socket is not used by the sidecar" % (name, b["name"]))
         if "dedupe-sidecar" in names:
             problems += check_shards(o, containers[names.index("dedupe-sidecar")], objects)
+            problems += check_business_shards(o, containers, containers[names.index("dedupe-sidecar")])
         if "outbox-agent" in names:
             agent = containers[names.index("outbox-agent")]
             if "readinessProbe" not in agent or "livenessProbe" not in agent:
@@ -171,6 +174,34 @@ def check_shards(sts, sidecar, objects):
             problems.append("%s: the slot map gives slots to unknown shard %s" % (name, r["shard"]))
     if any(n != 1 for n in owners):
         problems.append("%s: the slot map does not give every slot exactly one owner" % name)
+    return problems
+
+
+def check_business_shards(sts, containers, sidecar):
+    """A business of each pod's own, in more than one pod: its data moves with its slots,
+    and what its outbox holds for other shards is relayed from the pod."""
+    name = sts["metadata"]["name"]
+    if sts["spec"].get("replicas", 1) <= 1:
+        return []
+    problems = []
+    args = sidecar.get("args", [])
+    if "--move_business_data" not in args:
+        problems.append("%s: sharded, but the sidecar does not move the business's data with "
+                        "its slots (--move_business_data): a moved slot would leave its "
+                        "accounts behind" % name)
+    upstream = flag(args, "upstream")
+    relays = [c for c in containers if flag(c.get("args", []), "relay_from") is not None]
+    ledgers = [c for c in containers if c.get("image", "").split(":")[0].endswith("/ledger_service")]
+    for ledger in ledgers:
+        if "--cross_slot_credits" not in ledger.get("args", []):
+            problems.append("%s/%s: sharded, but a transfer to another shard's account is not "
+                            "sent as a credit (--cross_slot_credits)" % (name, ledger["name"]))
+    if ledgers and not any(flag(r["args"], "relay_from") == upstream for r in relays):
+        problems.append("%s: no container relays the business's outbox (--relay_from=%s): "
+                        "credits to other shards would never leave" % (name, upstream))
+    for r in relays:
+        if "readinessProbe" not in r or "livenessProbe" not in r:
+            problems.append("%s/%s: the relay has no probes" % (name, r["name"]))
     return problems
 
 

@@ -78,4 +78,13 @@ if /usr/bin/python3 "$check" "$out/missing-shard.yaml" > "$out/missing-shard.txt
   exit 1
 fi
 grep -q "pod ledger-2 is not a shard of the slot map" "$out/missing-shard.txt"
+# A sharded ledger whose accounts stay behind when a slot moves, or whose credits to other
+# shards are never relayed, must be reported.
+grep -v -e '--move_business_data' -e '--relay_from=' "$out/dev.yaml" > "$out/unmoved.yaml"
+if /usr/bin/python3 "$check" "$out/unmoved.yaml" > "$out/unmoved.txt"; then
+  echo "the checker accepted a sharded ledger that keeps its data and its credits" >&2
+  exit 1
+fi
+grep -q "would leave its accounts behind" "$out/unmoved.txt"
+grep -q "credits to other shards would never leave" "$out/unmoved.txt"
 echo "deploy: overlays render and keep their invariants"
