@@ -125,12 +125,30 @@ std::map<std::string, int> EffectCounts(const std::string& address) {
   return *std::move(counts);
 }
 
-// Whether the ledger at `address` holds the money it minted; its balance in `*balance`.
-bool Conserved(const std::string& address, int64_t* balance) {
-  auto total = testing::LedgerTotal(address);
-  if (!total.ok()) return false;
-  *balance = total->total_balance();
-  return total->total_balance() == total->total_minted();
+// The money of the ledgers at `addresses` (the shards of one ledger), summed; an error if
+// one cannot be read.
+absl::StatusOr<ledger::v1::GetTotalResponse> Money(const std::vector<Process*>& ledgers) {
+  ledger::v1::GetTotalResponse sum;
+  for (Process* ledger : ledgers) {
+    auto total = testing::LedgerTotal(ledger->address());
+    if (!total.ok()) return total.status();
+    sum.set_total_balance(sum.total_balance() + total->total_balance());
+    sum.set_total_minted(sum.total_minted() + total->total_minted());
+    sum.set_credits_sent(sum.credits_sent() + total->credits_sent());
+    sum.set_credits_received(sum.credits_received() + total->credits_received());
+    sum.set_unclaimed(sum.unclaimed() + total->unclaimed());
+  }
+  return sum;
+}
+
+// Whether the ledger (all its shards) holds the money it minted, with nothing in flight
+// between shards; its balance in `*balance`.
+bool Conserved(const std::vector<Process*>& ledgers, int64_t* balance) {
+  auto money = Money(ledgers);
+  if (!money.ok()) return false;
+  *balance = money->total_balance();
+  return money->total_balance() + money->unclaimed() == money->total_minted() &&
+         money->credits_sent() == money->credits_received();
 }
 
 v1::Entity Account(const std::string& id) {
@@ -145,9 +163,15 @@ void DescribeStack(const demo::Stack& stack, bool faults) {
   Say(absl::StrCat("  ledger           ", stack.ledger->address(), "  (inbox mode",
                    faults ? ", loses 3% of answers after applying)" : ")"));
   std::vector<Process*> shards = stack.LedgerSidecars();
+  std::vector<Process*> ledgers = stack.Ledgers();
   for (size_t i = 0; i < shards.size(); ++i) {
+    if (i > 0) Say(absl::StrCat("  ledger           ", ledgers[i]->address(), "  (shard s", i, ")"));
     Say(absl::StrCat("  dedupe_sidecar   ", shards[i]->address(), "  -> ledger",
                      shards.size() > 1 ? absl::StrCat(" (shard s", i, " of the slot map)") : ""));
+    if (i < stack.relays.size()) {
+      Say(absl::StrCat("  outbox_agent     ", stack.relays[i]->address(), "  relays s", i,
+                       "'s credits to other shards"));
+    }
   }
   Say(absl::StrCat("  case_service     ", stack.cases->address(), "  (inbox mode",
                    faults ? ", loses 3% of answers after applying)" : ")"));
@@ -231,7 +255,9 @@ class Demo {
 
   bool Died() {
     std::vector<Process*> all = stack_.LedgerSidecars();
-    for (Process* p : {stack_.agent.get(), stack_.ledger.get(), stack_.cases.get(),
+    for (Process* p : stack_.Ledgers()) all.push_back(p);
+    for (const auto& relay : stack_.relays) all.push_back(relay.get());
+    for (Process* p : {stack_.agent.get(), stack_.cases.get(),
                        stack_.legacy.get(), stack_.case_sidecar.get(),
                        stack_.legacy_sidecar.get()}) {
       all.push_back(p);
@@ -481,6 +507,14 @@ class Demo {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     if (!quiet) std::printf("\n");
+    // Sharded: the credits between shards land after their debits were answered. Wait
+    // until none is in flight (the relays are idle).
+    while (settled && stack_.shards > 1 && std::chrono::steady_clock::now() < deadline) {
+      auto money = Money(stack_.Ledgers());
+      if (money.ok() && money->credits_sent() == money->credits_received()) break;
+      if (Died()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
     return settled;
   }
 
@@ -493,10 +527,18 @@ class Demo {
     auto records = listed.ok() ? *std::move(listed) : std::map<std::string, v1::OutboxRecord>();
     const demo::SidecarReplays direct = demo::ReplayAtTheSidecar(stack_, records, n_ / 10);
 
+    // The ledger's shards' effects as one ledger: a command applied on two shards is a
+    // duplicate. Credits (the relays' commands) count there too.
+    std::map<std::string, int> ledger_effects;
+    int64_t credits = 0;
+    for (Process* ledger : stack_.Ledgers()) {
+      for (const auto& [id, n] : EffectCounts(ledger->address())) {
+        ledger_effects[id] += n;
+        if (id.rfind("fu-", 0) == 0) credits += n;
+      }
+    }
     const testing::Judgement judged =
-        testing::Judge(enqueued_, records,
-                       {EffectCounts(stack_.ledger->address()),
-                        EffectCounts(stack_.cases->address())},
+        testing::Judge(enqueued_, records, {ledger_effects, EffectCounts(stack_.cases->address())},
                        {EffectCounts(stack_.legacy->address())});
     demo::Figures figures;
     figures.attempts = direct.attempts + legacy_calls_;
@@ -513,8 +555,8 @@ class Demo {
     figures.duplicate_effects = judged.duplicate_effects;
     figures.effects = judged.effects;
     int64_t legacy_balance = 0;
-    figures.conserved = Conserved(stack_.ledger->address(), &figures.balance) &&
-                        Conserved(stack_.legacy->address(), &legacy_balance);
+    figures.conserved = Conserved(stack_.Ledgers(), &figures.balance) &&
+                        Conserved({stack_.legacy.get()}, &legacy_balance);
     figures.commands = static_cast<int64_t>(enqueued_.size());
     figures.direct_calls = static_cast<int64_t>(legacy_keys_.size());
     figures.agent_duplicates = agent_duplicates_;
@@ -524,6 +566,7 @@ class Demo {
     figures.shards = stack_.shards;
     figures.reshards = reshards_;
     figures.cross_shard = cross_shard_;
+    figures.credits = credits;
     demo::Report(figures, quiet);
     std::fflush(stdout);
 

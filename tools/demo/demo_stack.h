@@ -1,8 +1,10 @@
 // The demo's stack: the ledger and the case service (inbox mode), a legacy ledger, a
 // dedupe sidecar in front of each, and the outbox agent, each a child process on a
-// loopback port with its data under one folder. With `shards` > 1 the ledger has that many
-// sidecars, s0 (`sidecar`) to s(N-1), each taking the slots the map file gives it, and
-// the agent routes ledger commands by slot.
+// loopback port with its data under one folder. With `shards` > 1 the ledger is that many
+// shards s0..s(N-1), each a ledger of its own (`ledger` is s0's; --cross_slot_credits), its
+// sidecar (`sidecar` is s0's; --move_business_data) taking the slots the map file gives
+// it, and a relay agent sending its credits to other shards; the agent routes ledger
+// commands by slot.
 #ifndef EONCE_TOOLS_DEMO_DEMO_STACK_H_
 #define EONCE_TOOLS_DEMO_DEMO_STACK_H_
 
@@ -26,8 +28,18 @@ struct Stack {
   std::string bin;
   int shards = 1;
   std::unique_ptr<Process> ledger, cases, legacy, sidecar, case_sidecar, legacy_sidecar, agent;
-  std::vector<std::unique_ptr<Process>> more_shards;  // s1 .. s(N-1)
+  std::vector<std::unique_ptr<Process>> more_shards;   // sidecars of s1 .. s(N-1)
+  std::vector<std::unique_ptr<Process>> more_ledgers;  // ledgers of s1 .. s(N-1)
+  std::vector<std::unique_ptr<Process>> relays;        // relay agents of s0 .. s(N-1)
   std::string sidecar_port;
+  std::string lose_ratio = "0";
+
+  // The ledger of every shard, s0 first.
+  std::vector<Process*> Ledgers() const {
+    std::vector<Process*> all = {ledger.get()};
+    for (const auto& l : more_ledgers) all.push_back(l.get());
+    return all;
+  }
 
   std::string slot_map() const { return data + "/slot_map.json"; }
 
@@ -50,6 +62,7 @@ struct Stack {
     if (shard >= 0) {
       args.push_back(absl::StrCat("--shard_id=s", shard));
       args.push_back("--slot_map=" + slot_map());
+      args.push_back("--move_business_data");
     }
     return Process::Start(bin + "/dedupe_sidecar/dedupe_sidecar", args,
                           data + "/" + name + ".log");
@@ -71,7 +84,11 @@ struct Stack {
     sidecar_port = sidecar->address().substr(sidecar->address().rfind(':') + 1);
     if (!sharded) return absl::OkStatus();
     for (int i = 1; i < shards; ++i) {
-      auto shard = StartSidecar(absl::StrCat("sidecar-s", i), ledger->address(), "127.0.0.1:0", i);
+      auto own = StartLedger(absl::StrCat("ledger-s", i), 13 + i);
+      if (!own.ok()) return own.status();
+      more_ledgers.push_back(std::move(*own));
+      auto shard = StartSidecar(absl::StrCat("sidecar-s", i), more_ledgers.back()->address(),
+                                "127.0.0.1:0", i);
       if (!shard.ok()) return shard.status();
       more_shards.push_back(std::move(*shard));
     }
@@ -83,15 +100,37 @@ struct Stack {
       absl::Status adopted = AwaitSlotMap(p->address(), 2, 10'000);
       if (!adopted.ok()) return adopted;
     }
+    // Each shard's relay: its ledger's credits to accounts on other shards.
+    for (int i = 0; i < shards; ++i) {
+      auto relay = Process::Start(
+          bin + "/outbox_agent/outbox_agent",
+          {"--listen=127.0.0.1:0", absl::StrCat("--data_dir=", data, "/relay-s", i),
+           "--tenant=acme", "--sidecar=" + sidecar->address(),
+           "--routes=eonce.ledger.v1.Ledger=sharded:" + sidecar->address(),
+           "--relay_from=" + Ledgers()[i]->address(), "--max_backoff_ms=500",
+           "--base_backoff_ms=20", "--submit_timeout_ms=2000", "--claim_ttl_ms=4500",
+           "--max_age_ms=3600000"},
+          absl::StrCat(data, "/relay-s", i, ".log"));
+      if (!relay.ok()) return relay.status();
+      relays.push_back(std::move(*relay));
+    }
     return absl::OkStatus();
+  }
+
+  // A ledger in inbox mode that loses `lose_ratio` of its answers after applying.
+  absl::StatusOr<std::unique_ptr<Process>> StartLedger(const std::string& name, int seed) {
+    std::vector<std::string> args = {"--listen=127.0.0.1:0", "--data_dir=" + data + "/" + name,
+                                     "--lose_answer_ratio=" + lose_ratio,
+                                     absl::StrCat("--fault_seed=", seed)};
+    if (shards > 1) args.push_back("--cross_slot_credits");
+    return Process::Start(bin + "/services/ledger/ledger_service", args,
+                          data + "/" + name + ".log");
   }
 
   absl::Status Start(bool faults) {
     std::string lose = faults ? "0.03" : "0";
-    auto l = Process::Start(bin + "/services/ledger/ledger_service",
-                            {"--listen=127.0.0.1:0", "--data_dir=" + data + "/ledger",
-                             "--lose_answer_ratio=" + lose, "--fault_seed=7"},
-                            data + "/ledger.log");
+    lose_ratio = lose;
+    auto l = StartLedger("ledger", 7);
     if (!l.ok()) return l.status();
     ledger = std::move(*l);
     auto cs = Process::Start(bin + "/services/case/case_service",
@@ -150,7 +189,9 @@ struct Stack {
     for (auto* p : {&agent, &sidecar, &case_sidecar, &legacy_sidecar, &ledger, &cases, &legacy}) {
       if (*p != nullptr) (*p)->Signal(SIGTERM, true);
     }
-    for (auto& shard : more_shards) shard->Signal(SIGTERM, true);
+    for (auto* group : {&relays, &more_shards, &more_ledgers}) {
+      for (auto& p : *group) p->Signal(SIGTERM, true);
+    }
   }
 };
 

@@ -29,6 +29,9 @@ void Report(const Figures& f, bool quiet) {
                   "across shards: %ld)\n",
                   static_cast<long>(f.shards), static_cast<long>(f.reshards),
                   static_cast<long>(f.cross_shard));
+      std::printf("  credits between shards     %ld applied once each (a debit's follow-up, "
+                  "relayed from its ledger's outbox; counted in the effects)\n",
+                  static_cast<long>(f.credits));
     }
     if (!f.settled) std::printf("  NOT SETTLED within the timeout\n");
   }

@@ -28,6 +28,7 @@ struct Figures {
   int64_t shards = 1;       // the ledger's sidecars (./eonce demo --shards N)
   int64_t reshards = 0;     // slot moves finished during the run
   int64_t cross_shard = 0;  // transfers between accounts whose slots two shards owned
+  int64_t credits = 0;      // credits relayed between the ledger's shards (their effects)
 };
 
 // The report: a table (unless `quiet`), then the one machine-readable summary line.
