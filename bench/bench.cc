@@ -29,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/commands.h"
+#include "bench/in_process.h"
 #include "bench/loops.h"
 #include "bench/shards.h"
 #include "common/clock.h"
@@ -56,8 +57,8 @@
 ABSL_FLAG(std::string, in_flight, "1,16,64", "calls in flight to measure at (the peers' client counts)");
 ABSL_FLAG(double, seconds, 2.0, "how long each run of a measurement lasts");
 ABSL_FLAG(std::string, only, "",
-          "measure only these groups (comma-separated: limits, ledger, sidecar, shards, agent, "
-          "large); "
+          "measure only these groups (comma-separated: limits, ledger, sidecar, in_process, "
+          "shards, agent, large); "
           "for profiling one path with perf");
 ABSL_FLAG(int32_t, runs, 3, "runs per measurement (the median is reported)");
 ABSL_FLAG(double, warmup_seconds, 0.5, "the warm-up before each measurement");
@@ -300,6 +301,19 @@ int Run() {
           }), "grpc echo (limit)");
     }
     (*synced)->Shutdown(1000).IgnoreError();
+  }
+
+  // The sidecar in the ledger's own process: one gRPC hop per command instead of two.
+  if (want("sidecar") || want("in_process")) {
+    std::vector<std::pair<int, Figures>> in_process;
+    if (absl::Status ran = BenchInProcess(measure, points, base + "/in-process", kAccounts,
+                                          &in_process);
+        !ran.ok()) {
+      std::fprintf(stderr, "bench: the in-process sidecar did not run: %s\n",
+                   ran.ToString().c_str());
+      return 1;
+    }
+    for (const auto& [n, f] : in_process) add("first-seen, in process", n, f, "grpc echo (limit)");
   }
 
   // Sharded: first-seen through 1, 2 and 4 shards (one ledger behind them all), and the

@@ -287,7 +287,9 @@ void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token) {
   call.tenant = ctx->caller.tenant;
   call.actor = ctx->actor;
   call.payload_sha256 = ctx->command.payload_hash().sha256();
-  if (!ctx->command.entity().type().empty()) {
+  // Sharded only: the business then files the call's inbox entry under the entity's slot
+  // (to move with it); unsharded, that would be work for nothing.
+  if (shards_ != nullptr && !ctx->command.entity().type().empty()) {
     call.entity = absl::StrCat(ctx->command.entity().type(), "/", ctx->command.entity().id());
   }
   call.fencing_token = token;

@@ -45,7 +45,8 @@ struct ForwardCall {
   std::string tenant;
   std::string actor;
   std::string payload_sha256;  // raw bytes, sent in hex
-  // "<type>/<id>": the business files the call's inbox entry under the entity's slot.
+  // "<type>/<id>", from a sharded sidecar only: the business files the call's inbox entry
+  // under the entity's slot, so that it moves with the slot.
   std::string entity;
   uint64_t fencing_token = 0;
   int64_t deadline_ms = 0;  // absolute, on the Deduper's clock

@@ -51,6 +51,12 @@ LedgerCore::LedgerCore(RocksStore& store, Inbox& inbox, LedgerOptions options)
     : store_(store), inbox_(inbox), options_(options) {}
 
 void LedgerCore::PutAccount(rocksdb::WriteBatch* batch, const ledger::v1::Account& account) {
+  if (!options_.cross_slot_credits) {
+    // Unsharded: nothing moves, so nothing is filed by slot (FileAccounts files every
+    // account at the first start with sharding on).
+    batch->Put(store_.cf(kAccountsCf), account.id(), account.SerializeAsString());
+    return;
+  }
   inbox_.PutEntityRow(batch, account.tenant(), "account", account.id(), kAccountsCf, account.id(),
                       account.SerializeAsString());
 }
@@ -253,6 +259,7 @@ absl::StatusOr<int64_t> LedgerCore::AdoptTenantsFromEffects() {
 }
 
 absl::Status LedgerCore::FileAccounts() {
+  if (!options_.cross_slot_credits) return absl::OkStatus();
   rocksdb::WriteBatch batch;
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kAccountsCf);
   for (it->SeekToFirst(); it->Valid(); it->Next()) {

@@ -20,7 +20,8 @@ namespace eonce {
 struct LedgerOptions {
   // Sharded: a transfer between accounts of two slots debits here and emits a Credit
   // follow-up for the other slot's owner (the inbox's transactional outbox), since the
-  // two accounts may live on two shards. Off: every transfer is one atomic batch.
+  // two accounts may live on two shards; and every account is filed under its slot, to
+  // move with it. Off: every transfer is one atomic batch, and nothing is filed.
   bool cross_slot_credits = false;
 };
 
@@ -54,8 +55,9 @@ class LedgerCore {
   // is gone keeps none (and stays reachable to every tenant). Run once at start, before
   // anything is served; a second run finds nothing to do. Returns how many it gave one.
   absl::StatusOr<int64_t> AdoptTenantsFromEffects();
-  // Files every account under its slot (accounts written before the inbox kept a slot
-  // index), in one synced batch, so that a slot move takes them. Run once at start.
+  // Sharded: files every account under its slot (accounts written before, or while the
+  // ledger ran unsharded), in one synced batch, so that a slot move takes them. Run once
+  // at start; unsharded, it does nothing.
   absl::Status FileAccounts();
 
  private:

@@ -1,0 +1,24 @@
+// eonce bench, in process: first-seen commands through a sidecar that runs in the ledger's
+// own process (services/inbox/inbox_upstream.h) — one gRPC hop per command instead of
+// two, the same records, policy and commit point.
+#ifndef EONCE_BENCH_IN_PROCESS_H_
+#define EONCE_BENCH_IN_PROCESS_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "bench/loops.h"
+
+namespace eonce::bench {
+
+// Measures at each of `points` calls in flight, on a fresh ledger under `dir` holding
+// accounts a0..a(accounts-1); (in flight, figures) in `out`.
+absl::Status BenchInProcess(const MeasureOptions& measure, const std::vector<int>& points,
+                            const std::string& dir, int accounts,
+                            std::vector<std::pair<int, Figures>>* out);
+
+}  // namespace eonce::bench
+
+#endif  // EONCE_BENCH_IN_PROCESS_H_

@@ -1,0 +1,168 @@
+// The sidecar with the ledger in its own process (services/inbox/inbox_upstream.h): the
+// real SidecarServer over loopback gRPC, the real LedgerCore on real RocksDB, and no
+// second hop. The same promises as two processes: concurrent duplicates apply once, a
+// rejection is replayed, a reused key is refused, and a sidecar that lost its records
+// applies nothing twice because the inbox answers in its place. The negative control
+// runs the same steps over a legacy ledger, which keeps no inbox, and sees the second
+// effect.
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "dedupe_sidecar/sidecar_service.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "services/inbox/inbox_upstream.h"
+#include "services/ledger/ledger_in_process.h"
+#include "tests/integration/ledger_calls.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+class InProcessTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    auto families = LedgerCore::ColumnFamilies();
+    for (auto& f : Inbox::ColumnFamilies(RealClock::Get())) families.push_back(f);
+    auto store = RocksStore::Open(testing::FreshDir("ledger"), families, StoreOptions());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    inbox_ = std::make_unique<Inbox>(*store_, RealClock::Get(), /*legacy_mode=*/GetParam());
+    core_ = std::make_unique<LedgerCore>(*store_, *inbox_);
+    upstream_ = std::make_unique<InboxUpstream>(*inbox_, LedgerHandlers(*core_));
+    sidecar_dir_ = testing::FreshDir("sidecar");
+    StartSidecar();
+    for (const char* id : {"a", "b"}) {
+      auto opened = Submit(testing::OpenAccountCommand(id, 1000));
+      ASSERT_TRUE(opened.ok()) << opened.status();
+    }
+  }
+
+  void TearDown() override {
+    if (sidecar_ != nullptr) EXPECT_TRUE(sidecar_->Shutdown(1000).ok());
+  }
+
+  void StartSidecar() {
+    SidecarServerOptions options = testing::SidecarOptionsFor(0, sidecar_dir_);
+    options.upstream = upstream_.get();
+    auto sidecar = SidecarServer::Start(options, RealClock::Get());
+    ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+    sidecar_ = std::move(*sidecar);
+    stub_ = v1::Sidecar::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(sidecar_->port()), grpc::InsecureChannelCredentials()));
+  }
+
+  // The sidecar restarts with none of its records, as if a power cut took them back.
+  void ForgetTheSidecar() {
+    ASSERT_TRUE(sidecar_->Shutdown(1000).ok());
+    sidecar_.reset();
+    std::filesystem::remove_all(sidecar_dir_);
+    sidecar_dir_ = testing::FreshDir("sidecar");
+    StartSidecar();
+  }
+
+  absl::StatusOr<v1::SubmitResponse> Submit(const v1::Command& c) {
+    return testing::SubmitTo(*stub_, c);
+  }
+
+  int EffectsOf(const std::string& command_id) {
+    auto page = inbox_->ListEffects(0, 10000);
+    if (!page.ok()) return -1;
+    int n = 0;
+    for (const auto& e : page->effects()) n += e.command_id() == command_id;
+    return n;
+  }
+
+  int64_t Balance(const std::string& id) {
+    auto account = core_->GetAccount("acme", id);
+    return account.ok() ? account->balance() : -1;
+  }
+
+  std::unique_ptr<RocksStore> store_;
+  std::unique_ptr<Inbox> inbox_;
+  std::unique_ptr<LedgerCore> core_;
+  std::unique_ptr<InboxUpstream> upstream_;
+  std::string sidecar_dir_;
+  std::unique_ptr<SidecarServer> sidecar_;
+  std::unique_ptr<v1::Sidecar::Stub> stub_;
+};
+
+TEST_P(InProcessTest, SixtyFourConcurrentDuplicatesApplyOnce) {
+  const v1::Command t1 = testing::TransferCommand("t1", 10);
+  std::vector<std::thread> threads;
+  std::atomic<int> answered{0};
+  std::vector<std::string> responses(64);
+  for (int i = 0; i < 64; ++i) {
+    threads.emplace_back([&, i] {
+      // IN_PROGRESS while the first runs: retried, as a caller would.
+      for (int attempt = 0; attempt < 200; ++attempt) {
+        auto r = Submit(t1);
+        if (r.ok()) {
+          responses[i] = r->result().response();
+          answered++;
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(answered.load(), 64);
+  for (const std::string& r : responses) EXPECT_EQ(r, responses[0]);
+  EXPECT_EQ(EffectsOf("t1"), 1);
+  EXPECT_EQ(Balance("a"), 990);
+  EXPECT_EQ(Balance("b"), 1010);
+}
+
+TEST_P(InProcessTest, ARejectionIsReplayedAndAnUnknownMethodIsRefusedBeforeAnyWrite) {
+  auto too_much = Submit(testing::TransferCommand("big", 5000));
+  ASSERT_TRUE(too_much.ok()) << too_much.status();
+  EXPECT_EQ(too_much->result().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  auto again = Submit(testing::TransferCommand("big", 5000));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->disposition(), v1::REPLAYED);
+  EXPECT_EQ(again->result().SerializeAsString(), too_much->result().SerializeAsString());
+
+  auto unknown = Submit(testing::LedgerCommand("x1", "/eonce.ledger.v1.Ledger/Mint", ""));
+  EXPECT_FALSE(unknown.ok());
+  EXPECT_EQ(EffectsOf("x1"), 0);
+}
+
+TEST_P(InProcessTest, ASidecarThatForgotItsRecordsAppliesNothingTwice) {
+  const bool legacy = GetParam();
+  const v1::Command t1 = testing::TransferCommand("t1", 100, "key-1");
+  auto first = Submit(t1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ForgetTheSidecar();
+  auto again = Submit(t1);
+  ASSERT_TRUE(again.ok()) << again.status();
+  if (legacy) {
+    // The negative control: nothing in the business remembers t1, so the retry after
+    // the sidecar's loss is a second effect, and this test sees it.
+    EXPECT_EQ(EffectsOf("t1"), 2);
+    EXPECT_EQ(Balance("a"), 800);
+    return;
+  }
+  EXPECT_EQ(again->result().response(), first->result().response());
+  EXPECT_EQ(EffectsOf("t1"), 1);
+  EXPECT_EQ(Balance("a"), 900);
+  // The key is still t1's, with its payload: the inbox refuses the rest.
+  ForgetTheSidecar();
+  auto reused = Submit(testing::TransferCommand("t2", 100, "key-1"));
+  EXPECT_EQ(ReasonOf(reused.status()), "KEY_REUSED") << reused.status();
+  EXPECT_EQ(EffectsOf("t2"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, InProcessTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "NegativeControlLegacyLedger" : "Inbox";
+                         });
+
+}  // namespace
+}  // namespace eonce
