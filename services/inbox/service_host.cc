@@ -126,7 +126,8 @@ absl::Status ServiceHost::Shutdown(int64_t drain_ms) {
 ServiceHost::~ServiceHost() { Shutdown(0).IgnoreError(); }
 
 int RunServiceMain(int argc, char** argv, const char* name, const char* default_listen,
-                   std::vector<ColumnFamilySpec> families, const ServiceHost::Setup& setup) {
+                   std::vector<ColumnFamilySpec> families, const ServiceHost::Setup& setup,
+                   const StartCompanion& companion) {
   BlockShutdownSignals();
   const std::string usage = absl::StrCat(name, " --data_dir=DIR [--listen=ADDR] [--legacy]");
   ParseFlags(argc, argv, {usage.c_str(), /*from_environment=*/true});
@@ -162,11 +163,34 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
     std::cerr << name << ": " << host.status().message() << "\n";
     return 1;
   }
-  AnnounceListening(name, options.listen_address, (*host)->port());
+  std::unique_ptr<Companion> beside;
+  if (companion) {
+    auto started = companion(**host);
+    if (!started.ok()) {
+      std::cerr << name << ": " << started.status().message() << "\n";
+      return started.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    beside = std::move(*started);
+  }
+  // The address callers use: the companion's when there is one (the business's own port
+  // is then for the companion and operators).
+  if (beside != nullptr) {
+    AnnounceListening(name, beside->listen_address(), beside->port());
+    LogInfo("business port", {{"service", name},
+                              {"listen", absl::StrCat(options.listen_address, " (port ",
+                                                      (*host)->port(), ")")}});
+  } else {
+    AnnounceListening(name, options.listen_address, (*host)->port());
+  }
   LogInfo("started", {{"service", name}, {"legacy", options.legacy_mode ? "true" : "false"}});
   WaitForShutdownSignal();
   ExitOnSecondSignal();
   LogInfo("draining", {{"service", name}});
+  if (beside != nullptr) {
+    if (absl::Status stopped = beside->Shutdown(absl::GetFlag(FLAGS_drain_ms)); !stopped.ok()) {
+      LogError("companion close failed", {{"error", std::string(stopped.message())}});
+    }
+  }
   absl::Status closed = (*host)->Shutdown(absl::GetFlag(FLAGS_drain_ms));
   if (!closed.ok()) {
     LogError("close failed", {{"error", std::string(closed.message())}});

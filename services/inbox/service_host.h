@@ -90,10 +90,24 @@ class ServiceHost {
   int port_ = 0;
 };
 
+// Something a service runs beside its host in the same process (an embedded sidecar):
+// started once the host is up, announced as the address callers use, stopped first.
+class Companion {
+ public:
+  virtual ~Companion() = default;
+  virtual int port() const = 0;
+  virtual const std::string& listen_address() const = 0;
+  virtual absl::Status Shutdown(int64_t drain_ms) = 0;
+};
+// Null, or null returned: no companion.
+using StartCompanion =
+    std::function<absl::StatusOr<std::unique_ptr<Companion>>(ServiceHost& host)>;
+
 // The main() of a business service: flags (--listen, --data_dir, --legacy, --drain_ms and
 // the chaos flags), signals, and a graceful shutdown.
 int RunServiceMain(int argc, char** argv, const char* name, const char* default_listen,
-                   std::vector<ColumnFamilySpec> families, const ServiceHost::Setup& setup);
+                   std::vector<ColumnFamilySpec> families, const ServiceHost::Setup& setup,
+                   const StartCompanion& companion = nullptr);
 
 }  // namespace eonce
 

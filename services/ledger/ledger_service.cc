@@ -65,12 +65,14 @@ absl::StatusOr<std::unique_ptr<LedgerCore>> NewLedgerCore(RocksStore& store, Inb
 
 }  // namespace
 
-ServiceHost::Setup LedgerSetup(std::function<LedgerOptions()> options) {
-  return [options](RocksStore& store,
-                   Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
+ServiceHost::Setup LedgerSetup(std::function<LedgerOptions()> options, LedgerCore** core_out) {
+  return [options, core_out](RocksStore& store,
+                             Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
     EONCE_ASSIGN_OR_RETURN(std::unique_ptr<LedgerCore> core,
                            NewLedgerCore(store, inbox, options ? options() : LedgerOptions{}));
-    return std::make_shared<LedgerServiceImpl>(std::move(core), inbox);
+    auto service = std::make_shared<LedgerServiceImpl>(std::move(core), inbox);
+    if (core_out != nullptr) *core_out = &service->core();
+    return service;
   };
 }
 

@@ -43,8 +43,10 @@ class LedgerServiceImpl : public ledger::v1::Ledger::CallbackService {
 };
 
 // The ServiceHost setup that makes a host a ledger. `options` is read when the host
-// starts (after the flags are parsed).
-ServiceHost::Setup LedgerSetup(std::function<LedgerOptions()> options = nullptr);
+// starts (after the flags are parsed); `core`, if set, receives the ledger's core (for an
+// embedded sidecar's handlers).
+ServiceHost::Setup LedgerSetup(std::function<LedgerOptions()> options = nullptr,
+                               LedgerCore** core = nullptr);
 
 struct LedgerServerOptions : ServiceHostOptions {
   LedgerOptions ledger;

@@ -1,18 +1,49 @@
-// ledger_service: the reference ledger behind a dedupe sidecar.
+// ledger_service: the reference ledger behind a dedupe sidecar, or with the sidecar in
+// its own process (--sidecar_listen).
 #include "absl/flags/flag.h"
+#include "common/clock.h"
+#include "common/server_flags.h"
+#include "services/inbox/embedded_sidecar.h"
 #include "services/inbox/service_host.h"
+#include "services/ledger/ledger_in_process.h"
 #include "services/ledger/ledger_service.h"
 
 ABSL_FLAG(bool, cross_slot_credits, false,
           "sharded: a transfer to an account of another slot debits here and sends a Credit "
           "through the outbox (a relay must run: outbox_agent --relay_from)");
+ABSL_FLAG(std::string, sidecar_listen, "",
+          "run the dedupe sidecar in this process, callers reaching it here (one hop instead "
+          "of two; --listen is then the business's own port); empty: none");
+ABSL_FLAG(std::string, sidecar_data_dir, "", "the embedded sidecar's RocksDB directory");
+ABSL_FLAG(std::string, sidecar_policy_file, "", "the embedded sidecar's policy file");
+ABSL_FLAG(std::string, sidecar_metrics_listen, "", "the embedded sidecar's Prometheus endpoint");
+ABSL_FLAG(std::string, sidecar_shard_id, "", "sharded: the embedded sidecar's shard");
+ABSL_FLAG(std::string, sidecar_slot_map, "", "sharded: the slot map file");
 
 int main(int argc, char** argv) {
+  eonce::LedgerCore* core = nullptr;
+  auto options = [] {
+    eonce::LedgerOptions options;
+    options.cross_slot_credits = absl::GetFlag(FLAGS_cross_slot_credits);
+    return options;
+  };
+  auto sidecar = [&core](eonce::ServiceHost& host)
+      -> absl::StatusOr<std::unique_ptr<eonce::Companion>> {
+    if (absl::GetFlag(FLAGS_sidecar_listen).empty()) return nullptr;
+    eonce::EmbeddedSidecarOptions o;
+    o.listen_address = absl::GetFlag(FLAGS_sidecar_listen);
+    o.data_dir = absl::GetFlag(FLAGS_sidecar_data_dir);
+    o.policy_file = absl::GetFlag(FLAGS_sidecar_policy_file);
+    o.metrics_address = absl::GetFlag(FLAGS_sidecar_metrics_listen);
+    o.shard_id = absl::GetFlag(FLAGS_sidecar_shard_id);
+    o.slot_map_file = absl::GetFlag(FLAGS_sidecar_slot_map);
+    o.tls = eonce::ServerFlagsFromFlags().tls;
+    auto started = eonce::EmbeddedSidecar::Start(o, host.inbox(), eonce::LedgerHandlers(*core),
+                                                 eonce::RealClock::Get());
+    if (!started.ok()) return started.status();
+    return std::unique_ptr<eonce::Companion>(std::move(*started));
+  };
   return eonce::RunServiceMain(argc, argv, "ledger_service", "127.0.0.1:7101",
-                               eonce::LedgerCore::ColumnFamilies(), eonce::LedgerSetup([] {
-                                 eonce::LedgerOptions options;
-                                 options.cross_slot_credits =
-                                     absl::GetFlag(FLAGS_cross_slot_credits);
-                                 return options;
-                               }));
+                               eonce::LedgerCore::ColumnFamilies(),
+                               eonce::LedgerSetup(options, &core), sidecar);
 }

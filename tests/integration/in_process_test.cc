@@ -5,6 +5,8 @@
 // applies nothing twice because the inbox answers in its place. The negative control
 // runs the same steps over a legacy ledger, which keeps no inbox, and sees the second
 // effect.
+#include <signal.h>
+
 #include <atomic>
 #include <filesystem>
 #include <memory>
@@ -20,6 +22,7 @@
 #include "services/inbox/inbox_upstream.h"
 #include "services/ledger/ledger_in_process.h"
 #include "tests/integration/ledger_calls.h"
+#include "tests/util/process.h"
 #include "tests/util/temp_dir.h"
 
 namespace eonce {
@@ -157,6 +160,55 @@ TEST_P(InProcessTest, ASidecarThatForgotItsRecordsAppliesNothingTwice) {
   auto reused = Submit(testing::TransferCommand("t2", 100, "key-1"));
   EXPECT_EQ(ReasonOf(reused.status()), "KEY_REUSED") << reused.status();
   EXPECT_EQ(EffectsOf("t2"), 0);
+}
+
+// The binary: ledger_service --sidecar_listen runs the sidecar in its process; callers reach
+// the sidecar's port (the one it announces). Killed with SIGKILL and started again on the
+// same data, it answers the retry of an applied command from what it kept, and the
+// ledger, started alone on that data afterwards, holds one effect of it.
+TEST(EmbeddedSidecarBinaryTest, AnsweredOnceAcrossAKill) {
+  const std::string dir = testing::FreshDir("embedded");
+  const std::vector<std::string> args = {
+      "--listen=127.0.0.1:0", "--data_dir=" + dir + "/ledger", "--sidecar_listen=127.0.0.1:0",
+      "--sidecar_data_dir=" + dir + "/sidecar"};
+  auto start = [&] {
+    return Process::Start("services/ledger/ledger_service", args, dir + "/ledger.log");
+  };
+  auto first = start();
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto stub = [](const std::string& address) {
+    return v1::Sidecar::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  };
+  auto sidecar = stub((*first)->address());
+  for (const char* id : {"a", "b"}) {
+    ASSERT_TRUE(testing::SubmitTo(*sidecar, testing::OpenAccountCommand(id, 1000)).ok());
+  }
+  const v1::Command t1 = testing::TransferCommand("t1", 100);
+  auto applied = testing::SubmitTo(*sidecar, t1);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  auto duplicate = testing::SubmitTo(*sidecar, t1);
+  ASSERT_TRUE(duplicate.ok());
+  EXPECT_EQ(duplicate->disposition(), v1::REPLAYED);
+
+  (*first)->Signal(SIGKILL, true);
+  auto second = start();
+  ASSERT_TRUE(second.ok()) << second.status();
+  sidecar = stub((*second)->address());
+  auto retried = testing::SubmitTo(*sidecar, t1);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->result().response(), applied->result().response());
+  EXPECT_EQ((*second)->Signal(SIGTERM, true), 0);
+
+  // The ledger alone on the same data: its own port, its effect ledger.
+  auto alone = Process::Start("services/ledger/ledger_service",
+                              {"--listen=127.0.0.1:0", "--data_dir=" + dir + "/ledger"},
+                              dir + "/alone.log");
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  auto channel = grpc::CreateChannel((*alone)->address(), grpc::InsecureChannelCredentials());
+  auto effects = v1::Effects::NewStub(channel);
+  auto ledger = ledger::v1::Ledger::NewStub(channel);
+  EXPECT_EQ(testing::EffectsOf(*effects, "t1"), 1);
+  EXPECT_EQ(testing::BalanceOf(*ledger, "a"), 900);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, InProcessTest, ::testing::Values(false, true),
