@@ -246,25 +246,10 @@ int Run() {
   auto sidecar_stub = v1::Sidecar::NewStub(
       grpc::CreateChannel(Address((*sidecar)->port()), grpc::InsecureChannelCredentials()));
   std::map<int, int64_t> first_seen_count;
-  auto submit_to = [&](v1::Sidecar::Stub* stub, const v1::Command& command,
-                       std::function<void(bool)> done, bool expect_replay) {
-    struct Call {
-      grpc::ClientContext context;
-      v1::SubmitRequest request;
-      v1::SubmitResponse response;
-    };
-    auto call = std::make_shared<Call>();
-    call->context.AddMetadata(kTenantHeader, "bench");
-    *call->request.mutable_command() = command;
-    stub->async()->Submit(&call->context, &call->request, &call->response,
-                          [call, done, expect_replay](grpc::Status s) {
-                            done(s.ok() && (call->response.disposition() == v1::REPLAYED) ==
-                                               expect_replay);
-                          });
-  };
   auto submit = [&](const v1::Command& command, std::function<void(bool)> done,
                     bool expect_replay) {
-    submit_to(sidecar_stub.get(), command, std::move(done), expect_replay);
+    SubmitAsync(*sidecar_stub, command, expect_replay ? v1::REPLAYED : v1::APPLIED,
+                std::move(done));
   };
   for (int n : want("sidecar") ? points : std::vector<int>()) {
     // The duplicates below replay the commands of this warm-up (numbers 0 .. count-1).
@@ -295,9 +280,9 @@ int Run() {
     for (int n : {1, 64}) {
       add("first-seen, sidecar syncs", n,
           Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
-            submit_to(synced_stub.get(),
-                      TransferCommand(absl::StrCat("sync-", n, "-", i), kAccounts, i),
-                      std::move(done), false);
+            SubmitAsync(*synced_stub,
+                        TransferCommand(absl::StrCat("sync-", n, "-", i), kAccounts, i),
+                        v1::APPLIED, std::move(done));
           }), "grpc echo (limit)");
     }
     (*synced)->Shutdown(1000).IgnoreError();

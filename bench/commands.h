@@ -1,14 +1,18 @@
-// The commands eonce bench sends: transfers of 1 between the ledger's accounts a0..aN.
+// The commands eonce bench sends: transfers of 1 between the ledger's accounts a0..aN,
+// and how it submits them to a sidecar.
 #ifndef EONCE_BENCH_COMMANDS_H_
 #define EONCE_BENCH_COMMANDS_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
 #include "eonce/ledger/v1/ledger.pb.h"
 #include "eonce/v1/command.pb.h"
+#include "eonce/v1/sidecar.grpc.pb.h"
 
 namespace eonce::bench {
 
@@ -27,6 +31,28 @@ inline v1::Command TransferCommand(const std::string& id, int accounts, int64_t 
   c.set_idempotency_key(DeriveIdempotencyKey(c));
   FillPayloadHash(&c);
   return c;
+}
+
+}  // namespace eonce::bench
+
+namespace eonce::bench {
+
+// Submits `command` for tenant "bench" without waiting; `done(true)` once it is answered
+// with the disposition `want` (APPLIED for a first-seen command, REPLAYED for a duplicate).
+inline void SubmitAsync(v1::Sidecar::Stub& sidecar, const v1::Command& command,
+                        v1::Disposition want, std::function<void(bool)> done) {
+  struct Call {
+    grpc::ClientContext context;
+    v1::SubmitRequest request;
+    v1::SubmitResponse response;
+  };
+  auto call = std::make_shared<Call>();
+  call->context.AddMetadata(kTenantHeader, "bench");
+  *call->request.mutable_command() = command;
+  sidecar.async()->Submit(&call->context, &call->request, &call->response,
+                          [call, want, done = std::move(done)](grpc::Status s) {
+                            done(s.ok() && call->response.disposition() == want);
+                          });
 }
 
 }  // namespace eonce::bench

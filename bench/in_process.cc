@@ -51,19 +51,8 @@ absl::Status BenchInProcess(const MeasureOptions& measure, const std::vector<int
       absl::StrCat("127.0.0.1:", (*sidecar)->port()), grpc::InsecureChannelCredentials()));
   for (int n : points) {
     Figures f = Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
-      struct Call {
-        grpc::ClientContext context;
-        v1::SubmitRequest request;
-        v1::SubmitResponse response;
-      };
-      auto call = std::make_shared<Call>();
-      call->context.AddMetadata(kTenantHeader, "bench");
-      *call->request.mutable_command() =
-          TransferCommand(absl::StrCat("inproc-", n, "-", i), accounts, i);
-      stub->async()->Submit(&call->context, &call->request, &call->response,
-                            [call, done](grpc::Status s) {
-                              done(s.ok() && call->response.disposition() != v1::REPLAYED);
-                            });
+      SubmitAsync(*stub, TransferCommand(absl::StrCat("inproc-", n, "-", i), accounts, i),
+                  v1::APPLIED, std::move(done));
     });
     out->emplace_back(n, f);
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -39,43 +40,70 @@ Figures Median(std::vector<Figures> runs) {
 
 }  // namespace
 
-Figures ClosedLoop(int in_flight, double seconds, const IssueFn& issue, int64_t first) {
+namespace {
+
+// A closed loop's state, shared with the calls in flight: an answer may arrive (and try to
+// launch the next call) after the loop has returned, so nothing it touches may live on
+// the loop's stack.
+struct Loop {
   absl::Mutex mu;
-  std::vector<double> latencies;
-  latencies.reserve(1 << 20);
-  int64_t next = first, outstanding = 0, errors = 0;
-  bool stopping = false;
-  const auto start = SteadyClock::now();
-  const auto end = After(seconds);
-  std::function<void()> launch;
-  launch = [&] {
-    int64_t i;
-    {
-      absl::MutexLock lock(&mu);
-      if (stopping || SteadyClock::now() >= end) {
-        stopping = true;
-        return;
-      }
-      i = next++;
-      ++outstanding;
-    }
-    const auto began = SteadyClock::now();
-    issue(i, [&, began](bool ok) {
-      double us = std::chrono::duration<double, std::micro>(SteadyClock::now() - began).count();
-      {
-        absl::MutexLock lock(&mu);
-        latencies.push_back(us);
-        if (!ok) ++errors;
-        --outstanding;
-      }
-      launch();
-    });
-  };
-  for (int k = 0; k < in_flight; ++k) launch();
+  std::vector<double> latencies ABSL_GUARDED_BY(mu);
+  int64_t next ABSL_GUARDED_BY(mu) = 0;
+  int64_t outstanding ABSL_GUARDED_BY(mu) = 0;
+  int64_t errors ABSL_GUARDED_BY(mu) = 0;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  SteadyClock::time_point end;
+  const IssueFn* issue = nullptr;  // valid until `stopping` (the loop waits for that)
+};
+
+// Starts the loop's next call, unless its time is up.
+void Launch(const std::shared_ptr<Loop>& loop) {
+  int64_t i;
   {
-    absl::MutexLock lock(&mu);
-    auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping && outstanding == 0; };
-    mu.Await(absl::Condition(&idle));
+    absl::MutexLock lock(&loop->mu);
+    if (loop->stopping || SteadyClock::now() >= loop->end) {
+      loop->stopping = true;
+      return;
+    }
+    i = loop->next++;
+    ++loop->outstanding;
+  }
+  const auto began = SteadyClock::now();
+  (*loop->issue)(i, [loop, began](bool ok) {
+    double us = std::chrono::duration<double, std::micro>(SteadyClock::now() - began).count();
+    {
+      absl::MutexLock lock(&loop->mu);
+      loop->latencies.push_back(us);
+      if (!ok) ++loop->errors;
+      --loop->outstanding;
+    }
+    Launch(loop);
+  });
+}
+
+}  // namespace
+
+Figures ClosedLoop(int in_flight, double seconds, const IssueFn& issue, int64_t first) {
+  auto loop = std::make_shared<Loop>();
+  {
+    absl::MutexLock lock(&loop->mu);
+    loop->latencies.reserve(1 << 20);
+    loop->next = first;
+  }
+  loop->end = After(seconds);
+  loop->issue = &issue;
+  const auto start = SteadyClock::now();
+  for (int k = 0; k < in_flight; ++k) Launch(loop);
+  std::vector<double> latencies;
+  int64_t errors = 0;
+  {
+    absl::MutexLock lock(&loop->mu);
+    auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop->mu) {
+      return loop->stopping && loop->outstanding == 0;
+    };
+    loop->mu.Await(absl::Condition(&idle));
+    latencies = std::move(loop->latencies);
+    errors = loop->errors;
   }
   double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
   return Summarize(std::move(latencies), errors, elapsed);

@@ -83,21 +83,6 @@ struct ShardedStack {
   }
 };
 
-void SubmitAsync(v1::Sidecar::Stub& stub, const v1::Command& command,
-                 std::function<void(bool)> done) {
-  struct Call {
-    grpc::ClientContext context;
-    v1::SubmitRequest request;
-    v1::SubmitResponse response;
-  };
-  auto call = std::make_shared<Call>();
-  call->context.AddMetadata(kTenantHeader, kTenant);
-  *call->request.mutable_command() = command;
-  stub.async()->Submit(&call->context, &call->request, &call->response,
-                       [call, done](grpc::Status s) {
-                         done(s.ok() && call->response.disposition() == v1::APPLIED);
-                       });
-}
 
 // A command on the moving run, sent until it is answered: refusals are retried after
 // 2 ms, at the shard the refusal names. Returns its time in ms, or -1 if it ran out of
@@ -137,7 +122,8 @@ bool BenchShards(const MeasureOptions& measure, int ledger_port, const std::stri
                         [&, shards](int64_t i, std::function<void(bool)> done) {
                           v1::Command c =
                               TransferCommand(absl::StrCat("sh", shards, "-", i), accounts, i);
-                          SubmitAsync(*stack.stubs[stack.OwnerOf(c)], c, std::move(done));
+                          SubmitAsync(*stack.stubs[stack.OwnerOf(c)], c, v1::APPLIED,
+                                      std::move(done));
                         });
     figures->first_seen.emplace_back(shards, f);
   }

@@ -1,6 +1,7 @@
 #include "services/ledger/ledger.h"
 
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/big_endian.h"
@@ -33,6 +34,20 @@ Applied Reject(absl::StatusCode code, const std::string& reason, const std::stri
 }
 
 std::string AccountEntity(const std::string& id) { return absl::StrCat("account/", id); }
+
+// The rejection of an amount out of [1, kMaxAmount], or none.
+std::optional<Applied> BadAmount(int64_t amount) {
+  if (amount > 0 && amount <= LedgerCore::kMaxAmount) return std::nullopt;
+  return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
+                absl::StrCat("amount must be in [1, ", LedgerCore::kMaxAmount, "]"));
+}
+
+// The rejection of an account id that is not 1..64 letters, digits or ._@-, or none.
+std::optional<Applied> BadAccountId(const std::string& id, const char* field) {
+  if (ValidateName(id, 64, field).ok()) return std::nullopt;
+  return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
+                absl::StrCat(field, " must be 1..64 letters, digits or ._@-"));
+}
 
 // Whether a call for `tenant` may move or read `account`: its own, one opened before
 // accounts named their tenant, or any for a caller that names no tenant (not through the
@@ -88,10 +103,7 @@ absl::StatusOr<v1::CallResult> LedgerCore::OpenAccount(
   std::string entity = AccountEntity(request.id());
   return inbox_.Run(identity, {entity, kMintedKey},
                     [&](rocksdb::WriteBatch* batch, uint64_t) -> absl::StatusOr<Applied> {
-    if (!ValidateName(request.id(), 64, "id").ok()) {
-      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
-                    "id must be 1..64 letters, digits or ._@-");
-    }
+    if (auto bad = BadAccountId(request.id(), "id")) return *bad;
     if (request.initial_balance() < 0 || request.initial_balance() > kMaxAmount) {
       return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
                     absl::StrCat("initial_balance must be in [0, ", kMaxAmount, "]"));
@@ -131,10 +143,7 @@ absl::StatusOr<v1::CallResult> LedgerCore::Transfer(const CallIdentity& identity
   std::string to_entity = AccountEntity(request.to());
   return inbox_.Run(identity, {from_entity, to_entity},
                     [&](rocksdb::WriteBatch* batch, uint64_t seq) -> absl::StatusOr<Applied> {
-    if (request.amount() <= 0 || request.amount() > kMaxAmount) {
-      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
-                    absl::StrCat("amount must be in [1, ", kMaxAmount, "]"));
-    }
+    if (auto bad = BadAmount(request.amount())) return *bad;
     if (request.from() == request.to()) {
       return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
                     "from and to must differ");
@@ -280,14 +289,8 @@ absl::StatusOr<v1::CallResult> LedgerCore::Debit(const CallIdentity& identity,
   std::string from_entity = AccountEntity(request.from());
   return inbox_.Run(identity, {from_entity, kSentKey},
                     [&](rocksdb::WriteBatch* batch, uint64_t seq) -> absl::StatusOr<Applied> {
-    if (request.amount() <= 0 || request.amount() > kMaxAmount) {
-      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
-                    absl::StrCat("amount must be in [1, ", kMaxAmount, "]"));
-    }
-    if (!ValidateName(request.to(), 64, "to").ok()) {
-      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
-                    "to must be 1..64 letters, digits or ._@-");
-    }
+    if (auto bad = BadAmount(request.amount())) return *bad;
+    if (auto bad = BadAccountId(request.to(), "to")) return *bad;
     if (identity.command_id.empty()) {
       // The credit's id is derived from the debit's: without one it could not be resent
       // as the same command.
@@ -339,14 +342,8 @@ absl::StatusOr<v1::CallResult> LedgerCore::Credit(const CallIdentity& identity,
   std::string to_entity = AccountEntity(request.to());
   return inbox_.Run(identity, {to_entity, kReceivedKey, kSentKey, kUnclaimedKey},
                     [&](rocksdb::WriteBatch* batch, uint64_t seq) -> absl::StatusOr<Applied> {
-    if (request.amount() <= 0 || request.amount() > kMaxAmount) {
-      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
-                    absl::StrCat("amount must be in [1, ", kMaxAmount, "]"));
-    }
-    if (!ValidateName(request.from(), 64, "from").ok()) {
-      return Reject(absl::StatusCode::kInvalidArgument, "INVALID_REQUEST",
-                    "from must be 1..64 letters, digits or ._@-");
-    }
+    if (auto bad = BadAmount(request.amount())) return *bad;
+    if (auto bad = BadAccountId(request.from(), "from")) return *bad;
     EONCE_ASSIGN_OR_RETURN(auto to, ReadAccount(request.to()));
     if (to.has_value() && !Reaches(identity.tenant, *to)) to.reset();
     EONCE_RETURN_IF_ERROR(AddToCounter(batch, kReceivedKey, request.amount()));
