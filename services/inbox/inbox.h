@@ -153,7 +153,9 @@ class Inbox {
   void PutEntityRow(rocksdb::WriteBatch* batch, const std::string& tenant,
                     absl::string_view entity_type, absl::string_view entity_id,
                     const std::string& cf, const std::string& key, const std::string& value);
+  // Per page of ExportSlotData: rows, and bytes (what fits a message with room to spare).
   static constexpr int kMaxSlotRows = 1000;
+  static constexpr size_t kMaxSlotDataBytes = 2 << 20;
   static constexpr int kMaxSlotIndexScanned = 100'000;
   absl::StatusOr<v1::ExportSlotDataResponse> ExportSlotData(
       const v1::ExportSlotDataRequest& request);

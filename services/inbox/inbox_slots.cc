@@ -69,12 +69,16 @@ absl::StatusOr<v1::ExportSlotDataResponse> Inbox::ExportSlotData(
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kSlotIndexCf, snapshot.get());
   v1::ExportSlotDataResponse response;
   int scanned = 0;
+  size_t bytes = 0;
   it->Seek(request.after().empty() ? SlotPrefix(request.first_slot()) : request.after());
   if (!request.after().empty() && it->Valid() && it->key() == rocksdb::Slice(request.after())) {
     it->Next();
   }
   for (; it->Valid() && it->key().compare(end) < 0; it->Next()) {
-    if (response.rows_size() == limit || scanned == kMaxSlotIndexScanned) return response;
+    if (response.rows_size() == limit || scanned == kMaxSlotIndexScanned ||
+        (bytes >= kMaxSlotDataBytes && response.rows_size() > 0)) {
+      return response;  // next_after: the last entry looked at
+    }
     ++scanned;
     const std::string index_key = it->key().ToString();
     response.set_next_after(index_key);
@@ -101,6 +105,7 @@ absl::StatusOr<v1::ExportSlotDataResponse> Inbox::ExportSlotData(
     EONCE_RETURN_IF_ERROR(FromRocks(got, "export slot data"));
     row.set_value(std::move(value));
     response.add_rows(row.SerializeAsString());
+    bytes += response.rows(response.rows_size() - 1).size();
   }
   EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "export slot data"));
   response.clear_next_after();  // the scan is complete

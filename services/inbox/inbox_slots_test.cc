@@ -1,6 +1,7 @@
 // The inbox's transactional outbox (follow-ups) and its data by slot (export, import,
 // drop), on real RocksDB stores.
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -204,6 +205,38 @@ TEST_F(InboxSlotsTest, AnImportThatWouldOverwriteAnotherSlotsRowIsRefusedWhole) 
   import_request.set_last_slot(kSlotCount);
   EXPECT_EQ(b_.inbox->ImportSlotData(import_request).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(InboxSlotsTest, AnExportIsPagedByBytesAndEveryRowArrivesOnce) {
+  const uint32_t slot = SlotOf("acme", "account", "alice");
+  // Three rows of the slot, each over half a page's bytes.
+  std::vector<std::string> keys;
+  for (int i = 0; i < 3; ++i) {
+    rocksdb::WriteBatch batch;
+    keys.push_back(absl::StrCat("big", i));
+    a_.inbox->PutEntityRow(&batch, "acme", "account", "alice", kRowsCf, keys.back(),
+                           std::string(Inbox::kMaxSlotDataBytes / 2 + 1, 'x'));
+    ASSERT_TRUE(a_.store->Write(&batch, /*sync=*/true, "test").ok());
+  }
+  v1::ExportSlotDataRequest request;
+  request.set_first_slot(slot);
+  request.set_last_slot(slot);
+  std::set<std::string> seen;
+  int pages = 0;
+  do {
+    auto page = a_.inbox->ExportSlotData(request);
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_LE(page->rows_size(), 2);
+    for (const std::string& bytes : page->rows()) {
+      internal::SlotRow row;
+      ASSERT_TRUE(row.ParseFromString(bytes));
+      EXPECT_TRUE(seen.insert(row.key()).second) << row.key() << " twice";
+    }
+    request.set_after(page->next_after());
+    ASSERT_LT(++pages, 10);
+  } while (!request.after().empty());
+  EXPECT_EQ(seen, std::set<std::string>(keys.begin(), keys.end()));
+  EXPECT_GE(pages, 2);
 }
 
 TEST_F(InboxSlotsTest, ExpiredInboxEntriesAreNotExported) {
