@@ -236,7 +236,8 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     internal::InboxKeyOwner owner;
     owner.set_command_id(identity.command_id);
     owner.set_payload_sha256(identity.payload_sha256);
-    batch.Put(store_.cf(kInboxKeysCf), owner_key, EncodeFramed(drop_at, 0, owner.SerializeAsString()));
+    batch.Put(store_.cf(kInboxKeysCf), owner_key,
+              EncodeFramed(drop_at, 0, owner.SerializeAsString()));
     if (placed) IndexRow(&batch, slot, kInboxKeysCf, owner_key, drop_at);
   }
   if (batch.Count() > 0) {

@@ -35,6 +35,17 @@ Applied Reject(absl::StatusCode code, const std::string& reason, const std::stri
 
 std::string AccountEntity(const std::string& id) { return absl::StrCat("account/", id); }
 
+// The effect a mutation appends to the effect ledger.
+v1::Effect AccountEffect(const std::string& entity, const char* method, int64_t amount,
+                         int64_t revision) {
+  v1::Effect effect;
+  effect.set_entity(entity);
+  effect.set_method(method);
+  effect.set_amount(amount);
+  effect.set_revision(revision);
+  return effect;
+}
+
 // The rejection of an amount out of [1, kMaxAmount], or none.
 std::optional<Applied> BadAmount(int64_t amount) {
   if (amount > 0 && amount <= LedgerCore::kMaxAmount) return std::nullopt;
@@ -122,12 +133,8 @@ absl::StatusOr<v1::CallResult> LedgerCore::OpenAccount(
     EONCE_RETURN_IF_ERROR(AddToCounter(batch, kMintedKey, request.initial_balance()));
     Applied applied;
     applied.result.set_response(account.SerializeAsString());
-    v1::Effect effect;
-    effect.set_entity(entity);
-    effect.set_method("/eonce.ledger.v1.Ledger/OpenAccount");
-    effect.set_amount(request.initial_balance());
-    effect.set_revision(1);
-    applied.effect = effect;
+    applied.effect = AccountEffect(entity, "/eonce.ledger.v1.Ledger/OpenAccount",
+                                   request.initial_balance(), 1);
     return applied;
   });
 }
@@ -176,12 +183,8 @@ absl::StatusOr<v1::CallResult> LedgerCore::Transfer(const CallIdentity& identity
     response.set_effect_seq(seq);
     Applied applied;
     applied.result.set_response(response.SerializeAsString());
-    v1::Effect effect;
-    effect.set_entity(from_entity);
-    effect.set_method("/eonce.ledger.v1.Ledger/Transfer");
-    effect.set_amount(request.amount());
-    effect.set_revision(from->revision());
-    applied.effect = effect;
+    applied.effect = AccountEffect(from_entity, "/eonce.ledger.v1.Ledger/Transfer",
+                                   request.amount(), from->revision());
     return applied;
   });
 }
@@ -327,12 +330,8 @@ absl::StatusOr<v1::CallResult> LedgerCore::Debit(const CallIdentity& identity,
     response.set_credit_command_id(
         Inbox::FollowUpCommandId(identity.tenant, identity.command_id, 0));
     applied.result.set_response(response.SerializeAsString());
-    v1::Effect effect;
-    effect.set_entity(from_entity);
-    effect.set_method("/eonce.ledger.v1.Ledger/Transfer");
-    effect.set_amount(request.amount());
-    effect.set_revision(from->revision());
-    applied.effect = effect;
+    applied.effect = AccountEffect(from_entity, "/eonce.ledger.v1.Ledger/Transfer",
+                                   request.amount(), from->revision());
     return applied;
   });
 }
@@ -374,12 +373,8 @@ absl::StatusOr<v1::CallResult> LedgerCore::Credit(const CallIdentity& identity,
       EONCE_RETURN_IF_ERROR(AddToCounter(batch, kUnclaimedKey, request.amount()));
     }
     applied.result.set_response(response.SerializeAsString());
-    v1::Effect effect;
-    effect.set_entity(to_entity);
-    effect.set_method(kCreditMethod);
-    effect.set_amount(request.amount());
-    effect.set_revision(to.has_value() ? to->revision() : 0);
-    applied.effect = effect;
+    applied.effect = AccountEffect(to_entity, kCreditMethod, request.amount(),
+                                   to.has_value() ? to->revision() : 0);
     return applied;
   });
 }

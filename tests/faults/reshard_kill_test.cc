@@ -4,17 +4,19 @@
 // every shard (its data shared), or a ledger per shard: then each shard is a ledger
 // (--cross_slot_credits), its sidecar (--move_business_data) and a relay agent
 // (--relay_from), a transfer between shards is a debit there and a credit relayed here,
-// and a slot move carries the accounts too. The stack runs 3 shards, grows to 5, then shrinks to 2, each
-// step a slot move by the real `eonce reshard`, while every 100-400 ms a random process
-// (the ledger, the agent, any live shard's sidecar) is killed with SIGKILL and started
-// again, and about one run of reshard in three is itself killed mid-move and run again.
-// The verdict comes from the ledger's effect ledger: every acknowledged command is final,
-// none is lost, none has two effects, and the money is conserved.
+// and a slot move carries the accounts too. The stack runs 3 shards, grows to 5, then
+// shrinks to 2, each step a slot move by the real `eonce reshard`, while every 100-400 ms a
+// random process (a ledger, the agent, any live shard's sidecar or relay) is killed with SIGKILL
+// and started again, and about one run of reshard in three is itself killed mid-move and
+// run again. The verdict comes from the ledger's effect ledger: every acknowledged command
+// is final, none is lost, none has two effects, and the money is conserved.
 //
-// Three runs: the shared inbox ledger; a shared ledger without an inbox (where only the
+// Four runs: the shared inbox ledger; a shared ledger without an inbox (where only the
 // moved records stop a second effect; unknown outcomes are parked and the test resolves
-// them as the operator would); and a ledger per shard, where the verdict also needs every
-// credit applied once and the money conserved across the shards.
+// them as the operator would); a ledger per shard, where the verdict also needs every
+// credit applied once, the money conserved across the shards and every account at its
+// slot's owner only; and that run's negative control, whose sidecars leave the accounts
+// behind when slots move (caught: accounts on shards that do not own them).
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -563,6 +565,20 @@ void RunOnce(uint64_t seed, Ledgers ledgers) {
   EXPECT_GT(replayed, 0);
 }
 
+const char* Suffix(Ledgers ledgers) {
+  switch (ledgers) {
+    case Ledgers::kShared:
+      return "";
+    case Ledgers::kSharedLegacy:
+      return "_legacy";
+    case Ledgers::kPerShard:
+      return "_ledger_per_shard";
+    case Ledgers::kPerShardKeepingData:
+      return "_ledger_per_shard_NegativeControlDataLeftBehind";
+  }
+  return "";
+}
+
 class ReshardKillTest : public ::testing::TestWithParam<std::pair<int, Ledgers>> {};
 
 TEST_P(ReshardKillTest, ThreeThenFiveThenTwoShardsUnderKillsApplyEveryCommandOnce) {
@@ -575,13 +591,8 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ReshardKillTest,
                                            std::make_pair(3, Ledgers::kPerShard),
                                            std::make_pair(4, Ledgers::kPerShardKeepingData)),
                          [](const auto& info) {
-                           const Ledgers l = info.param.second;
                            return absl::StrCat("seed", info.param.first,
-                                               l == Ledgers::kSharedLegacy ? "_legacy"
-                                               : l == Ledgers::kPerShard   ? "_ledger_per_shard"
-                                               : l == Ledgers::kPerShardKeepingData
-                                                   ? "_ledger_per_shard_NegativeControlDataLeftBehind"
-                                                   : "");
+                                               Suffix(info.param.second));
                          });
 
 }  // namespace
