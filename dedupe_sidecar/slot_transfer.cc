@@ -106,10 +106,14 @@ absl::StatusOr<v1::ImportSlotsResponse> ImportSlots(ShardGate& shards, RecordSto
     absl::StatusOr<v1::ImportSlotDataResponse> written =
         business->upstream.ImportSlotData(rows, Deadline(*business));
     if (!written.ok()) {
-      return absl::Status(written.status().code() == absl::StatusCode::kFailedPrecondition
-                              ? absl::StatusCode::kFailedPrecondition
-                              : absl::StatusCode::kUnavailable,
-                          absl::StrCat("the business's slot data: ", written.status().message()));
+      // A refusal of the rows (ROW_CONFLICT) keeps its code and reason: the move cannot
+      // go on until an operator acts. Anything else is the business being unreachable.
+      const bool refused = written.status().code() == absl::StatusCode::kFailedPrecondition ||
+                           written.status().code() == absl::StatusCode::kInvalidArgument;
+      const std::string reason = ReasonOf(written.status());
+      return Error(refused ? written.status().code() : absl::StatusCode::kUnavailable,
+                   reason.empty() ? "BUSINESS_SLOT_DATA" : reason,
+                   absl::StrCat("the business's slot data: ", written.status().message()));
     }
     response.set_imported_rows(written->imported());
   }
