@@ -357,23 +357,14 @@ PerShardVerdict CheckPerShard(ShardedStack& stack, const std::set<std::string>& 
     }
     if (!v.quiet) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  std::map<std::string, int> effects;
-  for (int i = 0; i < kMaxShards; ++i) {
-    absl::StatusOr<std::map<std::string, int>> shard_effects =
-        EffectsByCommand(stack.LedgerAddress(i));
-    EXPECT_TRUE(shard_effects.ok()) << shard_effects.status();
-    if (shard_effects.ok()) {
-      for (const auto& [id, n] : *shard_effects) effects[id] += n;
-    }
-    absl::StatusOr<ledger::v1::GetTotalResponse> total = LedgerTotal(stack.LedgerAddress(i));
-    EXPECT_TRUE(total.ok()) << total.status();
-    if (!total.ok()) continue;
-    v.money.set_total_balance(v.money.total_balance() + total->total_balance());
-    v.money.set_total_minted(v.money.total_minted() + total->total_minted());
-    v.money.set_credits_sent(v.money.credits_sent() + total->credits_sent());
-    v.money.set_credits_received(v.money.credits_received() + total->credits_received());
-    v.money.set_unclaimed(v.money.unclaimed() + total->unclaimed());
-  }
+  std::vector<std::string> ledgers;
+  for (int i = 0; i < kMaxShards; ++i) ledgers.push_back(stack.LedgerAddress(i));
+  absl::StatusOr<std::map<std::string, int>> merged = EffectsByCommandAcross(ledgers);
+  EXPECT_TRUE(merged.ok()) << merged.status();
+  const std::map<std::string, int> effects = merged.value_or(std::map<std::string, int>());
+  absl::StatusOr<ledger::v1::GetTotalResponse> money = LedgerTotalAcross(ledgers);
+  EXPECT_TRUE(money.ok()) << money.status();
+  if (money.ok()) v.money = *money;
   auto agent = v1::Agent::NewStub(
       grpc::CreateChannel(stack.agent_address(), grpc::InsecureChannelCredentials()));
   auto records = AllRecords(*agent);

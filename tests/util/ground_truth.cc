@@ -77,6 +77,33 @@ absl::StatusOr<ledger::v1::GetTotalResponse> LedgerTotal(const std::string& addr
   return total;
 }
 
+absl::StatusOr<std::map<std::string, int>> EffectsByCommandAcross(
+    const std::vector<std::string>& addresses) {
+  std::map<std::string, int> merged;
+  for (const std::string& address : addresses) {
+    absl::StatusOr<std::map<std::string, int>> effects = EffectsByCommand(address);
+    if (!effects.ok()) return effects.status();
+    for (const auto& [id, n] : *effects) merged[id] += n;
+  }
+  return merged;
+}
+
+absl::StatusOr<ledger::v1::GetTotalResponse> LedgerTotalAcross(
+    const std::vector<std::string>& addresses) {
+  ledger::v1::GetTotalResponse sum;
+  for (const std::string& address : addresses) {
+    absl::StatusOr<ledger::v1::GetTotalResponse> total = LedgerTotal(address);
+    if (!total.ok()) return total.status();
+    sum.set_total_balance(sum.total_balance() + total->total_balance());
+    sum.set_total_minted(sum.total_minted() + total->total_minted());
+    sum.set_accounts(sum.accounts() + total->accounts());
+    sum.set_credits_sent(sum.credits_sent() + total->credits_sent());
+    sum.set_credits_received(sum.credits_received() + total->credits_received());
+    sum.set_unclaimed(sum.unclaimed() + total->unclaimed());
+  }
+  return sum;
+}
+
 Judgement Judge(const std::set<std::string>& accepted,
                 const std::map<std::string, v1::OutboxRecord>& records,
                 const std::vector<std::map<std::string, int>>& effects,

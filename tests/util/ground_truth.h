@@ -27,6 +27,14 @@ absl::StatusOr<std::map<std::string, int>> EffectsByCommand(const std::string& a
 // The ledger's total balance and the money it minted (equal when money is conserved).
 absl::StatusOr<ledger::v1::GetTotalResponse> LedgerTotal(const std::string& address);
 
+// A sharded ledger, one address a shard: every effect by command id, summed over the
+// shards (so a command applied on two shards counts two), and GetTotal's figures summed.
+// An error if one shard cannot be read.
+absl::StatusOr<std::map<std::string, int>> EffectsByCommandAcross(
+    const std::vector<std::string>& addresses);
+absl::StatusOr<ledger::v1::GetTotalResponse> LedgerTotalAcross(
+    const std::vector<std::string>& addresses);
+
 // A run judged from the ground truth: what became of each command the producer was told
 // was accepted, against the effects the services hold. The demo and the fault tests
 // judge this way; each decides which counts its verdict allows.

@@ -28,7 +28,6 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/command.h"
 #include "common/flags.h"
 #include "common/grpc_status.h"
@@ -83,37 +82,6 @@ std::unique_ptr<grpc::ClientContext> Context(int64_t timeout_ms = 5000) {
 }
 
 
-std::string Bar(const std::map<std::string, int64_t>& counts, int64_t final_count, int64_t total) {
-  int width = 30;
-  int filled = total == 0 ? width : static_cast<int>(width * final_count / total);
-  std::string bar = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
-  std::string text = absl::StrFormat("%s %5d/%d", bar, final_count, total);
-  for (const auto& [state, n] : counts) {
-    if (n > 0) absl::StrAppend(&text, " ", state, "=", n);
-  }
-  return text;
-}
-
-std::map<std::string, int64_t> Counts(Agent::Stub& agent) {
-  std::map<std::string, int64_t> counts;
-  v1::StatsResponse stats;
-  auto context = Context();
-  if (agent.Stats(context.get(), v1::StatsRequest(), &stats).ok()) {
-    for (const auto& c : stats.counts()) {
-      std::string name = v1::OutboxState_Name(c.state());
-      for (auto& ch : name) ch = static_cast<char>(std::tolower(ch));
-      counts[name] = c.count();
-    }
-  }
-  return counts;
-}
-
-// The records in the final states a run ends in (all but dropped), from Counts.
-int64_t Finished(std::map<std::string, int64_t>& counts) {
-  return counts["acked"] + counts["rejected"] + counts["conflict"] + counts["dead_lettered"] +
-         counts["expired"];
-}
-
 // The effects in a service's effect ledger, by command id (none, said aloud, when it
 // cannot be read: the verdict then fails).
 std::map<std::string, int> EffectCounts(const std::string& address) {
@@ -125,26 +93,17 @@ std::map<std::string, int> EffectCounts(const std::string& address) {
   return *std::move(counts);
 }
 
-// The money of the ledgers at `addresses` (the shards of one ledger), summed; an error if
-// one cannot be read.
-absl::StatusOr<ledger::v1::GetTotalResponse> Money(const std::vector<Process*>& ledgers) {
-  ledger::v1::GetTotalResponse sum;
-  for (Process* ledger : ledgers) {
-    auto total = testing::LedgerTotal(ledger->address());
-    if (!total.ok()) return total.status();
-    sum.set_total_balance(sum.total_balance() + total->total_balance());
-    sum.set_total_minted(sum.total_minted() + total->total_minted());
-    sum.set_credits_sent(sum.credits_sent() + total->credits_sent());
-    sum.set_credits_received(sum.credits_received() + total->credits_received());
-    sum.set_unclaimed(sum.unclaimed() + total->unclaimed());
-  }
-  return sum;
+// The addresses of a ledger's shards.
+std::vector<std::string> Addresses(const std::vector<Process*>& ledgers) {
+  std::vector<std::string> addresses;
+  for (Process* ledger : ledgers) addresses.push_back(ledger->address());
+  return addresses;
 }
 
 // Whether the ledger (all its shards) holds the money it minted, with nothing in flight
 // between shards; its balance in `*balance`.
 bool Conserved(const std::vector<Process*>& ledgers, int64_t* balance) {
-  auto money = Money(ledgers);
+  auto money = testing::LedgerTotalAcross(Addresses(ledgers));
   if (!money.ok()) return false;
   *balance = money->total_balance();
   return money->total_balance() + money->unclaimed() == money->total_minted() &&
@@ -313,7 +272,7 @@ class Demo {
       if (stack_.shards > 1 && i == n_ / 2 && !Reshard()) return false;
       if (!quiet && std::chrono::steady_clock::now() - last_bar > std::chrono::milliseconds(200)) {
         last_bar = std::chrono::steady_clock::now();
-        auto counts = Counts(agent());
+        auto counts = demo::Counts(agent());
         ShowProgress(counts, progress_total);
       }
     }
@@ -388,7 +347,7 @@ class Demo {
 
   // The progress bar of `counts` (Counts); `total` is what the bar counts up to.
   static void ShowProgress(std::map<std::string, int64_t>& counts, int64_t total) {
-    std::printf("\r  %s   ", Bar(counts, Finished(counts), total).c_str());
+    std::printf("\r  %s   ", demo::Bar(counts, demo::Finished(counts), total).c_str());
     std::fflush(stdout);
   }
 
@@ -495,11 +454,11 @@ class Demo {
         std::chrono::steady_clock::now() + std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
     bool settled = false;
     while (std::chrono::steady_clock::now() < deadline) {
-      auto counts = Counts(agent());
+      auto counts = demo::Counts(agent());
       int64_t waiting = counts["queued"] + counts["claimed"] + counts["sending"] +
                         counts["retryable_failed"] + counts["unknown"];
       if (!quiet) ShowProgress(counts, static_cast<int64_t>(enqueued_.size()));
-      if (waiting == 0 && Finished(counts) >= static_cast<int64_t>(enqueued_.size())) {
+      if (waiting == 0 && demo::Finished(counts) >= static_cast<int64_t>(enqueued_.size())) {
         settled = true;
         break;
       }
@@ -510,7 +469,7 @@ class Demo {
     // Sharded: the credits between shards land after their debits were answered. Wait
     // until none is in flight (the relays are idle).
     while (settled && stack_.shards > 1 && std::chrono::steady_clock::now() < deadline) {
-      auto money = Money(stack_.Ledgers());
+      auto money = testing::LedgerTotalAcross(Addresses(stack_.Ledgers()));
       if (money.ok() && money->credits_sent() == money->credits_received()) break;
       if (Died()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -529,13 +488,13 @@ class Demo {
 
     // The ledger's shards' effects as one ledger: a command applied on two shards is a
     // duplicate. Credits (the relays' commands) count there too.
-    std::map<std::string, int> ledger_effects;
+    auto merged = testing::EffectsByCommandAcross(Addresses(stack_.Ledgers()));
+    if (!merged.ok()) Say("cannot read the ledger's effects: " + merged.status().ToString());
+    const std::map<std::string, int> ledger_effects =
+        merged.value_or(std::map<std::string, int>());
     int64_t credits = 0;
-    for (Process* ledger : stack_.Ledgers()) {
-      for (const auto& [id, n] : EffectCounts(ledger->address())) {
-        ledger_effects[id] += n;
-        if (id.rfind("fu-", 0) == 0) credits += n;
-      }
+    for (const auto& [id, n] : ledger_effects) {
+      if (id.rfind("fu-", 0) == 0) credits += n;
     }
     const testing::Judgement judged =
         testing::Judge(enqueued_, records, {ledger_effects, EffectCounts(stack_.cases->address())},

@@ -1,8 +1,46 @@
 #include "tools/demo/report.h"
 
+#include <cctype>
+#include <chrono>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpcpp/client_context.h"
+
 namespace eonce::demo {
+
+std::string Bar(const std::map<std::string, int64_t>& counts, int64_t final_count, int64_t total) {
+  int width = 30;
+  int filled = total == 0 ? width : static_cast<int>(width * final_count / total);
+  std::string bar = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
+  std::string text = absl::StrFormat("%s %5d/%d", bar, final_count, total);
+  for (const auto& [state, n] : counts) {
+    if (n > 0) absl::StrAppend(&text, " ", state, "=", n);
+  }
+  return text;
+}
+
+std::map<std::string, int64_t> Counts(v1::Agent::Stub& agent) {
+  std::map<std::string, int64_t> counts;
+  v1::StatsResponse stats;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (agent.Stats(&context, v1::StatsRequest(), &stats).ok()) {
+    for (const auto& c : stats.counts()) {
+      std::string name = v1::OutboxState_Name(c.state());
+      for (auto& ch : name) ch = static_cast<char>(std::tolower(ch));
+      counts[name] = c.count();
+    }
+  }
+  return counts;
+}
+
+int64_t Finished(std::map<std::string, int64_t>& counts) {
+  return counts["acked"] + counts["rejected"] + counts["conflict"] + counts["dead_lettered"] +
+         counts["expired"];
+}
+
 
 void Report(const Figures& f, bool quiet) {
   if (!quiet) {

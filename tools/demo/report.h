@@ -1,9 +1,14 @@
 // What a demo run counted, and the report it prints: a table, then one machine-readable
-// summary line (what ./eonce demo --quiet prints and the README shows).
+// summary line (what ./eonce demo --quiet prints and the README shows); and the progress
+// bar it shows meanwhile.
 #ifndef EONCE_TOOLS_DEMO_REPORT_H_
 #define EONCE_TOOLS_DEMO_REPORT_H_
 
 #include <cstdint>
+#include <map>
+#include <string>
+
+#include "eonce/v1/agent.grpc.pb.h"
 
 namespace eonce::demo {
 
@@ -30,6 +35,13 @@ struct Figures {
   int64_t cross_shard = 0;  // transfers between accounts whose slots two shards owned
   int64_t credits = 0;      // credits relayed between the ledger's shards (their effects)
 };
+
+// The agent's records by state ("acked", "queued", ...); empty when it cannot be asked.
+std::map<std::string, int64_t> Counts(v1::Agent::Stub& agent);
+// The records in the final states a run ends in (all but dropped), from Counts.
+int64_t Finished(std::map<std::string, int64_t>& counts);
+// A progress bar of `final_count` out of `total`, with the counts by state.
+std::string Bar(const std::map<std::string, int64_t>& counts, int64_t final_count, int64_t total);
 
 // The report: a table (unless `quiet`), then the one machine-readable summary line.
 void Report(const Figures& figures, bool quiet);
