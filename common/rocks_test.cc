@@ -93,5 +93,37 @@ TEST_F(RocksStoreTest, EveryCallbackOfManyConcurrentCallersRestsOnADurableWrite)
   EXPECT_EQ(lost, 0);
 }
 
+// The free-space reserve: the first write looks at the file system, a refused write
+// writes nothing, and every write after a refusal looks again (the budget between looks
+// is only ever earned by a look that found room).
+TEST(RocksStoreSpaceTest, AWriteBelowTheReserveIsRefusedEveryTimeAndNothingIsWritten) {
+  StoreOptions options;
+  options.min_free_bytes = uint64_t{1} << 62;  // more than any disk has
+  auto store = RocksStore::Open(testing::FreshDir("full"), {ColumnFamilySpec{"data", {}}}, options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int i = 0; i < 3; ++i) {
+    rocksdb::WriteBatch batch;
+    batch.Put((*store)->cf("data"), absl::StrCat("k", i), "v");
+    absl::Status written = (*store)->Write(&batch, /*sync=*/false, "test");
+    EXPECT_EQ(written.code(), absl::StatusCode::kResourceExhausted) << written;
+    std::string value;
+    EXPECT_TRUE((*store)->db()->Get(rocksdb::ReadOptions(), (*store)->cf("data"),
+                                    absl::StrCat("k", i), &value).IsNotFound());
+  }
+  EXPECT_FALSE((*store)->failed()) << "a full disk refuses writes; it does not break the store";
+}
+
+TEST(RocksStoreSpaceTest, WritesWithRoomGoThrough) {
+  StoreOptions options;
+  options.min_free_bytes = 1;
+  auto store = RocksStore::Open(testing::FreshDir("room"), {ColumnFamilySpec{"data", {}}}, options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int i = 0; i < 100; ++i) {
+    rocksdb::WriteBatch batch;
+    batch.Put((*store)->cf("data"), absl::StrCat("k", i), std::string(1000, 'v'));
+    ASSERT_TRUE((*store)->Write(&batch, /*sync=*/false, "test").ok());
+  }
+}
+
 }  // namespace
 }  // namespace eonce
