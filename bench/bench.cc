@@ -266,6 +266,17 @@ int Run() {
         }), "grpc echo (limit)");
   }
 
+  // The same commands sent as SubmitBatch calls by a batching client (two calls in
+  // flight; the commands that arrive meanwhile share the next).
+  if (want("sidecar")) {
+    BatchedSubmitter batched(*sidecar_stub);
+    add("first-seen, batched", 64,
+        Measure(measure, 64, [&](int64_t i, std::function<void(bool)> done) {
+          batched.Submit(TransferCommand(absl::StrCat("batch-", i), kAccounts, i), v1::APPLIED,
+                         std::move(done));
+        }), "grpc echo (limit)");
+  }
+
   // The same path with the sidecar as the commit point (--business_commit_point=false):
   // its started record and outcome synced on the path, as for a legacy business. The
   // difference is what moving the commit point to the business's inbox buys.
@@ -290,15 +301,18 @@ int Run() {
 
   // The sidecar in the ledger's own process: one gRPC hop per command instead of two.
   if (want("sidecar") || want("in_process")) {
-    std::vector<std::pair<int, Figures>> in_process;
-    if (absl::Status ran = BenchInProcess(measure, points, base + "/in-process", kAccounts,
-                                          &in_process);
+    std::vector<std::pair<int, Figures>> in_process, in_process_batched;
+    if (absl::Status ran = BenchInProcess(measure, points, {64}, base + "/in-process", kAccounts,
+                                          &in_process, &in_process_batched);
         !ran.ok()) {
       std::fprintf(stderr, "bench: the in-process sidecar did not run: %s\n",
                    ran.ToString().c_str());
       return 1;
     }
     for (const auto& [n, f] : in_process) add("first-seen, in process", n, f, "grpc echo (limit)");
+    for (const auto& [n, f] : in_process_batched) {
+      add("first-seen, in process, batched", n, f, "grpc echo (limit)");
+    }
   }
 
   // Sharded: first-seen through 1, 2 and 4 shards (one ledger behind them all), and the

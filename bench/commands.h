@@ -7,9 +7,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
+#include "common/grpc_status.h"
+#include "common/submit_batcher.h"
 #include "eonce/ledger/v1/ledger.pb.h"
 #include "eonce/v1/command.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
@@ -54,6 +57,59 @@ inline void SubmitAsync(v1::Sidecar::Stub& sidecar, const v1::Command& command,
                             done(s.ok() && call->response.disposition() == want);
                           });
 }
+
+// Submits as SubmitAsync does, but through a SubmitBatcher: the commands in flight at
+// once share SubmitBatch calls (at most `max_calls` of them in flight), as a client that
+// batches sends them.
+class BatchedSubmitter {
+ public:
+  explicit BatchedSubmitter(v1::Sidecar::Stub& sidecar, int max_calls = 2)
+      : batcher_(Options(max_calls), [&sidecar](std::vector<v1::Command> commands,
+                                                SubmitBatcher::BatchDone done) {
+          struct Call {
+            grpc::ClientContext context;
+            v1::SubmitBatchRequest request;
+            v1::SubmitBatchResponse response;
+          };
+          auto call = std::make_shared<Call>();
+          call->context.AddMetadata(kTenantHeader, "bench");
+          for (v1::Command& c : commands) *call->request.add_commands() = std::move(c);
+          sidecar.async()->SubmitBatch(
+              &call->context, &call->request, &call->response,
+              [call, done = std::move(done)](grpc::Status s) {
+                if (!s.ok()) {
+                  done(FromGrpcStatus(s, &call->context));
+                  return;
+                }
+                std::vector<SubmitBatcher::Answer> answers;
+                answers.reserve(call->response.items_size());
+                for (v1::SubmitBatchItem& item : *call->response.mutable_items()) {
+                  if (item.code() == 0) {
+                    answers.emplace_back(std::move(*item.mutable_response()));
+                  } else {
+                    answers.emplace_back(
+                        StatusFromParts(item.code(), item.message(), item.error_details()));
+                  }
+                }
+                done(std::move(answers));
+              });
+        }) {}
+
+  void Submit(const v1::Command& command, v1::Disposition want, std::function<void(bool)> done) {
+    batcher_.Submit(command, [want, done = std::move(done)](SubmitBatcher::Answer answer) {
+      done(answer.ok() && answer->disposition() == want);
+    });
+  }
+
+ private:
+  static SubmitBatcher::Options Options(int max_calls) {
+    SubmitBatcher::Options options;
+    options.max_calls = max_calls;
+    return options;
+  }
+
+  SubmitBatcher batcher_;
+};
 
 }  // namespace eonce::bench
 

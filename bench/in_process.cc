@@ -19,8 +19,9 @@
 namespace eonce::bench {
 
 absl::Status BenchInProcess(const MeasureOptions& measure, const std::vector<int>& points,
-                            const std::string& dir, int accounts,
-                            std::vector<std::pair<int, Figures>>* out) {
+                            const std::vector<int>& batched_points, const std::string& dir,
+                            int accounts, std::vector<std::pair<int, Figures>>* out,
+                            std::vector<std::pair<int, Figures>>* batched) {
   std::error_code ignored;
   std::filesystem::create_directories(dir, ignored);
   Clock& clock = RealClock::Get();
@@ -55,6 +56,14 @@ absl::Status BenchInProcess(const MeasureOptions& measure, const std::vector<int
                   v1::APPLIED, std::move(done));
     });
     out->emplace_back(n, f);
+  }
+  for (int n : batched_points) {
+    BatchedSubmitter submitter(*stub);
+    Figures f = Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
+      submitter.Submit(TransferCommand(absl::StrCat("inproc-batch-", n, "-", i), accounts, i),
+                       v1::APPLIED, std::move(done));
+    });
+    batched->emplace_back(n, f);
   }
   return (*sidecar)->Shutdown(1000);
 }

@@ -14,10 +14,12 @@
 namespace eonce::bench {
 
 // Measures at each of `points` calls in flight, on a fresh ledger under `dir` holding
-// accounts a0..a(accounts-1); (in flight, figures) in `out`.
+// accounts a0..a(accounts-1); (in flight, figures) in `out`, and the same through
+// SubmitBatch calls (BatchedSubmitter) at each of `batched_points` in `batched`.
 absl::Status BenchInProcess(const MeasureOptions& measure, const std::vector<int>& points,
-                            const std::string& dir, int accounts,
-                            std::vector<std::pair<int, Figures>>* out);
+                            const std::vector<int>& batched_points, const std::string& dir,
+                            int accounts, std::vector<std::pair<int, Figures>>* out,
+                            std::vector<std::pair<int, Figures>>* batched);
 
 }  // namespace eonce::bench
 

@@ -42,6 +42,9 @@ inline constexpr char kInboxTrailer[] = "eonce-inbox";
 inline constexpr char kInboxKept[] = "kept";
 inline constexpr char kInboxConflict[] = "conflict";
 
+// The most commands one SubmitBatch call may carry.
+inline constexpr int kMaxBatchCommands = 64;
+
 struct CommandLimits {
   size_t max_command_id_bytes = 128;
   size_t max_key_bytes = 256;

@@ -30,6 +30,14 @@ grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* c
                       std::string(status.message()), StatusDetails(status));
 }
 
+absl::Status StatusFromParts(int code, const std::string& message, const std::string& details) {
+  if (code == 0) return absl::OkStatus();
+  absl::Status out(static_cast<absl::StatusCode>(code), message);
+  bool have_reason = false, have_retry = false;
+  ApplyStatusDetails(details, &out, &have_reason, &have_retry);
+  return out;
+}
+
 absl::Status FromGrpcStatus(const grpc::Status& status, const grpc::ClientContext* context) {
   if (status.ok()) return absl::OkStatus();
   absl::Status out(static_cast<absl::StatusCode>(status.error_code()),

@@ -39,6 +39,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* c
 // google.rpc.Status details, else from the trailers on `context` (which may be null).
 absl::Status FromGrpcStatus(const grpc::Status& status, const grpc::ClientContext* context);
 
+// A status sent as its parts (a batch's item): code, message and a serialized
+// google.rpc.Status, read as FromGrpcStatus reads a call's.
+absl::Status StatusFromParts(int code, const std::string& message, const std::string& details);
+
 // A stored business answer for the wire, replayed byte for byte: its code, message and
 // details. An answer without details (a business that sends none) gets the standard
 // google.rpc.Status of its code.

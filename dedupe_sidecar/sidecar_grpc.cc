@@ -1,6 +1,7 @@
 #include "dedupe_sidecar/sidecar_grpc.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/command.h"
 #include "common/grpc_status.h"
 #include "common/slots.h"
 #include "common/status.h"
@@ -9,6 +10,22 @@
 
 namespace eonce {
 namespace {
+
+// What refuses a whole batch before any of its commands is looked at: none, or too many.
+absl::Status BatchRefusal(const v1::SubmitBatchRequest& request) {
+  if (request.commands_size() == 0) {
+    return WithErrorMetadata(Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                                   "commands: a batch needs at least one command"),
+                             "field", "commands");
+  }
+  if (request.commands_size() > kMaxBatchCommands) {
+    return Error(absl::StatusCode::kInvalidArgument, "BATCH_TOO_LARGE",
+                 absl::StrCat("commands: ", request.commands_size(),
+                              " in one batch, at most ", kMaxBatchCommands,
+                              "; nothing was written"));
+  }
+  return absl::OkStatus();
+}
 
 class SidecarServiceImpl : public v1::Sidecar::CallbackService {
  public:
@@ -49,6 +66,59 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
                       ticket->Release();
                       reactor->Finish(ToGrpcStatus(result.status(), context));
                     });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* SubmitBatch(grpc::CallbackServerContext* context,
+                                        const v1::SubmitBatchRequest* request,
+                                        v1::SubmitBatchResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    absl::Status refused = BatchRefusal(*request);
+    if (refused.ok() && draining_.load()) refused = Draining();
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (refused.ok() && !caller.ok()) refused = caller.status();
+    if (!refused.ok()) {
+      reactor->Finish(ToGrpcStatus(refused, context));
+      return reactor;
+    }
+    // Every item exists before the first command starts: an answer may arrive on another
+    // thread while later commands are still being started, and each writes only its own.
+    const int n = request->commands_size();
+    for (int i = 0; i < n; ++i) response->add_items();
+    struct Batch {
+      std::atomic<int> open;
+      grpc::ServerUnaryReactor* reactor;
+    };
+    auto batch = std::make_shared<Batch>();
+    batch->open.store(n);
+    batch->reactor = reactor;
+    for (int i = 0; i < n; ++i) {
+      v1::SubmitBatchItem* item = response->mutable_items(i);
+      auto answer = [batch, item](absl::StatusOr<v1::SubmitResponse> result) {
+        if (result.ok()) {
+          *item->mutable_response() = std::move(*result);
+        } else {
+          item->set_code(static_cast<int>(result.status().code()));
+          item->set_message(std::string(result.status().message()));
+          item->set_error_details(StatusDetails(result.status()));
+        }
+        if (batch->open.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          batch->reactor->Finish(grpc::Status::OK);
+        }
+      };
+      // Each command is admitted on its own, as one Submit would be.
+      absl::StatusOr<Admission::Ticket> admitted = admission_.Admit(caller->tenant);
+      if (!admitted.ok()) {
+        answer(admitted.status());
+        continue;
+      }
+      auto ticket = std::make_shared<Admission::Ticket>(std::move(*admitted));
+      deduper_.Submit(*caller, request->commands(i),
+                      [answer = std::move(answer), ticket](absl::StatusOr<v1::SubmitResponse> r) {
+                        ticket->Release();
+                        answer(std::move(r));
+                      });
+    }
     return reactor;
   }
 

@@ -9,10 +9,12 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "dedupe_sidecar/sidecar_service.h"
@@ -166,6 +168,82 @@ TEST_P(InProcessTest, ASidecarThatForgotItsRecordsAppliesNothingTwice) {
 // the sidecar's port (the one it announces). Killed with SIGKILL and started again on the
 // same data, it answers the retry of an applied command from what it kept, and the
 // ledger, started alone on that data afterwards, holds one effect of it.
+// SubmitBatch: each command of a batch is taken as Submit takes it. 20 transfers, each
+// twice in one batch: every command applies once, each answer is its own command's (its
+// effect's sequence number), a second occurrence in flight is IN_PROGRESS and nothing
+// else, and the batch sent again is replayed item by item.
+TEST_P(InProcessTest, ABatchAppliesEachCommandOnceAndAnswersEachInItsPlace) {
+  std::vector<v1::Command> batch;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 20; ++i) batch.push_back(testing::TransferCommand(absl::StrCat("t", i), i + 1));
+  }
+  auto first = testing::SubmitBatchTo(*stub_, batch);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), batch.size());
+  auto page = inbox_->ListEffects(0, 10000);
+  ASSERT_TRUE(page.ok()) << page.status();
+  std::map<std::string, uint64_t> seq_of;
+  for (const v1::Effect& e : page->effects()) seq_of[e.command_id()] = e.seq();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const std::string& id = batch[i].command_id();
+    EXPECT_EQ(EffectsOf(id), 1) << id;
+    const absl::StatusOr<v1::SubmitResponse>& answer = (*first)[i];
+    if (!answer.ok()) {
+      EXPECT_EQ(ReasonOf(answer.status()), "IN_PROGRESS") << i << " " << answer.status();
+      continue;
+    }
+    ledger::v1::TransferResponse transfer;
+    ASSERT_TRUE(transfer.ParseFromString(answer->result().response())) << i;
+    EXPECT_EQ(transfer.effect_seq(), seq_of[id]) << "item " << i << " answers another command";
+  }
+  EXPECT_EQ(Balance("a"), 1000 - 210);
+  EXPECT_EQ(Balance("b"), 1000 + 210);
+
+  auto again = testing::SubmitBatchTo(*stub_, batch);
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ASSERT_TRUE((*again)[i].ok()) << i << " " << (*again)[i].status();
+    EXPECT_EQ((*again)[i]->disposition(), v1::REPLAYED) << i;
+    if ((*first)[i].ok()) {
+      EXPECT_EQ((*again)[i]->result().response(), (*first)[i]->result().response()) << i;
+    }
+  }
+  EXPECT_EQ(Balance("a"), 1000 - 210);
+}
+
+TEST_P(InProcessTest, ABatchRefusesOnlyItsBadCommandsAndNeverMoreThanItsLimit) {
+  v1::Command no_id = testing::TransferCommand("ignored", 1);
+  no_id.clear_command_id();
+  std::vector<v1::Command> batch = {
+      testing::TransferCommand("good1", 1), no_id,
+      testing::LedgerCommand("x1", "/eonce.ledger.v1.Ledger/Mint", ""),
+      testing::TransferCommand("good2", 2)};
+  auto answers = testing::SubmitBatchTo(*stub_, batch);
+  ASSERT_TRUE(answers.ok()) << answers.status();
+  ASSERT_EQ(answers->size(), 4u);
+  EXPECT_TRUE((*answers)[0].ok()) << (*answers)[0].status();
+  EXPECT_EQ((*answers)[1].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReasonOf((*answers)[1].status()), "INVALID_FIELD");
+  EXPECT_EQ((*answers)[2].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*answers)[3].ok()) << (*answers)[3].status();
+  EXPECT_EQ(EffectsOf("good1"), 1);
+  EXPECT_EQ(EffectsOf("good2"), 1);
+  EXPECT_EQ(EffectsOf("x1"), 0);
+  EXPECT_EQ(Balance("a"), 997);
+
+  std::vector<v1::Command> too_many;
+  for (int i = 0; i <= kMaxBatchCommands; ++i) {
+    too_many.push_back(testing::TransferCommand(absl::StrCat("many", i), 1));
+  }
+  auto refused = testing::SubmitBatchTo(*stub_, too_many);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReasonOf(refused.status()), "BATCH_TOO_LARGE");
+  EXPECT_EQ(EffectsOf("many0"), 0);
+  auto empty = testing::SubmitBatchTo(*stub_, {});
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Balance("a"), 997);
+}
+
 TEST(EmbeddedSidecarBinaryTest, AnsweredOnceAcrossAKill) {
   const std::string dir = testing::FreshDir("embedded");
   const std::vector<std::string> args = {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/command.h"
@@ -85,6 +86,30 @@ inline absl::StatusOr<v1::SubmitResponse> SubmitTo(v1::Sidecar::Stub& sidecar,
   grpc::Status status = sidecar.Submit(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status, &context);
   return response;
+}
+
+// SubmitBatch as SubmitTo submits: the call's status, else each command's answer in order.
+inline absl::StatusOr<std::vector<absl::StatusOr<v1::SubmitResponse>>> SubmitBatchTo(
+    v1::Sidecar::Stub& sidecar, const std::vector<v1::Command>& commands,
+    const std::string& tenant = "acme") {
+  grpc::ClientContext context;
+  context.AddMetadata(kTenantHeader, tenant);
+  context.AddMetadata(kActorHeader, "agent");
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::SubmitBatchRequest request;
+  for (const v1::Command& c : commands) *request.add_commands() = c;
+  v1::SubmitBatchResponse response;
+  grpc::Status status = sidecar.SubmitBatch(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, &context);
+  std::vector<absl::StatusOr<v1::SubmitResponse>> answers;
+  for (const v1::SubmitBatchItem& item : response.items()) {
+    if (item.code() == 0) {
+      answers.emplace_back(item.response());
+    } else {
+      answers.emplace_back(StatusFromParts(item.code(), item.message(), item.error_details()));
+    }
+  }
+  return answers;
 }
 
 // How many effects the ledger holds for `command_id`; -1 if it cannot be read.

@@ -1,0 +1,66 @@
+// SubmitBatcher: a client's many concurrent Submits to one sidecar, sent as SubmitBatch
+// calls. A command goes at once while fewer than `max_calls` batches are in flight; the
+// commands that arrive meanwhile wait for the next free call and go together (at most
+// kMaxBatchCommands each). Alone, a command is never delayed; under load, one call's
+// fixed cost is shared by many commands. Each command still gets its own answer, exactly
+// once, on the thread that delivers its batch's answer.
+#ifndef EONCE_COMMON_SUBMIT_BATCHER_H_
+#define EONCE_COMMON_SUBMIT_BATCHER_H_
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "eonce/v1/command.pb.h"
+#include "eonce/v1/sidecar.pb.h"
+
+namespace eonce {
+
+class SubmitBatcher {
+ public:
+  using Answer = absl::StatusOr<v1::SubmitResponse>;
+  using Done = std::function<void(Answer)>;
+  // The answer to one SubmitBatch call: the call's failure, or one answer per command
+  // in the order sent.
+  using BatchDone = std::function<void(absl::StatusOr<std::vector<Answer>>)>;
+  // Sends one SubmitBatch call; `done` runs exactly once, possibly on another thread.
+  using SendBatch = std::function<void(std::vector<v1::Command> commands, BatchDone done)>;
+
+  struct Options {
+    int max_calls = 4;             // batches in flight at once
+    int max_batch = 64;            // commands per batch (capped at kMaxBatchCommands)
+    size_t max_waiting = 4096;     // commands queued for a free call; past it, refused
+  };
+
+  SubmitBatcher(Options options, SendBatch send);
+  // Waits for the batches in flight to be answered.
+  ~SubmitBatcher();
+
+  // `done` runs exactly once: with the command's own answer, with its batch's failure,
+  // or at once with RESOURCE_EXHAUSTED (nothing sent) when max_waiting commands wait.
+  void Submit(v1::Command command, Done done);
+
+ private:
+  struct Waiting {
+    v1::Command command;
+    Done done;
+  };
+  // Takes the next batch from the queue and counts its call; empty when none may go.
+  std::vector<Waiting> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Send(std::vector<Waiting> batch);
+  void OnAnswer(std::vector<Waiting> batch, absl::StatusOr<std::vector<Answer>> answers);
+
+  const Options options_;
+  const SendBatch send_;
+  absl::Mutex mu_;
+  std::deque<Waiting> waiting_ ABSL_GUARDED_BY(mu_);
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_COMMON_SUBMIT_BATCHER_H_

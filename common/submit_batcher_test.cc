@@ -1,0 +1,109 @@
+// SubmitBatcher over a fake sender that holds each batch until the test answers it: a lone
+// command goes at once, commands that arrive while every call is busy go together in the
+// next one, each gets its own answer, a failed call fails each of its commands, and the
+// queue has a limit.
+#include "common/submit_batcher.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "gtest/gtest.h"
+
+namespace eonce {
+namespace {
+
+class SubmitBatcherTest : public ::testing::Test {
+ protected:
+  struct Sent {
+    std::vector<v1::Command> commands;
+    SubmitBatcher::BatchDone done;
+  };
+
+  std::unique_ptr<SubmitBatcher> Make(int max_calls, int max_batch, size_t max_waiting = 4096) {
+    SubmitBatcher::Options options;
+    options.max_calls = max_calls;
+    options.max_batch = max_batch;
+    options.max_waiting = max_waiting;
+    return std::make_unique<SubmitBatcher>(
+        options, [this](std::vector<v1::Command> commands, SubmitBatcher::BatchDone done) {
+          sent_.push_back(Sent{std::move(commands), std::move(done)});
+        });
+  }
+
+  void Submit(SubmitBatcher& batcher, const std::string& id) {
+    v1::Command c;
+    c.set_command_id(id);
+    batcher.Submit(c, [this, id](SubmitBatcher::Answer answer) {
+      answers_.push_back(answer.ok() ? id + "=" + answer->result().response()
+                                     : id + "!" + std::string(ReasonOf(answer.status())));
+    });
+  }
+
+  // Answers batch `i` with each command's id as its response.
+  void AnswerEach(size_t i) {
+    std::vector<SubmitBatcher::Answer> each;
+    for (const v1::Command& c : sent_[i].commands) {
+      v1::SubmitResponse r;
+      r.mutable_result()->set_response("r-" + c.command_id());
+      each.push_back(r);
+    }
+    sent_[i].done(std::move(each));
+  }
+
+  std::vector<Sent> sent_;
+  std::vector<std::string> answers_;
+};
+
+TEST_F(SubmitBatcherTest, ALoneCommandGoesAtOnceAndTheRestWaitForAFreeCall) {
+  auto batcher = Make(/*max_calls=*/1, /*max_batch=*/3);
+  Submit(*batcher, "a");
+  ASSERT_EQ(sent_.size(), 1u) << "a command alone is never held back";
+  for (const char* id : {"b", "c", "d", "e"}) Submit(*batcher, id);
+  EXPECT_EQ(sent_.size(), 1u) << "the only call is busy: the others wait";
+  AnswerEach(0);
+  ASSERT_EQ(sent_.size(), 2u);
+  ASSERT_EQ(sent_[1].commands.size(), 3u) << "the waiting commands go together, up to the limit";
+  EXPECT_EQ(sent_[1].commands[0].command_id(), "b");
+  EXPECT_EQ(sent_[1].commands[2].command_id(), "d");
+  AnswerEach(1);
+  ASSERT_EQ(sent_.size(), 3u);
+  EXPECT_EQ(sent_[2].commands.size(), 1u);
+  AnswerEach(2);
+  EXPECT_EQ(answers_, (std::vector<std::string>{"a=r-a", "b=r-b", "c=r-c", "d=r-d", "e=r-e"}));
+}
+
+TEST_F(SubmitBatcherTest, AFailedCallFailsEachOfItsCommandsOnce) {
+  auto batcher = Make(/*max_calls=*/2, /*max_batch=*/64);
+  Submit(*batcher, "a");
+  Submit(*batcher, "b");
+  ASSERT_EQ(sent_.size(), 2u) << "two calls may be in flight";
+  Submit(*batcher, "c");
+  sent_[0].done(Error(absl::StatusCode::kDeadlineExceeded, "", "late"));
+  ASSERT_EQ(sent_.size(), 3u);
+  // A sidecar that answered fewer items than it was sent: none of them is taken as known.
+  sent_[1].done(std::vector<SubmitBatcher::Answer>{});
+  AnswerEach(2);
+  ASSERT_EQ(answers_.size(), 3u);
+  EXPECT_EQ(answers_[0], "a!");
+  EXPECT_EQ(answers_[1], "b!BATCH_MISMATCH");
+  EXPECT_EQ(answers_[2], "c=r-c");
+}
+
+TEST_F(SubmitBatcherTest, PastItsLimitAWaitingCommandIsRefusedAndNothingIsSent) {
+  auto batcher = Make(/*max_calls=*/1, /*max_batch=*/64, /*max_waiting=*/2);
+  Submit(*batcher, "a");
+  Submit(*batcher, "b");
+  Submit(*batcher, "c");
+  Submit(*batcher, "d");
+  ASSERT_EQ(answers_.size(), 1u);
+  EXPECT_EQ(answers_[0], "d!OVERLOADED");
+  AnswerEach(0);
+  AnswerEach(1);
+  EXPECT_EQ(sent_[1].commands.size(), 2u);
+  EXPECT_EQ(answers_.size(), 4u);
+}
+
+}  // namespace
+}  // namespace eonce
