@@ -111,12 +111,12 @@ def main():
                         "unit": "x Postgres", "met": bool(pg64) and first / pg64 >= 2.0})
         # The same with the sidecar in the ledger's process (one hop): reported beside it,
         # not in its place.
-        for path, name in (
+        for row_path, name in (
                 ("first-seen, in process", "first seen, sidecar in process, vs Postgres, 64"),
                 ("first-seen, batched", "first seen, batched submits, vs Postgres, 64"),
                 ("first-seen, in process, batched",
                  "first seen, in process and batched, vs Postgres, 64")):
-            ours = rate(figures["rows"], path)
+            ours = rate(figures["rows"], row_path)
             if ours:
                 checked.append({"target": name, "value": round(ours / pg64, 3) if pg64 else 0,
                                 "bound": 2.0, "unit": "x Postgres",
