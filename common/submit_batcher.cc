@@ -47,7 +47,11 @@ std::vector<SubmitBatcher::Waiting> SubmitBatcher::TakeBatch() {
   const size_t n = std::min<size_t>(
       waiting_.size(), static_cast<size_t>(std::clamp(options_.max_batch, 1, kMaxBatchCommands)));
   batch.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
+  size_t bytes = 0;
+  while (batch.size() < n) {
+    const size_t size = waiting_.front().command.ByteSizeLong();
+    if (!batch.empty() && bytes + size > options_.max_batch_bytes) break;
+    bytes += size;
     batch.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }

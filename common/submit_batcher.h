@@ -33,6 +33,9 @@ class SubmitBatcher {
   struct Options {
     int max_calls = 4;             // batches in flight at once
     int max_batch = 64;            // commands per batch (capped at kMaxBatchCommands)
+    // Bytes of commands per batch, under the sidecar's message limit; a command larger
+    // than this alone goes alone.
+    size_t max_batch_bytes = 4 << 20;
     size_t max_waiting = 4096;     // commands queued for a free call; past it, refused
   };
 

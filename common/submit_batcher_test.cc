@@ -21,20 +21,23 @@ class SubmitBatcherTest : public ::testing::Test {
     SubmitBatcher::BatchDone done;
   };
 
-  std::unique_ptr<SubmitBatcher> Make(int max_calls, int max_batch, size_t max_waiting = 4096) {
+  std::unique_ptr<SubmitBatcher> Make(int max_calls, int max_batch, size_t max_waiting = 4096,
+                                      size_t max_batch_bytes = 4 << 20) {
     SubmitBatcher::Options options;
     options.max_calls = max_calls;
     options.max_batch = max_batch;
     options.max_waiting = max_waiting;
+    options.max_batch_bytes = max_batch_bytes;
     return std::make_unique<SubmitBatcher>(
         options, [this](std::vector<v1::Command> commands, SubmitBatcher::BatchDone done) {
           sent_.push_back(Sent{std::move(commands), std::move(done)});
         });
   }
 
-  void Submit(SubmitBatcher& batcher, const std::string& id) {
+  void Submit(SubmitBatcher& batcher, const std::string& id, size_t request_bytes = 0) {
     v1::Command c;
     c.set_command_id(id);
+    c.set_request(std::string(request_bytes, 'r'));
     batcher.Submit(c, [this, id](SubmitBatcher::Answer answer) {
       answers_.push_back(answer.ok() ? id + "=" + answer->result().response()
                                      : id + "!" + std::string(ReasonOf(answer.status())));
@@ -103,6 +106,28 @@ TEST_F(SubmitBatcherTest, PastItsLimitAWaitingCommandIsRefusedAndNothingIsSent) 
   AnswerEach(1);
   EXPECT_EQ(sent_[1].commands.size(), 2u);
   EXPECT_EQ(answers_.size(), 4u);
+}
+
+TEST_F(SubmitBatcherTest, ABatchStaysUnderItsByteLimitAndAnOversizedCommandGoesAlone) {
+  auto batcher = Make(/*max_calls=*/1, /*max_batch=*/64, /*max_waiting=*/64,
+                      /*max_batch_bytes=*/1000);
+  Submit(*batcher, "first");
+  for (const char* id : {"a", "b", "c"}) Submit(*batcher, id, 400);
+  Submit(*batcher, "huge", 5000);
+  Submit(*batcher, "d", 400);
+  AnswerEach(0);
+  ASSERT_EQ(sent_.size(), 2u);
+  EXPECT_EQ(sent_[1].commands.size(), 2u) << "a and b fit in 1000 bytes, c does not";
+  AnswerEach(1);
+  ASSERT_EQ(sent_.size(), 3u);
+  EXPECT_EQ(sent_[2].commands.size(), 1u) << "c, then the huge one would pass the limit";
+  AnswerEach(2);
+  ASSERT_EQ(sent_.size(), 4u);
+  ASSERT_EQ(sent_[3].commands.size(), 1u) << "a command past the limit goes alone";
+  EXPECT_EQ(sent_[3].commands[0].command_id(), "huge");
+  AnswerEach(3);
+  AnswerEach(4);
+  EXPECT_EQ(answers_.size(), 6u);
 }
 
 }  // namespace
