@@ -64,6 +64,8 @@ ABSL_FLAG(int32_t, runs, 3, "runs per measurement (the median is reported)");
 ABSL_FLAG(double, warmup_seconds, 0.5, "the warm-up before each measurement");
 ABSL_FLAG(int64_t, records, 1'000'000, "records for the sidecar memory and disk measurement");
 ABSL_FLAG(std::string, out_dir, "bench/results", "where the table, JSON and plot go");
+ABSL_FLAG(bool, agent_batch_submits, true,
+          "the agent sends its attempts as SubmitBatch calls (false: one Submit each, for A/B)");
 ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are (for the memory run)");
 
 namespace eonce::bench {
@@ -207,6 +209,7 @@ int Run() {
   agent_options.tenant = "bench";
   agent_options.default_sidecar = Address((*sidecar)->port());
   agent_options.idle_pump_ms = 2;
+  agent_options.batch_submits = absl::GetFlag(FLAGS_agent_batch_submits);
   auto agent = AgentServer::Start(agent_options, RealClock::Get(), RealRandom::Get());
   if (!ledger.ok() || !sidecar.ok() || !agent.ok()) {
     std::fprintf(stderr, "bench: the stack did not start\n");

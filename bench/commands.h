@@ -65,6 +65,7 @@ class BatchedSubmitter {
  public:
   explicit BatchedSubmitter(v1::Sidecar::Stub& sidecar, int max_calls = 2)
       : batcher_(Options(max_calls), [&sidecar](std::vector<v1::Command> commands,
+                                                int64_t /*deadline_ms: none*/,
                                                 SubmitBatcher::BatchDone done) {
           struct Call {
             grpc::ClientContext context;
@@ -96,7 +97,7 @@ class BatchedSubmitter {
         }) {}
 
   void Submit(const v1::Command& command, v1::Disposition want, std::function<void(bool)> done) {
-    batcher_.Submit(command, [want, done = std::move(done)](SubmitBatcher::Answer answer) {
+    batcher_.Submit(command, /*deadline_ms=*/0, [want, done = std::move(done)](SubmitBatcher::Answer answer) {
       done(answer.ok() && answer->disposition() == want);
     });
   }

@@ -19,14 +19,14 @@ SubmitBatcher::~SubmitBatcher() {
       +[](int* calls) { return *calls == 0; }, &calls_));
 }
 
-void SubmitBatcher::Submit(v1::Command command, Done done) {
+void SubmitBatcher::Submit(v1::Command command, int64_t deadline_ms, Done done) {
   std::vector<Waiting> batch;
   bool full = false;
   {
     absl::MutexLock lock(&mu_);
     full = waiting_.size() >= options_.max_waiting;
     if (!full) {
-      waiting_.push_back(Waiting{std::move(command), std::move(done)});
+      waiting_.push_back(Waiting{std::move(command), deadline_ms, std::move(done)});
       batch = TakeBatch();
     }
   }
@@ -39,6 +39,11 @@ void SubmitBatcher::Submit(v1::Command command, Done done) {
     return;
   }
   if (!batch.empty()) Send(std::move(batch));
+}
+
+bool SubmitBatcher::Idle() {
+  absl::MutexLock lock(&mu_);
+  return calls_ == 0 && waiting_.empty();
 }
 
 std::vector<SubmitBatcher::Waiting> SubmitBatcher::TakeBatch() {
@@ -62,9 +67,15 @@ std::vector<SubmitBatcher::Waiting> SubmitBatcher::TakeBatch() {
 void SubmitBatcher::Send(std::vector<Waiting> batch) {
   std::vector<v1::Command> commands;
   commands.reserve(batch.size());
-  for (Waiting& w : batch) commands.push_back(std::move(w.command));
+  int64_t deadline_ms = 0;
+  for (Waiting& w : batch) {
+    commands.push_back(std::move(w.command));
+    if (w.deadline_ms > 0 && (deadline_ms == 0 || w.deadline_ms < deadline_ms)) {
+      deadline_ms = w.deadline_ms;
+    }
+  }
   auto held = std::make_shared<std::vector<Waiting>>(std::move(batch));
-  send_(std::move(commands), [this, held](absl::StatusOr<std::vector<Answer>> answers) {
+  send_(std::move(commands), deadline_ms, [this, held](absl::StatusOr<std::vector<Answer>> answers) {
     OnAnswer(std::move(*held), std::move(answers));
   });
 }

@@ -8,6 +8,7 @@
 #define EONCE_COMMON_SUBMIT_BATCHER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <vector>
@@ -27,8 +28,10 @@ class SubmitBatcher {
   // The answer to one SubmitBatch call: the call's failure, or one answer per command
   // in the order sent.
   using BatchDone = std::function<void(absl::StatusOr<std::vector<Answer>>)>;
-  // Sends one SubmitBatch call; `done` runs exactly once, possibly on another thread.
-  using SendBatch = std::function<void(std::vector<v1::Command> commands, BatchDone done)>;
+  // Sends one SubmitBatch call, due by `deadline_ms` (the earliest of its commands'; 0:
+  // none); `done` runs exactly once, possibly on another thread.
+  using SendBatch =
+      std::function<void(std::vector<v1::Command> commands, int64_t deadline_ms, BatchDone done)>;
 
   struct Options {
     int max_calls = 4;             // batches in flight at once
@@ -45,11 +48,16 @@ class SubmitBatcher {
 
   // `done` runs exactly once: with the command's own answer, with its batch's failure,
   // or at once with RESOURCE_EXHAUSTED (nothing sent) when max_waiting commands wait.
-  void Submit(v1::Command command, Done done);
+  // `deadline_ms`: when the command's answer is due (0: no deadline).
+  void Submit(v1::Command command, int64_t deadline_ms, Done done);
+
+  // Nothing waits and no call is in flight.
+  bool Idle();
 
  private:
   struct Waiting {
     v1::Command command;
+    int64_t deadline_ms;
     Done done;
   };
   // Takes the next batch from the queue and counts its call; empty when none may go.

@@ -18,6 +18,7 @@ class SubmitBatcherTest : public ::testing::Test {
  protected:
   struct Sent {
     std::vector<v1::Command> commands;
+    int64_t deadline_ms;
     SubmitBatcher::BatchDone done;
   };
 
@@ -29,16 +30,18 @@ class SubmitBatcherTest : public ::testing::Test {
     options.max_waiting = max_waiting;
     options.max_batch_bytes = max_batch_bytes;
     return std::make_unique<SubmitBatcher>(
-        options, [this](std::vector<v1::Command> commands, SubmitBatcher::BatchDone done) {
-          sent_.push_back(Sent{std::move(commands), std::move(done)});
+        options, [this](std::vector<v1::Command> commands, int64_t deadline_ms,
+                        SubmitBatcher::BatchDone done) {
+          sent_.push_back(Sent{std::move(commands), deadline_ms, std::move(done)});
         });
   }
 
-  void Submit(SubmitBatcher& batcher, const std::string& id, size_t request_bytes = 0) {
+  void Submit(SubmitBatcher& batcher, const std::string& id, size_t request_bytes = 0,
+              int64_t deadline_ms = 0) {
     v1::Command c;
     c.set_command_id(id);
     c.set_request(std::string(request_bytes, 'r'));
-    batcher.Submit(c, [this, id](SubmitBatcher::Answer answer) {
+    batcher.Submit(c, deadline_ms, [this, id](SubmitBatcher::Answer answer) {
       answers_.push_back(answer.ok() ? id + "=" + answer->result().response()
                                      : id + "!" + std::string(ReasonOf(answer.status())));
     });
@@ -75,6 +78,21 @@ TEST_F(SubmitBatcherTest, ALoneCommandGoesAtOnceAndTheRestWaitForAFreeCall) {
   EXPECT_EQ(sent_[2].commands.size(), 1u);
   AnswerEach(2);
   EXPECT_EQ(answers_, (std::vector<std::string>{"a=r-a", "b=r-b", "c=r-c", "d=r-d", "e=r-e"}));
+}
+
+TEST_F(SubmitBatcherTest, ABatchIsDueByTheEarliestDeadlineOfItsCommands) {
+  auto batcher = Make(/*max_calls=*/1, /*max_batch=*/64);
+  Submit(*batcher, "a", 0, 500);
+  Submit(*batcher, "b", 0, 900);
+  Submit(*batcher, "c", 0, 700);
+  Submit(*batcher, "d", 0, 0);
+  EXPECT_EQ(sent_[0].deadline_ms, 500);
+  EXPECT_TRUE(!batcher->Idle());
+  AnswerEach(0);
+  ASSERT_EQ(sent_.size(), 2u);
+  EXPECT_EQ(sent_[1].deadline_ms, 700) << "no command may be answered after its deadline";
+  AnswerEach(1);
+  EXPECT_TRUE(batcher->Idle());
 }
 
 TEST_F(SubmitBatcherTest, AFailedCallFailsEachOfItsCommandsOnce) {

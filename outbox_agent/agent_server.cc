@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
     EONCE_ASSIGN_OR_RETURN(
         auto grpc_client,
         GrpcSidecarClient::Create(options.routes, options.default_sidecar, options.tls, clock));
+    grpc_client->set_batch_submits(options.batch_submits);
     // The retention contract: a max age past the sidecar's retention would replay
     // records that the sidecar no longer remembers.
     for (auto& [route, retention] : grpc_client->FetchRetentions(options.startup_info_wait_ms)) {

@@ -41,6 +41,8 @@ struct AgentServerOptions {
   // service=address pairs, and the sidecar for everything else.
   std::string routes;
   std::string default_sidecar;
+  // Concurrent Submits to one sidecar go as SubmitBatch calls.
+  bool batch_submits = true;
   CommandLimits limits;
   OutboxStoreOptions store;
   ReplayerOptions replay;

@@ -24,6 +24,9 @@ constexpr int64_t kInfoRefreshMs = 60'000;
 constexpr int64_t kInfoTimeoutMs = 2'000;
 
 constexpr int kMaxMessageBytes = 8 << 20;
+// SubmitBatch calls in flight to one sidecar under one session, and the batchers kept.
+constexpr int kBatchCallsInFlight = 2;
+constexpr size_t kMaxBatchers = 64;
 
 constexpr char kShardedPrefix[] = "sharded:";
 // How often a sharded route's slot map is asked again without a refusal to prompt it.
@@ -138,6 +141,122 @@ void GrpcSidecarClient::Call(const v1::Command& command, const Session& session,
 void GrpcSidecarClient::Submit(const v1::Command& command, const Session& session,
                                int64_t deadline_ms,
                                std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) {
+  Route* route = RouteFor(command.target_method());
+  if (!batch_submits_ || route == nullptr || !route->batches.load()) {
+    SubmitOne(command, session, deadline_ms, std::move(done));
+    return;
+  }
+  absl::StatusOr<std::shared_ptr<v1::Sidecar::Stub>> stub = StubFor(*route, command);
+  if (!stub.ok()) {
+    done(stub.status());
+    return;
+  }
+  BatcherFor(route, *stub, session)->Submit(command, deadline_ms, std::move(done));
+}
+
+SubmitBatcher* GrpcSidecarClient::BatcherFor(Route* route,
+                                             std::shared_ptr<v1::Sidecar::Stub> stub,
+                                             const Session& session) {
+  BatcherKey key{stub.get(), session.tenant, session.actor, session.epoch};
+  absl::MutexLock lock(&batchers_mu_);
+  auto it = batchers_.find(key);
+  if (it != batchers_.end()) return it->second.get();
+  if (batchers_.size() >= kMaxBatchers) {
+    // Sessions change with each credential epoch and stubs with the slot map: the idle
+    // batchers of earlier ones go.
+    for (auto old = batchers_.begin(); old != batchers_.end();) {
+      old = old->second->Idle() ? batchers_.erase(old) : std::next(old);
+    }
+  }
+  SubmitBatcher::Options options;
+  options.max_calls = kBatchCallsInFlight;
+  options.max_batch_bytes = kMaxMessageBytes / 2;
+  auto batcher = std::make_unique<SubmitBatcher>(
+      options, [this, route, stub, session](std::vector<v1::Command> commands,
+                                            int64_t deadline_ms, SubmitBatcher::BatchDone done) {
+        SendBatch(route, stub, session, std::move(commands), deadline_ms, std::move(done));
+      });
+  SubmitBatcher* out = batcher.get();
+  batchers_[key] = std::move(batcher);
+  return out;
+}
+
+void GrpcSidecarClient::SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stub> stub,
+                                  const Session& session, std::vector<v1::Command> commands,
+                                  int64_t deadline_ms, SubmitBatcher::BatchDone done) {
+  struct State {
+    grpc::ClientContext context;
+    v1::SubmitBatchRequest request;
+    v1::SubmitBatchResponse response;
+  };
+  auto state = std::make_shared<State>();
+  uint64_t id = 0;
+  if (!Started(&id, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+    done(Closing());
+    return;
+  }
+  if (deadline_ms > 0) state->context.set_deadline(WallDeadline(clock_, deadline_ms));
+  AddSession(&state->context, session);
+  for (v1::Command& c : commands) *state->request.add_commands() = std::move(c);
+  stub->async()->SubmitBatch(
+      &state->context, &state->request, &state->response,
+      [this, id, state, route, session, deadline_ms, done = std::move(done)](grpc::Status status) {
+        if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+          // A sidecar from before SubmitBatch, which looked at none of the commands.
+          LogWarn("the sidecar has no SubmitBatch; one Submit per command from now on",
+                  {{"sidecar", route->address}});
+          route->batches.store(false);
+          std::vector<v1::Command> again(state->request.commands().begin(),
+                                         state->request.commands().end());
+          SubmitEach(std::move(again), session, deadline_ms, std::move(done));
+        } else if (!status.ok()) {
+          absl::Status failed = FromGrpcStatus(status, &state->context);
+          if (route->sharded) OnSlotRefusal(route, failed);
+          done(std::move(failed));
+        } else {
+          std::vector<SubmitBatcher::Answer> answers;
+          answers.reserve(state->response.items_size());
+          for (v1::SubmitBatchItem& item : *state->response.mutable_items()) {
+            if (item.code() == 0) {
+              answers.emplace_back(std::move(*item.mutable_response()));
+              continue;
+            }
+            absl::Status failed =
+                StatusFromParts(item.code(), item.message(), item.error_details());
+            if (route->sharded) OnSlotRefusal(route, failed);
+            answers.emplace_back(std::move(failed));
+          }
+          done(std::move(answers));
+        }
+        Finished(id);
+      });
+}
+
+void GrpcSidecarClient::SubmitEach(std::vector<v1::Command> commands, const Session& session,
+                                   int64_t deadline_ms, SubmitBatcher::BatchDone done) {
+  struct Gather {
+    std::vector<SubmitBatcher::Answer> answers;
+    std::atomic<size_t> open;
+    SubmitBatcher::BatchDone done;
+  };
+  auto gather = std::make_shared<Gather>();
+  gather->answers.assign(commands.size(), SubmitBatcher::Answer(absl::UnknownError("")));
+  gather->open.store(commands.size());
+  gather->done = std::move(done);
+  for (size_t i = 0; i < commands.size(); ++i) {
+    SubmitOne(commands[i], session, deadline_ms,
+              [gather, i](absl::StatusOr<v1::SubmitResponse> answer) {
+                gather->answers[i] = std::move(answer);
+                if (gather->open.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                  gather->done(std::move(gather->answers));
+                }
+              });
+  }
+}
+
+void GrpcSidecarClient::SubmitOne(const v1::Command& command, const Session& session,
+                                  int64_t deadline_ms,
+                                  std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) {
   v1::SubmitRequest request;
   *request.mutable_command() = command;
   Call<v1::SubmitRequest, v1::SubmitResponse>(

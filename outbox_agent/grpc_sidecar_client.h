@@ -13,6 +13,13 @@
 // itself goes back to the replayer, which retries the command (still first in its
 // entity's lane, so the entity's order holds across the change) to the new owner.
 //
+// Submits to one sidecar under one session go as SubmitBatch calls (common/submit_batcher.h:
+// a command alone goes at once; those that arrive while two calls are in flight share the
+// next), unless batching is turned off. A sidecar that answers SubmitBatch with
+// UNIMPLEMENTED (one from before it) gets one Submit per command from then on, starting
+// with that batch's commands: nothing is lost or sent twice by the switch, because the
+// batch was refused before any of its commands was looked at.
+//
 // The client keeps count of its calls in flight. Destroying it cancels them and waits
 // until each one's callback has run, so no callback outlives the client or what its
 // callers handed it (an agent shutting down cancels its last attempts this way; their
@@ -20,14 +27,17 @@
 #ifndef EONCE_OUTBOX_AGENT_GRPC_SIDECAR_CLIENT_H_
 #define EONCE_OUTBOX_AGENT_GRPC_SIDECAR_CLIENT_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/slots.h"
+#include "common/submit_batcher.h"
 #include "common/tls.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "outbox_agent/sidecar_client.h"
@@ -42,6 +52,9 @@ class GrpcSidecarClient : public SidecarClient {
       const std::string& routes, const std::string& default_address, const TlsFiles& tls,
       Clock& clock);
   ~GrpcSidecarClient() override;
+
+  // Whether Submits go as SubmitBatch calls (on unless turned off before the first one).
+  void set_batch_submits(bool on) { batch_submits_ = on; }
 
   void Submit(const v1::Command& command, const Session& session, int64_t deadline_ms,
               std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) override;
@@ -71,10 +84,25 @@ class GrpcSidecarClient : public SidecarClient {
     std::map<std::string, std::shared_ptr<v1::Sidecar::Stub>> shard_stubs ABSL_GUARDED_BY(mu);
     int64_t map_asked_at_ms ABSL_GUARDED_BY(mu) = 0;
     bool asking_map ABSL_GUARDED_BY(mu) = false;
+    // False once a sidecar of this route answered SubmitBatch with UNIMPLEMENTED.
+    std::atomic<bool> batches{true};
   };
+  // A batcher per sidecar and session: (stub, tenant, actor, epoch).
+  using BatcherKey = std::tuple<const v1::Sidecar::Stub*, std::string, std::string, int64_t>;
 
   GrpcSidecarClient(Clock& clock, TlsFiles tls) : clock_(clock), tls_(std::move(tls)) {}
   absl::StatusOr<std::unique_ptr<Route>> NewRoute(const std::string& target);
+  // One Submit call for one command.
+  void SubmitOne(const v1::Command& command, const Session& session, int64_t deadline_ms,
+                 std::function<void(absl::StatusOr<v1::SubmitResponse>)> done);
+  SubmitBatcher* BatcherFor(Route* route, std::shared_ptr<v1::Sidecar::Stub> stub,
+                            const Session& session);
+  // One SubmitBatch call; on UNIMPLEMENTED, the commands again one Submit each.
+  void SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stub> stub, const Session& session,
+                 std::vector<v1::Command> commands, int64_t deadline_ms,
+                 SubmitBatcher::BatchDone done);
+  void SubmitEach(std::vector<v1::Command> commands, const Session& session, int64_t deadline_ms,
+                  SubmitBatcher::BatchDone done);
   Route* RouteFor(const std::string& target_method);
   void AskInfo(Route* route);
   // The stub of the sidecar that takes `command` on `route`: the route's own, or for a
@@ -109,6 +137,10 @@ class GrpcSidecarClient : public SidecarClient {
   std::map<uint64_t, std::weak_ptr<grpc::ClientContext>> calls_ ABSL_GUARDED_BY(calls_mu_);
   std::map<std::string, std::unique_ptr<Route>> routes_;
   std::unique_ptr<Route> default_route_;
+  bool batch_submits_ = true;
+  absl::Mutex batchers_mu_;
+  // Destroyed before the call registry above: by then every call has ended.
+  std::map<BatcherKey, std::unique_ptr<SubmitBatcher>> batchers_ ABSL_GUARDED_BY(batchers_mu_);
 };
 
 }  // namespace eonce

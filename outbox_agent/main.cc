@@ -23,6 +23,9 @@ ABSL_FLAG(std::string, sidecar, "127.0.0.1:7100", "the default sidecar address")
 ABSL_FLAG(std::string, routes, "",
           "service=address pairs, comma separated, e.g. eonce.ledger.v1.Ledger=10.0.0.1:7100; "
           "service=sharded:address routes a sharded service by the slot map that sidecar serves");
+ABSL_FLAG(bool, batch_submits, true,
+          "send the attempts in flight to one sidecar as SubmitBatch calls (one call's cost "
+          "for many commands); false: one Submit per attempt");
 ABSL_FLAG(int32_t, max_in_flight, 64, "attempts in flight at once");
 ABSL_FLAG(int32_t, max_attempts, 100, "attempts before a record is dead-lettered");
 ABSL_FLAG(int64_t, max_age_ms, 6LL * 24 * 3600 * 1000,
@@ -60,6 +63,7 @@ int main(int argc, char** argv) {
   o.credential_file = absl::GetFlag(FLAGS_credential_file);
   o.default_sidecar = absl::GetFlag(FLAGS_sidecar);
   o.routes = absl::GetFlag(FLAGS_routes);
+  o.batch_submits = absl::GetFlag(FLAGS_batch_submits);
   o.limits.max_request_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_bytes));
   o.store.max_pending_records = absl::GetFlag(FLAGS_max_pending_records);
   o.store.forensic_retention_ms = absl::GetFlag(FLAGS_forensic_retention_ms);

@@ -1,0 +1,150 @@
+// GrpcSidecarClient's batching, against a stand-in Sidecar served over real loopback gRPC:
+// concurrent Submits share SubmitBatch calls and each gets its own answer; a sidecar
+// without SubmitBatch (one from before it) gets one Submit per command, the refused
+// batch's commands included, and never a command twice.
+#include "outbox_agent/grpc_sidecar_client.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/clock.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+
+namespace eonce {
+namespace {
+
+// Answers each command APPLIED with its command id as the response. With `batches`, it
+// serves SubmitBatch too, and holds the first call it gets until `release` is notified,
+// so that the commands sent meanwhile queue behind it.
+class StandIn : public v1::Sidecar::CallbackService {
+ public:
+  explicit StandIn(bool batches) : batches_(batches) {}
+
+  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
+                                   const v1::SubmitRequest* request,
+                                   v1::SubmitResponse* response) override {
+    Count(request->command().command_id(), /*batch_size=*/0);
+    *response = Applied(request->command());
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* SubmitBatch(grpc::CallbackServerContext* context,
+                                        const v1::SubmitBatchRequest* request,
+                                        v1::SubmitBatchResponse* response) override {
+    auto* reactor = context->DefaultReactor();
+    if (!batches_) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no SubmitBatch here"));
+      return reactor;
+    }
+    if (first_.exchange(false)) release_.WaitForNotification();
+    for (const v1::Command& c : request->commands()) {
+      Count(c.command_id(), request->commands_size());
+      *response->add_items()->mutable_response() = Applied(c);
+    }
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  static v1::SubmitResponse Applied(const v1::Command& c) {
+    v1::SubmitResponse r;
+    r.set_disposition(v1::APPLIED);
+    r.mutable_result()->set_response(c.command_id());
+    return r;
+  }
+
+  void Count(const std::string& id, int batch_size) {
+    absl::MutexLock lock(&mu_);
+    seen_[id]++;
+    if (batch_size > 0) largest_batch_ = std::max(largest_batch_, batch_size);
+    else singles_++;
+  }
+
+  absl::Notification release_;
+  absl::Mutex mu_;
+  std::map<std::string, int> seen_;
+  int largest_batch_ = 0;
+  int singles_ = 0;
+
+ private:
+  const bool batches_;
+  std::atomic<bool> first_{true};
+};
+
+class GrpcSidecarClientTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    stand_in_ = std::make_unique<StandIn>(GetParam());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(stand_in_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    auto client = GrpcSidecarClient::Create("", absl::StrCat("127.0.0.1:", port), TlsFiles(),
+                                            RealClock::Get());
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(*client);
+  }
+
+  void TearDown() override {
+    client_.reset();
+    server_->Shutdown();
+  }
+
+  std::unique_ptr<StandIn> stand_in_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<GrpcSidecarClient> client_;
+};
+
+TEST_P(GrpcSidecarClientTest, EachCommandIsAnsweredOnceWithItsOwnAnswer) {
+  constexpr int kCommands = 40;
+  Session session{"acme", "", 1};
+  absl::Mutex mu;
+  std::map<std::string, std::string> answers;
+  absl::Notification all;
+  for (int i = 0; i < kCommands; ++i) {
+    v1::Command c;
+    c.set_command_id(absl::StrCat("c", i));
+    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+    client_->Submit(c, session, RealClock::Get().NowMs() + 10'000,
+                    [&, id = c.command_id()](absl::StatusOr<v1::SubmitResponse> r) {
+                      absl::MutexLock lock(&mu);
+                      answers[id] = r.ok() ? r->result().response() : r.status().ToString();
+                      if (answers.size() == kCommands) all.Notify();
+                    });
+  }
+  stand_in_->release_.Notify();
+  ASSERT_TRUE(all.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  for (int i = 0; i < kCommands; ++i) {
+    const std::string id = absl::StrCat("c", i);
+    EXPECT_EQ(answers[id], id);
+  }
+  absl::MutexLock lock(&stand_in_->mu_);
+  for (int i = 0; i < kCommands; ++i) {
+    EXPECT_EQ(stand_in_->seen_[absl::StrCat("c", i)], 1) << "c" << i << " sent other than once";
+  }
+  if (GetParam()) {
+    EXPECT_GT(stand_in_->largest_batch_, 1) << "commands sent while calls were busy share one";
+    EXPECT_EQ(stand_in_->singles_, 0);
+  } else {
+    EXPECT_EQ(stand_in_->singles_, kCommands) << "without SubmitBatch, one Submit each";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SidecarKinds, GrpcSidecarClientTest, ::testing::Values(true, false),
+                         [](const auto& info) {
+                           return info.param ? "WithSubmitBatch" : "FromBeforeSubmitBatch";
+                         });
+
+}  // namespace
+}  // namespace eonce
