@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -159,7 +158,7 @@ absl::Status RocksStore::Write(rocksdb::WriteBatch* batch, bool sync, const char
     return Error(absl::StatusCode::kUnavailable, "STORE_FAILED",
                  "the store stopped taking writes after a failed write; restart to recover");
   }
-  EONCE_RETURN_IF_ERROR(SpaceFor(batch->GetDataSize()));
+  EONCE_RETURN_IF_ERROR(CheckSpace());
   absl::Status status =
       FromRocks(db_->Write(sync ? SyncedWrite() : UnsyncedWrite(), batch), what);
   if (!status.ok()) MarkFailed();
@@ -248,27 +247,12 @@ void RocksStore::StopCommitter() {
   if (committer_.joinable()) committer_.join();  // it serves the waiters left first
 }
 
-absl::Status RocksStore::SpaceFor(size_t bytes) {
+absl::Status RocksStore::CheckSpace() const {
   if (min_free_bytes_ == 0) return absl::OkStatus();
-  const int64_t size = static_cast<int64_t>(bytes);
-  if (space_budget_.fetch_sub(size, std::memory_order_relaxed) > size) return absl::OkStatus();
-  absl::StatusOr<uint64_t> headroom = Headroom();
-  if (!headroom.ok()) return headroom.status();
-  // A sixteenth of the headroom (at most 64 MiB) before the next look: writes, their
-  // compactions and other writers to the disk cannot use it up before then.
-  space_budget_.store(static_cast<int64_t>(std::min<uint64_t>(*headroom / 16, 64ull << 20)),
-                      std::memory_order_relaxed);
-  return absl::OkStatus();
-}
-
-absl::Status RocksStore::CheckSpace() const { return Headroom().status(); }
-
-absl::StatusOr<uint64_t> RocksStore::Headroom() const {
-  if (min_free_bytes_ == 0) return std::numeric_limits<uint64_t>::max();
   struct statvfs fs;
-  if (statvfs(path_.c_str(), &fs) != 0) return uint64_t{0};  // the write will tell
+  if (statvfs(path_.c_str(), &fs) != 0) return absl::OkStatus();  // the write will tell
   uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-  if (free_bytes >= min_free_bytes_) return free_bytes - min_free_bytes_;
+  if (free_bytes >= min_free_bytes_) return absl::OkStatus();
   return WithRetryAfter(
       Error(absl::StatusCode::kResourceExhausted, "STORE_FULL",
             absl::StrCat("the disk holding the store has ", free_bytes >> 20,

@@ -127,17 +127,10 @@ class RocksStore {
   RocksStore() = default;
   void CommitterLoop();
   void StopCommitter();
-  // The free space above the reserve, or CheckSpace's refusal.
-  absl::StatusOr<uint64_t> Headroom() const;
-  // CheckSpace for a write of `bytes`, which looks at the file system only once the
-  // writes since the last look used up their budget (statfs on every write cost 2% of
-  // the sidecar's cycles).
-  absl::Status SpaceFor(size_t bytes);
 
   std::unique_ptr<rocksdb::DB> db_;
   std::string path_;
   uint64_t min_free_bytes_ = 0;
-  std::atomic<int64_t> space_budget_{0};  // bytes writable before the next look
   std::map<std::string, rocksdb::ColumnFamilyHandle*> handles_;
   std::atomic<bool> failed_{false};
   absl::Mutex sync_mu_;
