@@ -82,17 +82,7 @@ class BatchedSubmitter {
                   done(FromGrpcStatus(s, &call->context));
                   return;
                 }
-                std::vector<SubmitBatcher::Answer> answers;
-                answers.reserve(call->response.items_size());
-                for (v1::SubmitBatchItem& item : *call->response.mutable_items()) {
-                  if (item.code() == 0) {
-                    answers.emplace_back(std::move(*item.mutable_response()));
-                  } else {
-                    answers.emplace_back(
-                        StatusFromParts(item.code(), item.message(), item.error_details()));
-                  }
-                }
-                done(std::move(answers));
+                done(SubmitBatcher::AnswersOf(call->response));
               });
         }) {}
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
+#include "common/grpc_status.h"
 #include "common/status.h"
 
 namespace eonce {
@@ -39,6 +40,19 @@ void SubmitBatcher::Submit(v1::Command command, int64_t deadline_ms, Done done) 
     return;
   }
   if (!batch.empty()) Send(std::move(batch));
+}
+
+std::vector<SubmitBatcher::Answer> SubmitBatcher::AnswersOf(v1::SubmitBatchResponse& response) {
+  std::vector<Answer> answers;
+  answers.reserve(response.items_size());
+  for (v1::SubmitBatchItem& item : *response.mutable_items()) {
+    if (item.code() == 0) {
+      answers.emplace_back(std::move(*item.mutable_response()));
+    } else {
+      answers.emplace_back(StatusFromParts(item.code(), item.message(), item.error_details()));
+    }
+  }
+  return answers;
 }
 
 bool SubmitBatcher::Idle() {

@@ -43,6 +43,10 @@ class SubmitBatcher {
   };
 
   SubmitBatcher(Options options, SendBatch send);
+
+  // A SubmitBatch answer as one Answer per command, in order: each item's response, or the
+  // status it carries.
+  static std::vector<Answer> AnswersOf(v1::SubmitBatchResponse& response);
   // Waits for the batches in flight to be answered.
   ~SubmitBatcher();
 

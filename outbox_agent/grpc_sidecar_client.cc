@@ -214,17 +214,11 @@ void GrpcSidecarClient::SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stu
           if (route->sharded) OnSlotRefusal(route, failed);
           done(std::move(failed));
         } else {
-          std::vector<SubmitBatcher::Answer> answers;
-          answers.reserve(state->response.items_size());
-          for (v1::SubmitBatchItem& item : *state->response.mutable_items()) {
-            if (item.code() == 0) {
-              answers.emplace_back(std::move(*item.mutable_response()));
-              continue;
+          std::vector<SubmitBatcher::Answer> answers = SubmitBatcher::AnswersOf(state->response);
+          if (route->sharded) {
+            for (const SubmitBatcher::Answer& answer : answers) {
+              if (!answer.ok()) OnSlotRefusal(route, answer.status());
             }
-            absl::Status failed =
-                StatusFromParts(item.code(), item.message(), item.error_details());
-            if (route->sharded) OnSlotRefusal(route, failed);
-            answers.emplace_back(std::move(failed));
           }
           done(std::move(answers));
         }

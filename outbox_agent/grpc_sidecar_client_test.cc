@@ -101,6 +101,10 @@ class GrpcSidecarClientTest : public ::testing::TestWithParam<bool> {
     server_->Shutdown();
   }
 
+  // Outlive the client, whose destruction waits until every answer's callback returned.
+  absl::Mutex mu;
+  std::map<std::string, std::string> answers;
+  absl::Notification all;
   std::unique_ptr<StandIn> stand_in_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<GrpcSidecarClient> client_;
@@ -109,9 +113,6 @@ class GrpcSidecarClientTest : public ::testing::TestWithParam<bool> {
 TEST_P(GrpcSidecarClientTest, EachCommandIsAnsweredOnceWithItsOwnAnswer) {
   constexpr int kCommands = 40;
   Session session{"acme", "", 1};
-  absl::Mutex mu;
-  std::map<std::string, std::string> answers;
-  absl::Notification all;
   for (int i = 0; i < kCommands; ++i) {
     v1::Command c;
     c.set_command_id(absl::StrCat("c", i));

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
+#include "common/submit_batcher.h"
 #include "dedupe_sidecar/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
@@ -101,15 +102,7 @@ inline absl::StatusOr<std::vector<absl::StatusOr<v1::SubmitResponse>>> SubmitBat
   v1::SubmitBatchResponse response;
   grpc::Status status = sidecar.SubmitBatch(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status, &context);
-  std::vector<absl::StatusOr<v1::SubmitResponse>> answers;
-  for (const v1::SubmitBatchItem& item : response.items()) {
-    if (item.code() == 0) {
-      answers.emplace_back(item.response());
-    } else {
-      answers.emplace_back(StatusFromParts(item.code(), item.message(), item.error_details()));
-    }
-  }
-  return answers;
+  return SubmitBatcher::AnswersOf(response);
 }
 
 // How many effects the ledger holds for `command_id`; -1 if it cannot be read.
