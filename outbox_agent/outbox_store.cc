@@ -16,12 +16,8 @@ constexpr char kLanesCf[] = "lanes";
 constexpr char kMetaCf[] = "meta";
 constexpr char kCredentialKey[] = "credential";
 
-std::string LanePrefix(const OutboxRecord& record) {
-  return absl::StrCat(LaneOf(record), std::string(1, '\0'));
-}
-
 std::string LaneKey(const OutboxRecord& record) {
-  return LanePrefix(record) + BigEndian64(record.enqueue_seq());
+  return absl::StrCat(LaneOf(record), std::string(1, '\0'), BigEndian64(record.enqueue_seq()));
 }
 
 std::string StateKey(OutboxState state, const OutboxRecord& record) {
@@ -95,6 +91,14 @@ OutboxStore::OutboxStore(RocksStore& store, Clock& clock, OutboxStoreOptions opt
     max_seq = std::max(max_seq, ReadBigEndian64(absl::string_view(it->key().data() + 1, 8)));
   }
   next_seq_ = max_seq + 1;
+  // The lanes, in memory: a key is the lane, a zero byte and the big-endian sequence.
+  std::unique_ptr<rocksdb::Iterator> lanes = store_.NewIterator(kLanesCf);
+  for (lanes->SeekToFirst(); lanes->Valid(); lanes->Next()) {
+    absl::string_view key(lanes->key().data(), lanes->key().size());
+    if (key.size() < 9) continue;
+    lanes_.Add(std::string(key.substr(0, key.size() - 9)),
+               ReadBigEndian64(key.substr(key.size() - 8)), lanes->value().ToString());
+  }
 }
 
 std::string OutboxStore::Encode(const OutboxRecord& record) const {
@@ -120,27 +124,12 @@ absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::Get(const std::string& 
   return std::optional<OutboxRecord>(std::move(record));
 }
 
-absl::StatusOr<std::optional<std::string>> OutboxStore::NextInLane(const OutboxRecord& record) {
-  std::string prefix = LanePrefix(record);
-  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kLanesCf);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    if (it->key().ToString() == LaneKey(record)) continue;
-    return std::optional<std::string>(it->value().ToString());
-  }
-  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "scan lane"));
-  return std::optional<std::string>();
+std::optional<std::string> OutboxStore::NextInLane(const OutboxRecord& record) const {
+  return lanes_.FirstOther(LaneOf(record), record.enqueue_seq());
 }
 
-absl::StatusOr<bool> OutboxStore::IsLaneHead(const OutboxRecord& record) {
-  std::string prefix = LanePrefix(record);
-  std::string own = LaneKey(record);
-  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kLanesCf);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    if (it->key().ToString() == own) continue;
-    return it->key().ToString() > own;
-  }
-  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "scan lane"));
-  return true;
+bool OutboxStore::IsLaneHead(const OutboxRecord& record) const {
+  return lanes_.IsHead(LaneOf(record), record.enqueue_seq());
 }
 
 void OutboxStore::AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* before,
@@ -209,14 +198,14 @@ absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::InsertUnsynced(
   batch.Put(store_.cf(kLanesCf), LaneKey(record), command.command_id());
   AddIndexes(&batch, nullptr, record);
   // Only the head of a lane is due; a later command waits for its turn.
-  EONCE_ASSIGN_OR_RETURN(auto ahead, NextInLane(record));
   std::optional<int64_t> earliest_due;
-  if (!ahead.has_value()) {
+  if (!NextInLane(record).has_value()) {
     batch.Put(store_.cf(kDueCf), DueKey(now, command.command_id()), "");
     earliest_due = now;
   }
   // Not synced here: Insert awaits durability once the locks are released.
   EONCE_RETURN_IF_ERROR(WriteIndexed(&batch, earliest_due, "enqueue"));
+  lanes_.Add(LaneOf(record), record.enqueue_seq(), command.command_id());
   counts_[v1::QUEUED]++;
   return std::make_pair(std::move(record), true);
 }
@@ -234,12 +223,18 @@ absl::StatusOr<OutboxRecord> OutboxStore::Mutate(const std::string& command_id,
 absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& command_id,
                                                        const std::string& why,
                                                        const ChangeFn& change) {
-  EONCE_ASSIGN_OR_RETURN(auto peek, Get(command_id));
-  if (!peek.has_value()) {
-    return Error(absl::StatusCode::kNotFound, "NO_SUCH_COMMAND",
-                 absl::StrCat("no outbox record ", command_id));
+  // The lane to lock: a command's entity never changes, so the index's answer holds even
+  // if the entry goes meanwhile; a record without an entry is read for it.
+  std::optional<std::string> lane = lanes_.LaneOf(command_id);
+  if (!lane.has_value()) {
+    EONCE_ASSIGN_OR_RETURN(auto peek, Get(command_id));
+    if (!peek.has_value()) {
+      return Error(absl::StatusCode::kNotFound, "NO_SUCH_COMMAND",
+                   absl::StrCat("no outbox record ", command_id));
+    }
+    lane = LaneOf(*peek);
   }
-  StripedLocks::Guard guard = locks_.Lock({command_id, LaneOf(*peek)});
+  StripedLocks::Guard guard = locks_.Lock({command_id, *lane});
   EONCE_ASSIGN_OR_RETURN(auto before, Get(command_id));
   if (!before.has_value()) {
     return Error(absl::StatusCode::kNotFound, "NO_SUCH_COMMAND",
@@ -268,7 +263,7 @@ absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& comman
   if (released) {
     batch.Delete(store_.cf(kLanesCf), LaneKey(after));
     // The next command of the entity becomes the head: make it due.
-    EONCE_ASSIGN_OR_RETURN(auto next_id, NextInLane(after));
+    std::optional<std::string> next_id = NextInLane(after);
     if (next_id.has_value()) {
       EONCE_ASSIGN_OR_RETURN(auto next, Get(*next_id));
       if (next.has_value()) {
@@ -281,13 +276,14 @@ absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& comman
   }
   if (rejoined) batch.Put(store_.cf(kLanesCf), LaneKey(after), command_id);
   if (auto due = DueAt(after); due.has_value()) {
-    EONCE_ASSIGN_OR_RETURN(bool head, IsLaneHead(after));
-    if (head) {
+    if (IsLaneHead(after)) {
       batch.Put(store_.cf(kDueCf), DueKey(*due, command_id), "");
       earliest_due = std::min(earliest_due.value_or(*due), *due);
     }
   }
   EONCE_RETURN_IF_ERROR(WriteIndexed(&batch, earliest_due, "outbox transition"));
+  if (released) lanes_.Remove(LaneOf(after), after.enqueue_seq());
+  if (rejoined) lanes_.Add(LaneOf(after), after.enqueue_seq(), command_id);
   if (after.state() != before->state()) {
     counts_[before->state()]--;
     counts_[after.state()]++;

@@ -8,7 +8,8 @@
 //             nothing and the due scan never starves other entities.
 //   states    [state][enqueue seq][command id] -> "" : listing by state in enqueue
 //             order, and the oldest waiting record in one seek
-//   lanes     [entity]\0[enqueue seq] -> command id : per-entity enqueue order
+//   lanes     [entity]\0[enqueue seq] -> command id : per-entity enqueue order, also
+//             held in memory (LaneIndex) so that lane questions need no iterator
 //   meta      the credential, so a revocation survives a restart
 //
 // Every change of a record is one atomic WriteBatch with all of its index entries.
@@ -35,6 +36,7 @@
 #include "common/ttl.h"
 #include "eonce/v1/agent.pb.h"
 #include "outbox_agent/due_floor.h"
+#include "outbox_agent/lane_index.h"
 #include "outbox_agent/states.h"
 
 namespace eonce {
@@ -128,8 +130,10 @@ class OutboxStore {
                                             const std::string& why, const ChangeFn& change);
   void AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* before,
                   const OutboxRecord& after);
-  absl::StatusOr<std::optional<std::string>> NextInLane(const OutboxRecord& record);
-  absl::StatusOr<bool> IsLaneHead(const OutboxRecord& record);
+  // The first other command of the record's lane, and whether none comes before it.
+  // Both read lanes_, so the caller holds the lane's lock.
+  std::optional<std::string> NextInLane(const OutboxRecord& record) const;
+  bool IsLaneHead(const OutboxRecord& record) const;
   std::string Encode(const OutboxRecord& record) const;
 
   RocksStore& store_;
@@ -137,6 +141,7 @@ class OutboxStore {
   const OutboxStoreOptions options_;
   StripedLocks locks_;
   DueFloor due_floor_;  // where the scan for due records starts
+  LaneIndex lanes_;     // the lanes column family, in memory
   std::atomic<uint64_t> next_seq_{1};
   std::array<std::atomic<int64_t>, v1::OutboxState_ARRAYSIZE> counts_{};
 };

@@ -86,6 +86,21 @@ TEST_F(OutboxStoreTest, OnlyTheHeadOfEachLaneIsDue) {
   EXPECT_EQ(Due(), (std::vector<std::string>{"a3", "b1"}));
 }
 
+TEST_F(OutboxStoreTest, LaneOrderSurvivesARestart) {
+  ASSERT_TRUE(store_->Insert(Cmd("a1", "a")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("a2", "a")).ok());
+  Open();
+  // The lanes come back from the store: a new command of the entity waits its turn, and
+  // finishing the head makes the next one due.
+  ASSERT_TRUE(store_->Insert(Cmd("a3", "a")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("b1", "b")).ok());
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a1", "b1"}));
+  ASSERT_TRUE(Move("a1", v1::ACKED).ok());
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a2", "b1"}));
+  ASSERT_TRUE(Move("a2", v1::ACKED).ok());
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a3", "b1"}));
+}
+
 TEST_F(OutboxStoreTest, DueFollowsNextAttemptTime) {
   ASSERT_TRUE(store_->Insert(Cmd("c1", "a")).ok());
   ASSERT_TRUE(store_->Mutate("c1", "retry", [&](OutboxRecord* r) {
