@@ -66,6 +66,8 @@ ABSL_FLAG(int64_t, records, 1'000'000, "records for the sidecar memory and disk 
 ABSL_FLAG(std::string, out_dir, "bench/results", "where the table, JSON and plot go");
 ABSL_FLAG(bool, agent_batch_submits, true,
           "the agent sends its attempts as SubmitBatch calls (false: one Submit each, for A/B)");
+ABSL_FLAG(int64_t, agent_idle_pump_ms, eonce::AgentServerOptions().idle_pump_ms,
+          "how long the agent's loop sleeps when nothing wakes it (for A/B; the agent's default)");
 ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are (for the memory run)");
 
 namespace eonce::bench {
@@ -208,7 +210,7 @@ int Run() {
   agent_options.data_dir = base + "/agent";
   agent_options.tenant = "bench";
   agent_options.default_sidecar = Address((*sidecar)->port());
-  agent_options.idle_pump_ms = 2;
+  agent_options.idle_pump_ms = absl::GetFlag(FLAGS_agent_idle_pump_ms);
   agent_options.batch_submits = absl::GetFlag(FLAGS_agent_batch_submits);
   auto agent = AgentServer::Start(agent_options, RealClock::Get(), RealRandom::Get());
   if (!ledger.ok() || !sidecar.ok() || !agent.ok()) {

@@ -67,9 +67,10 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   }
   s->outbox_ = std::make_unique<Outbox>(*s->store_, *s->credential_, clock, random, options.limits,
                                         &s->feed_);
-  s->replayer_ = std::make_unique<Replayer>(*s->store_, *s->client_, *s->credential_, clock, random,
-                                            options.replay, &s->feed_);
   AgentServer* raw = s.get();
+  s->replayer_ = std::make_unique<Replayer>(*s->store_, *s->client_, *s->credential_, clock, random,
+                                            options.replay, &s->feed_, /*faults=*/nullptr,
+                                            [raw] { raw->Kick(); });
   s->service_ = NewAgentService(*s->outbox_, *s->store_, *s->credential_, s->feed_,
                                 s->draining_, [raw] { raw->Kick(); }, options.tenant);
   EnableStandardServices();

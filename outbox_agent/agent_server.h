@@ -48,6 +48,8 @@ struct AgentServerOptions {
   ReplayerOptions replay;
   // How long to wait at startup for the sidecars' retention (to refuse a bad max age).
   int64_t startup_info_wait_ms = 3'000;
+  // How long the replay loop sleeps when nothing wakes it (an Enqueue, an attempt's end):
+  // it then looks for records whose time came (retries, claims that ran out).
   int64_t idle_pump_ms = 20;
   // Prometheus endpoint, "host:port"; empty: none.
   std::string metrics_address;

@@ -80,7 +80,7 @@ struct Replayer::Attempt {
 
 Replayer::Replayer(OutboxStore& store, SidecarClient& client, CredentialState& credential,
                    Clock& clock, Random& random, ReplayerOptions options, StateFeed* feed,
-                   FaultInjector* faults)
+                   FaultInjector* faults, std::function<void()> wake)
     : store_(store),
       client_(client),
       credential_(credential),
@@ -89,6 +89,7 @@ Replayer::Replayer(OutboxStore& store, SidecarClient& client, CredentialState& c
       options_(std::move(options)),
       feed_(feed),
       faults_(faults),
+      wake_(std::move(wake)),
       backoff_(options_.retry, random_) {}
 
 int Replayer::in_flight() const {
@@ -435,6 +436,7 @@ void Replayer::Done(const std::shared_ptr<Attempt>& attempt) {
   absl::MutexLock lock(&mu_);
   --in_flight_;
   busy_entities_.erase(attempt->entity);
+  if (wake_) wake_();
 }
 
 }  // namespace eonce

@@ -10,12 +10,16 @@
 // fence still fits the current credential.
 //
 // Pump is called by one thread (the agent's loop, or the simulation); answers arrive on
-// the SidecarClient's threads. Thread-safe. Collaborators must outlive the Replayer, and
+// the SidecarClient's threads. `wake`, if given, is called whenever an attempt ends, since its slot, and maybe the
+// next command of its entity, are then free for the next Pump: a backlog drains at the
+// pace of the answers, not of the caller's idle timer. It runs under the Replayer's lock
+// (so it is done before in_flight() can read 0) and must not call the Replayer. Thread-safe. Collaborators must outlive the Replayer, and
 // every attempt must have finished (in_flight() == 0) before it is destroyed.
 #ifndef EONCE_OUTBOX_AGENT_REPLAYER_H_
 #define EONCE_OUTBOX_AGENT_REPLAYER_H_
 
 #include <atomic>
+#include <functional>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
@@ -67,7 +71,7 @@ class Replayer {
  public:
   Replayer(OutboxStore& store, SidecarClient& client, CredentialState& credential, Clock& clock,
            Random& random, ReplayerOptions options, StateFeed* feed = nullptr,
-           FaultInjector* faults = nullptr);
+           FaultInjector* faults = nullptr, std::function<void()> wake = nullptr);
 
   // Starts attempts for due records; returns how many it started.
   int Pump();
@@ -100,6 +104,7 @@ class Replayer {
   const ReplayerOptions options_;
   StateFeed* const feed_;
   FaultInjector* const faults_;
+  const std::function<void()> wake_;
   Backoff backoff_;
   ReplayStats stats_;
 

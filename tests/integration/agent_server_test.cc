@@ -168,6 +168,37 @@ TEST_F(AgentServerTest, CredentialFileRevokesAndRenews) {
   EXPECT_EQ(credential.session().epoch, 4);
 }
 
+// A backlog drains at the pace of the answers: each attempt's end wakes the loop, whose
+// idle timer here is longer than the test may take. Three commands of one entity go out
+// one after the other, and only the first is started by a kick from outside.
+TEST_F(AgentServerTest, AnAttemptsEndStartsTheNextWithoutWaitingForTheIdleTimer) {
+  AgentServerOptions options = Options();
+  options.idle_pump_ms = 600'000;
+  auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  // Revoked while they are enqueued, so that their own kicks start nothing.
+  ASSERT_TRUE((*agent)->credential().Set(1, true).ok());
+  const std::vector<std::string> ids = {"erin", "frank", "grace"};
+  for (const std::string& id : ids) {
+    v1::Command c = Open(id);
+    c.mutable_entity()->set_id("one-lane");
+    ASSERT_TRUE((*agent)->outbox().Enqueue(c).ok());
+  }
+  ASSERT_TRUE((*agent)->credential().Set(2, false).ok());
+  (*agent)->Kick();
+  int acked = 0;
+  for (int i = 0; i < 2000 && acked < 3; ++i) {  // at most 20 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    acked = 0;
+    for (const std::string& id : ids) {
+      auto r = (*agent)->store().Get("open-" + id);
+      if (r.ok() && r->has_value() && (*r)->state() == v1::ACKED) ++acked;
+    }
+  }
+  EXPECT_EQ(acked, 3);
+  EXPECT_EQ((*agent)->replayer().stats().attempts.load(), 3);
+}
+
 TEST_F(AgentServerTest, MetricsEndpointPassesPromtool) {
   AgentServerOptions options = Options();
   options.metrics_address = "127.0.0.1:0";
