@@ -68,6 +68,8 @@ ABSL_FLAG(bool, agent_batch_submits, true,
           "the agent sends its attempts as SubmitBatch calls (false: one Submit each, for A/B)");
 ABSL_FLAG(int64_t, agent_idle_pump_ms, eonce::AgentServerOptions().idle_pump_ms,
           "how long the agent's loop sleeps when nothing wakes it (for A/B; the agent's default)");
+ABSL_FLAG(int32_t, agent_max_in_flight, eonce::ReplayerOptions().max_in_flight,
+          "attempts the agent keeps in flight while it drains (for A/B; the agent's default)");
 ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are (for the memory run)");
 
 namespace eonce::bench {
@@ -211,6 +213,7 @@ int Run() {
   agent_options.tenant = "bench";
   agent_options.default_sidecar = Address((*sidecar)->port());
   agent_options.idle_pump_ms = absl::GetFlag(FLAGS_agent_idle_pump_ms);
+  agent_options.replay.max_in_flight = absl::GetFlag(FLAGS_agent_max_in_flight);
   agent_options.batch_submits = absl::GetFlag(FLAGS_agent_batch_submits);
   auto agent = AgentServer::Start(agent_options, RealClock::Get(), RealRandom::Get());
   if (!ledger.ok() || !sidecar.ok() || !agent.ok()) {

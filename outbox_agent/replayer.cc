@@ -178,16 +178,20 @@ int Replayer::Pump() {
     attempt->entity = entity;
     attempt->token = random_.Next() | 1;
     attempt->session = credential_.session();
-    bool reconcile_first = false;
+    // A record whose last outcome is unknown is claimed and reconciled before anything is
+    // sent. Any other is claimed and marked SENDING in one write: nothing happens between
+    // the two that anyone could act on, and a record a lost worker left CLAIMED or
+    // SENDING is treated alike (reconciled, as maybe sent).
+    const bool reconcile_first = record.state() == v1::UNKNOWN ||
+                                 record.state() == v1::CLAIMED || record.state() == v1::SENDING;
     auto claimed = store_.Mutate(
-        id, "claimed",
+        id, reconcile_first ? "claimed" : "claimed and sending",
         [&](OutboxRecord* r) {
           if (r->state() != record.state() || r->claim().token() != record.claim().token()) {
             return absl::AbortedError("changed meanwhile");
           }
-          reconcile_first = r->state() == v1::UNKNOWN || r->state() == v1::CLAIMED ||
-                            r->state() == v1::SENDING;
-          r->set_state(v1::CLAIMED);
+          r->set_state(reconcile_first ? v1::CLAIMED : v1::SENDING);
+          if (!reconcile_first) r->set_ever_sent(true);
           r->mutable_claim()->set_owner(options_.owner);
           r->mutable_claim()->set_token(attempt->token);
           r->mutable_claim()->set_expires_at_ms(now + options_.claim_ttl_ms);
@@ -216,7 +220,7 @@ int Replayer::Pump() {
     if (reconcile_first) {
       Reconcile(attempt);
     } else {
-      Send(attempt);
+      Dispatch(attempt);
     }
   }
   return started;
@@ -289,6 +293,10 @@ void Replayer::Send(std::shared_ptr<Attempt> attempt) {
     Done(attempt);
     return;
   }
+  Dispatch(std::move(attempt));
+}
+
+void Replayer::Dispatch(std::shared_ptr<Attempt> attempt) {
   if (!HitFault(faults_, FaultPoint::kBeforeNetworkSend).ok()) {
     Done(attempt);
     return;

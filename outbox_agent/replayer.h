@@ -84,7 +84,10 @@ class Replayer {
 
   // Moves a record that may not be sent to its final state; false if it may be sent.
   bool RetireIfTooOld(const OutboxRecord& record);
+  // Marks the record SENDING, then dispatches it.
   void Send(std::shared_ptr<Attempt> attempt);
+  // Sends the attempt of a record already marked SENDING.
+  void Dispatch(std::shared_ptr<Attempt> attempt);
   // submit_timeout_ms from now, but kClaimSlackMs before the attempt's claim ends.
   int64_t CallDeadline(const Attempt& attempt) const;
   void Reconcile(std::shared_ptr<Attempt> attempt);

@@ -88,7 +88,9 @@ TEST_F(ReplayerTest, QueuedClaimedSendingAcked) {
   EXPECT_EQ(r.attempt(), 1u);
   std::vector<OutboxState> path;
   for (const auto& t : r.history()) path.push_back(t.to());
-  EXPECT_EQ(path, (std::vector<OutboxState>{v1::QUEUED, v1::CLAIMED, v1::SENDING, v1::ACKED}));
+  // Claimed and marked SENDING in one write: nothing to reconcile first.
+  EXPECT_EQ(path, (std::vector<OutboxState>{v1::QUEUED, v1::SENDING, v1::ACKED}));
+  EXPECT_TRUE(r.ever_sent());
   EXPECT_EQ(replayer_->in_flight(), 0);
   EXPECT_EQ(replayer_->Pump(), 0);
 }
@@ -414,6 +416,12 @@ TEST_F(ReplayerTest, RestartReconcilesWhatWasInFlight) {
   replayer_->Pump();
   EXPECT_EQ(StateOf("c1"), v1::ACKED);
   EXPECT_EQ(Get("c1").result().response(), "it was applied");
+  // Claimed to reconcile, and answered by the reconcile: CLAIMED, never SENDING again.
+  const OutboxRecord record = Get("c1");
+  std::vector<OutboxState> path;
+  for (const auto& t : record.history()) path.push_back(t.to());
+  EXPECT_EQ(path, (std::vector<OutboxState>{v1::QUEUED, v1::SENDING, v1::UNKNOWN, v1::CLAIMED,
+                                            v1::ACKED}));
 }
 
 TEST_F(ReplayerTest, EnqueueRules) {

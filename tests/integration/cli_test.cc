@@ -142,7 +142,7 @@ TEST_F(CliTest, OperatorToolsReportWhatHappened) {
   EXPECT_EQ(stats.exit_code, 0) << stats.out;
   EXPECT_NE(stats.out.find("ACKED 1"), std::string::npos) << stats.out;
   ToolRun show = Tool(agent + " show open-alice");
-  EXPECT_NE(show.out.find("QUEUED -> CLAIMED"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("QUEUED -> SENDING"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("SENDING -> ACKED"), std::string::npos) << show.out;
   ToolRun missing = Tool(agent + " show nope");
   EXPECT_NE(missing.exit_code, 0);
