@@ -184,7 +184,11 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
       outbox_.Enqueue(request->command(), [this, context, response,
                                            reactor](absl::StatusOr<v1::EnqueueResponse> result) {
         if (result.ok() && result->created()) kick_();
-        if (result.ok()) *response = std::move(*result);
+        if (result.ok()) {
+          *response = std::move(*result);
+          // The caller sent those bytes: they do not travel back (Get returns them).
+          response->mutable_record()->mutable_command()->clear_request();
+        }
         reactor->Finish(ToGrpcStatus(result.status(), context));
       });
       return reactor;

@@ -114,6 +114,12 @@ TEST_F(AgentServerTest, ServesOnAUnixSocketAndRefusesASecondAgentOnTheSameData) 
   auto enqueued = client->Enqueue(Open("alice"));
   ASSERT_TRUE(enqueued.ok()) << enqueued.status();
   EXPECT_TRUE(enqueued->created());
+  // The payload is not sent back; the stored record keeps it.
+  EXPECT_EQ(enqueued->record().command().command_id(), "open-alice");
+  EXPECT_TRUE(enqueued->record().command().request().empty());
+  auto stored = client->Get("open-alice");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->command().request(), Open("alice").request());
 
   AgentServerOptions second = Options();
   auto refused = AgentServer::Start(second, RealClock::Get(), RealRandom::Get());
