@@ -4,17 +4,19 @@
 // enqueue order and a failing entity blocks only itself), claims each under a lease with
 // a fresh fencing token, and starts its attempt; at most `max_in_flight` attempts run at
 // once and at most one per entity. An attempt whose last outcome is unknown reconciles
-// with the sidecar before it sends anything. Each answer is classified (retry_policy.h)
+// with the sidecar before it sends anything; any other is claimed and marked SENDING in
+// one write. Each answer is classified (retry_policy.h)
 // and moves the record in one atomic write, guarded by the claim token: the late answer
 // of a worker whose claim was taken over is refused. An answer is applied only if its
 // fence still fits the current credential.
 //
 // Pump is called by one thread (the agent's loop, or the simulation); answers arrive on
-// the SidecarClient's threads. `wake`, if given, is called whenever an attempt ends, since its slot, and maybe the
-// next command of its entity, are then free for the next Pump: a backlog drains at the
-// pace of the answers, not of the caller's idle timer. It runs under the Replayer's lock
-// (so it is done before in_flight() can read 0) and must not call the Replayer. Thread-safe. Collaborators must outlive the Replayer, and
-// every attempt must have finished (in_flight() == 0) before it is destroyed.
+// the SidecarClient's threads. `wake`, if given, is called whenever an attempt ends, since
+// its slot, and maybe the next command of its entity, are then free for the next Pump: a
+// backlog drains at the pace of the answers, not of the caller's idle timer. It runs
+// under the Replayer's lock (so it is done before in_flight() can read 0) and must not
+// call the Replayer. Thread-safe. Collaborators must outlive the Replayer, and every
+// attempt must have finished (in_flight() == 0) before it is destroyed.
 #ifndef EONCE_OUTBOX_AGENT_REPLAYER_H_
 #define EONCE_OUTBOX_AGENT_REPLAYER_H_
 
