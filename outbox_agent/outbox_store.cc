@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/big_endian.h"
+#include "common/log.h"
 #include "common/status.h"
 
 namespace eonce {
@@ -23,10 +24,6 @@ std::string LaneKey(const OutboxRecord& record) {
 std::string StateKey(OutboxState state, const OutboxRecord& record) {
   return absl::StrCat(std::string(1, static_cast<char>(state)), BigEndian64(record.enqueue_seq()),
                       record.command().command_id());
-}
-
-std::string DueKey(int64_t at_ms, const std::string& command_id) {
-  return BigEndian64(static_cast<uint64_t>(std::max<int64_t>(0, at_ms))) + command_id;
 }
 
 // When a record in `state` is due, if it is: waiting records at their next attempt,
@@ -99,6 +96,33 @@ OutboxStore::OutboxStore(RocksStore& store, Clock& clock, OutboxStoreOptions opt
     lanes_.Add(std::string(key.substr(0, key.size() - 9)),
                ReadBigEndian64(key.substr(key.size() - 8)), lanes->value().ToString());
   }
+  RebuildDue();
+}
+
+void OutboxStore::RebuildDue() {
+  // The due column family of earlier versions is no longer read: empty it.
+  std::unique_ptr<rocksdb::Iterator> old = store_.NewIterator(kDueCf);
+  old->SeekToFirst();
+  if (old->Valid()) {
+    rocksdb::Status emptied = store_.db()->DeleteRange(
+        rocksdb::WriteOptions(), store_.cf(kDueCf), old->key(), std::string(9, '\xff'));
+    if (!emptied.ok()) LogError("could not empty the unused due column family",
+                                {{"error", emptied.ToString()}});
+  }
+  // Each waiting record that heads its lane is due at its time.
+  for (OutboxState state : {v1::QUEUED, v1::CLAIMED, v1::SENDING, v1::RETRYABLE_FAILED,
+                            v1::UNKNOWN}) {
+    const std::string prefix(1, static_cast<char>(state));
+    std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kStatesCf);
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      if (it->key().size() < 9) continue;
+      const std::string id = it->key().ToString().substr(9);
+      auto record = Get(id);
+      if (!record.ok() || !record->has_value()) continue;
+      std::optional<int64_t> due = DueAt(**record);
+      if (due.has_value() && IsLaneHead(**record)) due_.Set(id, *due);
+    }
+  }
 }
 
 std::string OutboxStore::Encode(const OutboxRecord& record) const {
@@ -136,7 +160,6 @@ void OutboxStore::AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* bef
                              const OutboxRecord& after) {
   const std::string& id = after.command().command_id();
   if (before != nullptr) {
-    if (auto due = DueAt(*before); due.has_value()) batch->Delete(store_.cf(kDueCf), DueKey(*due, id));
     batch->Delete(store_.cf(kStatesCf), StateKey(before->state(), *before));
   }
   // Framed like the record, so the entry goes with it.
@@ -197,14 +220,10 @@ absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::InsertUnsynced(
   batch.Put(store_.cf(kRecordsCf), command.command_id(), Encode(record));
   batch.Put(store_.cf(kLanesCf), LaneKey(record), command.command_id());
   AddIndexes(&batch, nullptr, record);
-  // Only the head of a lane is due; a later command waits for its turn.
-  std::optional<int64_t> earliest_due;
-  if (!NextInLane(record).has_value()) {
-    batch.Put(store_.cf(kDueCf), DueKey(now, command.command_id()), "");
-    earliest_due = now;
-  }
   // Not synced here: Insert awaits durability once the locks are released.
-  EONCE_RETURN_IF_ERROR(WriteIndexed(&batch, earliest_due, "enqueue"));
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "enqueue"));
+  // Only the head of a lane is due; a later command waits for its turn.
+  if (!NextInLane(record).has_value()) due_.Set(command.command_id(), now);
   lanes_.Add(LaneOf(record), record.enqueue_seq(), command.command_id());
   counts_[v1::QUEUED]++;
   return std::make_pair(std::move(record), true);
@@ -259,29 +278,28 @@ absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& comman
   AddIndexes(&batch, &*before, after);
   bool released = ReleasesLane(after) && !ReleasesLane(*before);
   bool rejoined = !ReleasesLane(after) && ReleasesLane(*before);
-  std::optional<int64_t> earliest_due;
+  // When the record releases its lane, the next command of the entity heads it.
+  std::optional<std::pair<std::string, int64_t>> next_due;
   if (released) {
     batch.Delete(store_.cf(kLanesCf), LaneKey(after));
-    // The next command of the entity becomes the head: make it due.
-    std::optional<std::string> next_id = NextInLane(after);
-    if (next_id.has_value()) {
+    if (std::optional<std::string> next_id = NextInLane(after); next_id.has_value()) {
       EONCE_ASSIGN_OR_RETURN(auto next, Get(*next_id));
       if (next.has_value()) {
-        if (auto due = DueAt(*next); due.has_value()) {
-          batch.Put(store_.cf(kDueCf), DueKey(*due, *next_id), "");
-          earliest_due = *due;
-        }
+        if (auto due = DueAt(*next); due.has_value()) next_due.emplace(*next_id, *due);
       }
     }
   }
   if (rejoined) batch.Put(store_.cf(kLanesCf), LaneKey(after), command_id);
-  if (auto due = DueAt(after); due.has_value()) {
-    if (IsLaneHead(after)) {
-      batch.Put(store_.cf(kDueCf), DueKey(*due, command_id), "");
-      earliest_due = std::min(earliest_due.value_or(*due), *due);
-    }
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "outbox transition"));
+
+  // The memory follows what was written: the record is due at its time if it heads its
+  // lane.
+  if (auto due = DueAt(after); due.has_value() && IsLaneHead(after)) {
+    due_.Set(command_id, *due);
+  } else {
+    due_.Remove(command_id);
   }
-  EONCE_RETURN_IF_ERROR(WriteIndexed(&batch, earliest_due, "outbox transition"));
+  if (next_due.has_value()) due_.Set(next_due->first, next_due->second);
   if (released) lanes_.Remove(LaneOf(after), after.enqueue_seq());
   if (rejoined) lanes_.Add(LaneOf(after), after.enqueue_seq(), command_id);
   if (after.state() != before->state()) {
@@ -291,40 +309,11 @@ absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& comman
   return after;
 }
 
-absl::Status OutboxStore::WriteIndexed(rocksdb::WriteBatch* batch,
-                                       std::optional<int64_t> earliest_due, const char* what) {
-  if (earliest_due.has_value()) due_floor_.Writing(*earliest_due);
-  absl::Status written = store_.Write(batch, /*sync=*/false, what);
-  if (earliest_due.has_value()) due_floor_.Written(*earliest_due);
-  return written;
-}
-
 absl::StatusOr<std::vector<std::string>> OutboxStore::Due(int64_t now_ms, int limit) {
-  std::vector<std::string> ids;
-  std::string end = BigEndian64(static_cast<uint64_t>(now_ms) + 1);
-  // From the floor, not from the first key: the front of the index is deletion markers.
-  const int64_t from = due_floor_.BeginScan();
-  int64_t first_live = DueFloor::kNone;
-  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kDueCf);
-  for (it->Seek(BigEndian64(static_cast<uint64_t>(from)));
-       it->Valid() && static_cast<int>(ids.size()) < limit; it->Next()) {
-    if (it->key().compare(end) >= 0) break;
-    if (first_live == DueFloor::kNone) {
-      first_live = static_cast<int64_t>(ReadBigEndian64(absl::string_view(it->key().data(), 8)));
-    }
-    ids.push_back(it->key().ToString().substr(8));
-  }
-  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "scan due"));
-  due_floor_.EndScan(first_live, now_ms + 1);
-  return ids;
+  return due_.DueBy(now_ms, limit);
 }
 
-std::optional<int64_t> OutboxStore::NextDueMs() {
-  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kDueCf);
-  it->Seek(BigEndian64(static_cast<uint64_t>(due_floor_.floor())));
-  if (!it->Valid()) return std::nullopt;
-  return static_cast<int64_t>(ReadBigEndian64(absl::string_view(it->key().data(), 8)));
-}
+std::optional<int64_t> OutboxStore::NextDueMs() { return due_.Earliest(); }
 
 size_t OutboxStore::ListLimit(int limit) {
   return static_cast<size_t>(std::clamp(limit <= 0 ? 100 : limit, 1, 1000));

@@ -3,13 +3,14 @@
 // Column families:
 //   records   command id -> OutboxRecord (framed; acked and other final records are
 //             dropped after the forensic retention by the shared TTL filter)
-//   due       [next attempt time][command id] -> "" : what the replayer may pick up.
-//             Only the head of each entity's lane is here, so a blocked lane costs
-//             nothing and the due scan never starves other entities.
 //   states    [state][enqueue seq][command id] -> "" : listing by state in enqueue
 //             order, and the oldest waiting record in one seek
 //   lanes     [entity]\0[enqueue seq] -> command id : per-entity enqueue order, also
 //             held in memory (LaneIndex) so that lane questions need no iterator
+//   due       no longer written (opened so that stores of earlier versions open; emptied
+//             at open). The due queue is in memory (DueIndex), rebuilt at open from the
+//             waiting records: only the head of each entity's lane is due, so a blocked
+//             lane costs nothing and the replayer never starves other entities.
 //   meta      the credential, so a revocation survives a restart
 //
 // Every change of a record is one atomic WriteBatch with all of its index entries.
@@ -35,7 +36,7 @@
 #include "common/striped_lock.h"
 #include "common/ttl.h"
 #include "eonce/v1/agent.pb.h"
-#include "outbox_agent/due_floor.h"
+#include "outbox_agent/due_index.h"
 #include "outbox_agent/lane_index.h"
 #include "outbox_agent/states.h"
 
@@ -122,9 +123,6 @@ class OutboxStore {
   absl::Status CompactAll();
 
  private:
-  // Writes `batch` (unsynced), announcing the earliest due time it puts to due_floor_.
-  absl::Status WriteIndexed(rocksdb::WriteBatch* batch, std::optional<int64_t> earliest_due,
-                            const char* what);
   // Mutate's work under its locks; the write is not synced.
   absl::StatusOr<OutboxRecord> MutateLocked(const std::string& command_id,
                                             const std::string& why, const ChangeFn& change);
@@ -135,13 +133,15 @@ class OutboxStore {
   std::optional<std::string> NextInLane(const OutboxRecord& record) const;
   bool IsLaneHead(const OutboxRecord& record) const;
   std::string Encode(const OutboxRecord& record) const;
+  // Rebuilds due_ from the records in waiting states (lanes_ first).
+  void RebuildDue();
 
   RocksStore& store_;
   Clock& clock_;
   const OutboxStoreOptions options_;
   StripedLocks locks_;
-  DueFloor due_floor_;  // where the scan for due records starts
-  LaneIndex lanes_;     // the lanes column family, in memory
+  LaneIndex lanes_;  // the lanes column family, in memory
+  DueIndex due_;     // the due queue, in memory only
   std::atomic<uint64_t> next_seq_{1};
   std::array<std::atomic<int64_t>, v1::OutboxState_ARRAYSIZE> counts_{};
 };

@@ -101,6 +101,50 @@ TEST_F(OutboxStoreTest, LaneOrderSurvivesARestart) {
   EXPECT_EQ(Due(), (std::vector<std::string>{"a3", "b1"}));
 }
 
+TEST_F(OutboxStoreTest, TheDueQueueIsRebuiltAtOpen) {
+  const int64_t t0 = clock_.NowMs();
+  ASSERT_TRUE(store_->Insert(Cmd("a1", "a")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("a2", "a")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("b1", "b")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("c1", "c")).ok());
+  ASSERT_TRUE(store_->Mutate("b1", "retry", [&](OutboxRecord* r) {
+                       r->set_state(v1::RETRYABLE_FAILED);
+                       r->set_next_attempt_at_ms(t0 + 500);
+                       return absl::OkStatus();
+                     }, /*sync=*/true).ok());
+  ASSERT_TRUE(store_->Mutate("c1", "claimed", [&](OutboxRecord* r) {
+                       r->set_state(v1::SENDING);
+                       r->mutable_claim()->set_token(7);
+                       r->mutable_claim()->set_expires_at_ms(t0 + 1000);
+                       return absl::OkStatus();
+                     }, /*sync=*/true).ok());
+  Open();
+  // Nothing on disk lists what is due: it comes back from the waiting records. The head
+  // of each lane at its own time (a retry at its next attempt, a claim at its expiry),
+  // and a later command of a lane not at all.
+  EXPECT_EQ(Due(), std::vector<std::string>{"a1"});
+  EXPECT_EQ(store_->NextDueMs(), t0);
+  clock_.AdvanceMs(500);
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a1", "b1"}));
+  clock_.AdvanceMs(500);
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a1", "b1", "c1"}));
+  ASSERT_TRUE(Move("a1", v1::ACKED).ok());
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a2", "b1", "c1"}));
+}
+
+TEST_F(OutboxStoreTest, TheDueColumnFamilyOfEarlierVersionsIsEmptiedAtOpen) {
+  rocksdb::WriteOptions synced;
+  synced.sync = true;
+  ASSERT_TRUE(rocks_->db()->Put(synced, rocks_->cf("due"),
+                                std::string(7, '\0') + "\x01old", "")
+                  .ok());
+  Open();
+  std::unique_ptr<rocksdb::Iterator> it = rocks_->NewIterator("due");
+  it->SeekToFirst();
+  EXPECT_FALSE(it->Valid());
+  EXPECT_TRUE(Due().empty());  // and what it held is not taken for due
+}
+
 TEST_F(OutboxStoreTest, DueFollowsNextAttemptTime) {
   ASSERT_TRUE(store_->Insert(Cmd("c1", "a")).ok());
   ASSERT_TRUE(store_->Mutate("c1", "retry", [&](OutboxRecord* r) {
