@@ -110,8 +110,8 @@ void OutboxStore::RebuildDue() {
                                 {{"error", emptied.ToString()}});
   }
   // Each waiting record that heads its lane is due at its time.
-  for (OutboxState state : {v1::QUEUED, v1::CLAIMED, v1::SENDING, v1::RETRYABLE_FAILED,
-                            v1::UNKNOWN}) {
+  for (int state = 0; state < v1::OutboxState_ARRAYSIZE; ++state) {
+    if (!Waiting(static_cast<OutboxState>(state))) continue;
     const std::string prefix(1, static_cast<char>(state));
     std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kStatesCf);
     for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
