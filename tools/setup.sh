@@ -16,6 +16,7 @@ PACKAGES=(
   libgtest-dev
   libgmock-dev
   libbenchmark-dev
+  libjemalloc-dev
   prometheus-cpp-dev
   libssl-dev
   openssl
