@@ -157,8 +157,8 @@ int Run() {
   std::vector<Row> rows;
   auto add = [&](const std::string& path, int n, Figures f, const std::string& limit) {
     rows.push_back(Row{path, n, f, limit});
-    std::printf("  %-28s %3d in flight  %9.0f ops/s  p50 %8.0f us  p99 %8.0f us%s\n",
-                path.c_str(), n, f.ops_per_s, f.p50_us, f.p99_us,
+    std::printf("  %-28s %3d in flight  %9.0f ops/s  p50 %8.0f us  p99 %8.0f us  cpu %5.0f us/op%s\n",
+                path.c_str(), n, f.ops_per_s, f.p50_us, f.p99_us, f.cpu_us_per_op,
                 f.errors ? absl::StrCat("  (", f.errors, " errors)").c_str() : "");
     std::fflush(stdout);
   };
@@ -368,6 +368,7 @@ int Run() {
   const int64_t enqueued = (*agent)->store().CountsByState()[v1::QUEUED];
   if (want("agent")) {
     auto drain_start = Clock::now();
+    const double drain_cpu_start = ProcessCpuUs();
     (*agent)->credential().Set(2, false).IgnoreError();
     (*agent)->Kick();
     int64_t acked = 0;
@@ -380,6 +381,7 @@ int Run() {
     Figures drain;
     drain.ops = acked;
     drain.ops_per_s = acked / drain_s;
+    drain.cpu_us_per_op = acked > 0 ? (ProcessCpuUs() - drain_cpu_start) / acked : 0;
     add("pipeline drain", agent_options.replay.max_in_flight, drain, "grpc echo (limit)");
   }
   agent->reset();
@@ -463,8 +465,8 @@ int Run() {
   for (const Row& r : rows) limit[{r.path, r.in_flight}] = r.figures.ops_per_s;
   std::string out_dir = absl::GetFlag(FLAGS_out_dir);
   fs::create_directories(out_dir);
-  std::string table = absl::StrFormat("%-28s %9s %12s %10s %10s %14s\n", "path", "in flight",
-                                      "ops/s", "p50 us", "p99 us", "x its limit");
+  std::string table = absl::StrFormat("%-28s %9s %12s %10s %10s %14s %11s\n", "path", "in flight",
+                                      "ops/s", "p50 us", "p99 us", "x its limit", "cpu us/op");
   std::string json = "{\n  \"machine\": {\"cores\": " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) +
                      "},\n  \"rows\": [\n";
   std::string dat;
@@ -473,15 +475,16 @@ int Run() {
     double lim = limit.count({r.limit, r.in_flight}) ? limit[{r.limit, r.in_flight}]
                                                       : limit[{r.limit, 64}];
     double ratio = lim > 0 ? r.figures.ops_per_s / lim : 0;
-    absl::StrAppend(&table, absl::StrFormat("%-28s %9d %12.0f %10.0f %10.0f %14.2f\n", r.path,
+    absl::StrAppend(&table, absl::StrFormat("%-28s %9d %12.0f %10.0f %10.0f %14.2f %11.0f\n", r.path,
                                             r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
-                                            r.figures.p99_us, ratio));
+                                            r.figures.p99_us, ratio, r.figures.cpu_us_per_op));
     absl::StrAppend(&json, absl::StrFormat(
                                "    {\"path\": \"%s\", \"in_flight\": %d, \"ops_per_s\": %.1f, "
                                "\"p50_us\": %.1f, \"p99_us\": %.1f, \"ratio_to_limit\": %.3f, "
-                               "\"limit\": \"%s\"}%s\n",
+                               "\"cpu_us_per_op\": %.1f, \"limit\": \"%s\"}%s\n",
                                r.path, r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
-                               r.figures.p99_us, ratio, r.limit, k + 1 < rows.size() ? "," : ""));
+                               r.figures.p99_us, ratio, r.figures.cpu_us_per_op, r.limit,
+                               k + 1 < rows.size() ? "," : ""));
   }
   // Added latency at 1 in flight: sidecar first-seen p50 minus the ledger's p50.
   double added_p50 = 0, budget_p50 = 0;

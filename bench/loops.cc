@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <time.h>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -19,11 +20,13 @@ SteadyClock::time_point After(double seconds) {
                                   std::chrono::duration<double>(seconds));
 }
 
-Figures Summarize(std::vector<double> latencies_us, int64_t errors, double elapsed_s) {
+Figures Summarize(std::vector<double> latencies_us, int64_t errors, double elapsed_s,
+                  double cpu_us) {
   Figures f;
   f.ops = static_cast<int64_t>(latencies_us.size());
   f.errors = errors;
   f.ops_per_s = elapsed_s > 0 ? f.ops / elapsed_s : 0;
+  f.cpu_us_per_op = f.ops > 0 ? cpu_us / f.ops : 0;
   std::sort(latencies_us.begin(), latencies_us.end());
   if (!latencies_us.empty()) {
     f.p50_us = latencies_us[latencies_us.size() / 2];
@@ -39,6 +42,12 @@ Figures Median(std::vector<Figures> runs) {
 }
 
 }  // namespace
+
+double ProcessCpuUs() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return now.tv_sec * 1e6 + now.tv_nsec / 1e3;
+}
 
 namespace {
 
@@ -92,6 +101,7 @@ Figures ClosedLoop(int in_flight, double seconds, const IssueFn& issue, int64_t 
   }
   loop->end = After(seconds);
   loop->issue = &issue;
+  const double cpu_start = ProcessCpuUs();
   const auto start = SteadyClock::now();
   for (int k = 0; k < in_flight; ++k) Launch(loop);
   std::vector<double> latencies;
@@ -106,13 +116,14 @@ Figures ClosedLoop(int in_flight, double seconds, const IssueFn& issue, int64_t 
     errors = loop->errors;
   }
   double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  return Summarize(std::move(latencies), errors, elapsed);
+  return Summarize(std::move(latencies), errors, elapsed, ProcessCpuUs() - cpu_start);
 }
 
 Figures Threads(int threads, double seconds, const BlockingFn& op, int64_t first) {
   std::atomic<int64_t> next{first};
   std::vector<std::vector<double>> per(threads);
   std::atomic<int64_t> errors{0};
+  const double cpu_start = ProcessCpuUs();
   const auto start = SteadyClock::now();
   const auto end = After(seconds);
   std::vector<std::thread> pool;
@@ -127,10 +138,11 @@ Figures Threads(int threads, double seconds, const BlockingFn& op, int64_t first
     });
   }
   for (auto& thread : pool) thread.join();
+  const double cpu_us = ProcessCpuUs() - cpu_start;
   double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
   std::vector<double> all;
   for (auto& v : per) all.insert(all.end(), v.begin(), v.end());
-  return Summarize(std::move(all), errors.load(), elapsed);
+  return Summarize(std::move(all), errors.load(), elapsed, cpu_us);
 }
 
 Figures Measure(const MeasureOptions& options, int in_flight, const IssueFn& issue,

@@ -14,7 +14,13 @@ struct Figures {
   double p99_us = 0;
   int64_t ops = 0;
   int64_t errors = 0;
+  // The whole process's CPU time (every thread: the client loop, the servers in it) per
+  // operation: steadier than a rate on a shared VM, so A/B comparisons read it first.
+  double cpu_us_per_op = 0;
 };
+
+// The process's CPU time so far, in microseconds (CLOCK_PROCESS_CPUTIME_ID).
+double ProcessCpuUs();
 
 // Starts operation `i` and calls `done(ok)` when it ends, on any thread.
 using IssueFn = std::function<void(int64_t i, std::function<void(bool)> done)>;

@@ -43,8 +43,13 @@ std::vector<ColumnFamilySpec> AuditLog::ColumnFamilies(RecordStoreFilters& filte
   return {audit, index};
 }
 
-AuditLog::AuditLog(RocksStore& store, Clock& clock, int64_t retention_ms, size_t max_queue)
-    : store_(store), clock_(clock), retention_ms_(retention_ms), max_queue_(max_queue) {
+AuditLog::AuditLog(RocksStore& store, Clock& clock, int64_t retention_ms, size_t max_queue,
+                   absl::Duration linger)
+    : store_(store),
+      clock_(clock),
+      retention_ms_(retention_ms),
+      max_queue_(max_queue),
+      linger_(linger) {
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kAuditCf);
   it->SeekToLast();
   v1::AuditEvent last;
@@ -62,31 +67,37 @@ AuditLog::~AuditLog() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    work_cv_.SignalAll();
+    written_cv_.SignalAll();
   }
   writer_.join();
 }
 
 void AuditLog::Append(v1::AuditEvent event) {
   absl::MutexLock lock(&mu_);
-  auto has_room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return queue_.size() < max_queue_ || stopping_;
-  };
-  mu_.Await(absl::Condition(&has_room));
+  while (queue_.size() >= max_queue_ && !stopping_) {
+    work_cv_.Signal();
+    written_cv_.Wait(&mu_);
+  }
   event.set_seq(next_seq_++);
   event.set_at_ms(clock_.NowMs());
   event.set_prev_hash(last_hash_);
   event.set_hash(AuditEventHash(event));
   last_hash_ = event.hash();
   queue_.push_back(std::move(event));
+  // A lingering writer is not woken: it comes for this event when its linger ends.
+  if (writer_idle_ || queue_.size() >= BatchLimit()) work_cv_.Signal();
 }
 
 absl::Status AuditLog::Flush() {
   absl::MutexLock lock(&mu_);
-  uint64_t target = next_seq_ - 1;
-  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return written_seq_ >= target || !write_error_.ok();
-  };
-  mu_.Await(absl::Condition(&done));
+  const uint64_t target = next_seq_ - 1;
+  ++flushers_;
+  while (written_seq_ < target && write_error_.ok()) {
+    work_cv_.Signal();  // cut a linger short
+    written_cv_.Wait(&mu_);
+  }
+  --flushers_;
   return write_error_;
 }
 
@@ -95,17 +106,31 @@ uint64_t AuditLog::appended() const {
   return next_seq_ - 1;
 }
 
+size_t AuditLog::BatchLimit() const { return std::min(kMaxWriteBatch, max_queue_); }
+
+uint64_t AuditLog::writes() const {
+  absl::MutexLock lock(&mu_);
+  return writes_;
+}
+
 void AuditLog::WriterLoop() {
   while (true) {
     std::vector<v1::AuditEvent> batch;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stopping_;
-      };
-      mu_.Await(absl::Condition(&ready));
+      while (queue_.empty() && !stopping_) {
+        writer_idle_ = true;
+        work_cv_.Wait(&mu_);
+        writer_idle_ = false;
+      }
       if (queue_.empty() && stopping_) return;
-      while (!queue_.empty() && batch.size() < kMaxWriteBatch) {
+      // Let the events of the next moments share this write, until a flush, a full batch
+      // or the end cuts the linger short.
+      const absl::Time until = absl::Now() + linger_;
+      while (!stopping_ && flushers_ == 0 && queue_.size() < BatchLimit() &&
+             !work_cv_.WaitWithDeadline(&mu_, until)) {
+      }
+      while (!queue_.empty() && batch.size() < BatchLimit()) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
@@ -118,7 +143,9 @@ void AuditLog::WriterLoop() {
       write_error_ = status;
     } else {
       written_seq_ = batch.back().seq();
+      ++writes_;
     }
+    written_cv_.SignalAll();
   }
 }
 

@@ -12,6 +12,11 @@
 // synced on their own: the next synced write of any record makes them durable, so a
 // crash can lose the last few events but never break the chain.
 //
+// Append wakes the writer only when it sleeps on an empty queue; the writer then lingers
+// up to `linger` for more events before it writes, so that under load one wake-up and one
+// RocksDB write carry many events instead of one each. A full batch, a Flush or the
+// destructor cut the linger short.
+//
 // Thread-safe. Destroy before the RocksStore; the destructor writes what is queued.
 #ifndef EONCE_DEDUPE_SIDECAR_AUDIT_LOG_H_
 #define EONCE_DEDUPE_SIDECAR_AUDIT_LOG_H_
@@ -24,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/rocks.h"
 #include "dedupe_sidecar/record_store.h"
@@ -35,7 +41,9 @@ class AuditLog {
  public:
   static std::vector<ColumnFamilySpec> ColumnFamilies(RecordStoreFilters& filters);
 
-  AuditLog(RocksStore& store, Clock& clock, int64_t retention_ms, size_t max_queue = 4096);
+  static constexpr absl::Duration kDefaultLinger = absl::Milliseconds(2);
+  AuditLog(RocksStore& store, Clock& clock, int64_t retention_ms, size_t max_queue = 4096,
+           absl::Duration linger = kDefaultLinger);
   ~AuditLog();
 
   // Sets seq, at_ms, prev_hash and hash, and queues the event for writing.
@@ -55,6 +63,8 @@ class AuditLog {
                                                  uint32_t max_events = kMaxVerifyEvents);
 
   uint64_t appended() const;
+  // The RocksDB writes that carried them (each holds one or more events).
+  uint64_t writes() const;
 
   // The background check: verifies the next `max_events` events after those the step
   // before verified; past the end the next step starts a new pass from the beginning, so
@@ -65,18 +75,26 @@ class AuditLog {
 
  private:
   void WriterLoop();
+  // The most events one write carries (a queue shorter than a batch fills at its bound).
+  size_t BatchLimit() const;
   absl::Status WriteEvents(const std::vector<v1::AuditEvent>& events);
 
   RocksStore& store_;
   Clock& clock_;
   const int64_t retention_ms_;
   const size_t max_queue_;
+  const absl::Duration linger_;
 
   mutable absl::Mutex mu_;
+  absl::CondVar work_cv_;     // the writer waits here for events, a flush or the end
+  absl::CondVar written_cv_;  // Flush, and Append on a full queue, wait here
+  bool writer_idle_ ABSL_GUARDED_BY(mu_) = false;  // asleep on an empty queue
+  int flushers_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::string last_hash_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::AuditEvent> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t written_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status write_error_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t verified_seq_ ABSL_GUARDED_BY(mu_) = 0;

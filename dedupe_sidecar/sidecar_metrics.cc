@@ -66,6 +66,10 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
                             {{{}, static_cast<double>(rocks_->ApproximateBytes())}}));
   out.push_back(CounterFamily("eonce_sidecar_audit_events_total", "Audit events appended.",
                               {{{}, static_cast<double>(audit_->appended())}}));
+  out.push_back(CounterFamily("eonce_sidecar_audit_writes_total",
+                              "Store writes that carried audit events (several events each "
+                              "under load).",
+                              {{{}, static_cast<double>(audit_->writes())}}));
   out.push_back(GaugeFamily("eonce_sidecar_ready", "1 when serving, 0 when not ready.",
                             {{{}, serving_.load() ? 1.0 : 0.0}}));
   out.push_back(GaugeFamily("eonce_sidecar_audit_chain_broken",

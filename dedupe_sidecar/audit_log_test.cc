@@ -1,0 +1,125 @@
+// AuditLog's hand-off to its writer: events appended together share one store write,
+// and nothing that must see the events (Flush, Query, the destructor) waits for the
+// writer's linger.
+#include "dedupe_sidecar/audit_log.h"
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+// Long enough that a test relying on it running out would fail by the 30 s bound below,
+// so every check here can only pass if the linger is cut short or shared.
+constexpr absl::Duration kLongLinger = absl::Seconds(60);
+constexpr auto kBound = std::chrono::seconds(30);
+
+class AuditLogTest : public ::testing::Test {
+ protected:
+  void Open(absl::Duration linger, size_t max_queue = 4096) {
+    audit_.reset();
+    rocks_.reset();
+    std::vector<ColumnFamilySpec> families = RecordStore::ColumnFamilies(filters_);
+    for (auto& f : AuditLog::ColumnFamilies(filters_)) families.push_back(f);
+    auto rocks = RocksStore::Open(dir_, families, StoreOptions());
+    ASSERT_TRUE(rocks.ok()) << rocks.status();
+    rocks_ = std::move(*rocks);
+    audit_ = std::make_unique<AuditLog>(*rocks_, clock_, 24LL * 3600 * 1000, max_queue, linger);
+  }
+
+  static v1::AuditEvent Event(int i) {
+    v1::AuditEvent event;
+    event.set_decision("committed");
+    event.set_tenant("acme");
+    event.set_command_id(absl::StrCat("cmd-", i));
+    event.set_idempotency_key(absl::StrCat("key-", i));
+    return event;
+  }
+
+  size_t Found(int i) {
+    v1::QueryAuditRequest request;
+    request.set_command_id(absl::StrCat("cmd-", i));
+    auto events = audit_->Query("acme", request);
+    EXPECT_TRUE(events.ok()) << events.status();
+    return events.ok() ? events->size() : 0;
+  }
+
+  std::string dir_ = testing::FreshDir("audit");
+  ManualClock clock_;
+  RecordStoreFilters filters_{clock_};
+  std::unique_ptr<RocksStore> rocks_;
+  std::unique_ptr<AuditLog> audit_;
+};
+
+TEST_F(AuditLogTest, EventsAppendedTogetherShareOneWriteAndFlushCutsTheLingerShort) {
+  Open(kLongLinger);
+  const auto began = std::chrono::steady_clock::now();
+  // Paced, so that the writer is awake and lingering while the later events come.
+  for (int i = 0; i < 20; ++i) {
+    audit_->Append(Event(i));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(audit_->Flush().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - began, kBound) << "Flush waited for the linger";
+  EXPECT_EQ(audit_->appended(), 20u);
+  // The first event woke the writer, which lingered; the others joined it and did not
+  // wake it again.
+  EXPECT_EQ(audit_->writes(), 1u);
+  EXPECT_EQ(Found(0), 1u);
+  EXPECT_EQ(Found(19), 1u);
+  auto verified = audit_->Verify();
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  EXPECT_TRUE(verified->ok()) << verified->problem();
+  EXPECT_EQ(verified->events_checked(), audit_->appended());
+}
+
+TEST_F(AuditLogTest, AFullBatchIsWrittenWithoutWaitingForTheLinger) {
+  Open(kLongLinger);
+  const auto began = std::chrono::steady_clock::now();
+  for (int i = 0; i < 600; ++i) audit_->Append(Event(i));
+  // Nobody flushes: full batches of 256 go on their own.
+  while (audit_->writes() < 2 && std::chrono::steady_clock::now() - began < kBound) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(audit_->writes(), 2u) << "full batches waited for the linger";
+}
+
+TEST_F(AuditLogTest, AppendOnAFullQueueGetsRoomWithoutWaitingForTheLinger) {
+  Open(kLongLinger, /*max_queue=*/4);
+  const auto began = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10; ++i) audit_->Append(Event(i));
+  EXPECT_LT(std::chrono::steady_clock::now() - began, kBound) << "Append waited for the linger";
+  EXPECT_GE(audit_->writes(), 2u);
+  ASSERT_TRUE(audit_->Flush().ok());
+  EXPECT_EQ(Found(9), 1u);
+}
+
+TEST_F(AuditLogTest, TheDestructorWritesWhatIsQueuedWithoutWaitingForTheLinger) {
+  Open(kLongLinger);
+  for (int i = 0; i < 10; ++i) audit_->Append(Event(i));
+  const auto began = std::chrono::steady_clock::now();
+  audit_.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - began, kBound);
+  Open(kLongLinger);
+  EXPECT_EQ(audit_->appended(), 10u) << "the reopened log continues after the last event";
+  EXPECT_EQ(Found(9), 1u);
+}
+
+TEST_F(AuditLogTest, WithoutALingerEventsStillArriveInOrder) {
+  Open(absl::ZeroDuration());
+  for (int i = 0; i < 50; ++i) audit_->Append(Event(i));
+  ASSERT_TRUE(audit_->Flush().ok());
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(Found(i), 1u) << i;
+  auto verified = audit_->Verify();
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  EXPECT_TRUE(verified->ok()) << verified->problem();
+  EXPECT_EQ(verified->events_checked(), audit_->appended());
+}
+
+}  // namespace
+}  // namespace eonce
