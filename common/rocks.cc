@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 
@@ -249,9 +250,19 @@ void RocksStore::StopCommitter() {
 
 absl::Status RocksStore::CheckSpace() const {
   if (min_free_bytes_ == 0) return absl::OkStatus();
+  // With a wide margin above the reserve, one look serves the writes of the next
+  // kSpaceLookReuse: no disk fills kSpaceLookMargin that fast, so none of them can reach
+  // the reserve unseen. Near the reserve every write looks.
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+  if (now_ns < roomy_until_ns_.load(std::memory_order_relaxed)) return absl::OkStatus();
+  space_looks_.fetch_add(1, std::memory_order_relaxed);
   struct statvfs fs;
   if (statvfs(path_.c_str(), &fs) != 0) return absl::OkStatus();  // the write will tell
   uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  const bool roomy = free_bytes >= min_free_bytes_ + kSpaceLookMargin;
+  roomy_until_ns_.store(roomy ? now_ns + kSpaceLookReuse.count() : 0, std::memory_order_relaxed);
   if (free_bytes >= min_free_bytes_) return absl::OkStatus();
   return WithRetryAfter(
       Error(absl::StatusCode::kResourceExhausted, "STORE_FULL",

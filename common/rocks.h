@@ -7,6 +7,7 @@
 #define EONCE_COMMON_ROCKS_H_
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -118,7 +119,13 @@ class RocksStore {
   absl::Status ProbeWrite();
 
   // RESOURCE_EXHAUSTED while the file system has less free space than min_free_bytes.
+  // It looks at the file system (statvfs) on every call near the reserve; with more than
+  // kSpaceLookMargin above it, one look serves the calls of the next kSpaceLookReuse.
   absl::Status CheckSpace() const;
+  static constexpr uint64_t kSpaceLookMargin = uint64_t{1} << 30;
+  static constexpr std::chrono::nanoseconds kSpaceLookReuse = std::chrono::milliseconds(1);
+  // How many times CheckSpace looked at the file system.
+  uint64_t space_looks() const { return space_looks_.load(std::memory_order_relaxed); }
 
   // Total live SST bytes plus memtable bytes, for metrics and benchmarks.
   uint64_t ApproximateBytes();
@@ -131,6 +138,8 @@ class RocksStore {
   std::unique_ptr<rocksdb::DB> db_;
   std::string path_;
   uint64_t min_free_bytes_ = 0;
+  mutable std::atomic<int64_t> roomy_until_ns_{0};  // steady clock; until then, no look
+  mutable std::atomic<uint64_t> space_looks_{0};
   std::map<std::string, rocksdb::ColumnFamilyHandle*> handles_;
   std::atomic<bool> failed_{false};
   absl::Mutex sync_mu_;

@@ -4,6 +4,8 @@
 // that ran early is seen.
 #include "common/rocks.h"
 
+#include <sys/statvfs.h>
+
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -111,6 +113,7 @@ TEST(RocksStoreSpaceTest, AWriteBelowTheReserveIsRefusedEveryTimeAndNothingIsWri
                                     absl::StrCat("k", i), &value).IsNotFound());
   }
   EXPECT_FALSE((*store)->failed()) << "a full disk refuses writes; it does not break the store";
+  EXPECT_EQ((*store)->space_looks(), 3u) << "below the reserve, every write looks";
 }
 
 TEST(RocksStoreSpaceTest, WritesWithRoomGoThrough) {
@@ -123,6 +126,31 @@ TEST(RocksStoreSpaceTest, WritesWithRoomGoThrough) {
     batch.Put((*store)->cf("data"), absl::StrCat("k", i), std::string(1000, 'v'));
     ASSERT_TRUE((*store)->Write(&batch, /*sync=*/false, "test").ok());
   }
+}
+
+// Far above the reserve, a look at the file system serves the writes that follow it for
+// a moment; below it (the test above), every write looks.
+TEST(RocksStoreSpaceTest, FarAboveTheReserveOneLookServesManyWrites) {
+  StoreOptions options;
+  options.min_free_bytes = 1;
+  const std::string dir = testing::FreshDir("roomy");
+  struct statvfs fs;
+  ASSERT_EQ(statvfs(dir.c_str(), &fs), 0);
+  if (static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < 2 * RocksStore::kSpaceLookMargin) {
+    GTEST_SKIP() << "the test directory's file system has too little free space";
+  }
+  auto store = RocksStore::Open(dir, {ColumnFamilySpec{"data", {}}}, options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  constexpr int kWrites = 2000;
+  for (int i = 0; i < kWrites; ++i) {
+    rocksdb::WriteBatch batch;
+    batch.Put((*store)->cf("data"), absl::StrCat("k", i), "v");
+    ASSERT_TRUE((*store)->Write(&batch, /*sync=*/false, "test").ok());
+  }
+  // 2000 unsynced writes take a few milliseconds; even on a slow machine far fewer looks
+  // than writes (one per millisecond at most).
+  EXPECT_GE((*store)->space_looks(), 1u);
+  EXPECT_LT((*store)->space_looks(), kWrites / 2u);
 }
 
 }  // namespace
