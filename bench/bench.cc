@@ -164,7 +164,9 @@ int Run() {
   };
 
   std::printf("eonce bench on %ld cores; each figure is the median of %d closed loops of "
-              "%.1f s after a %.1f s warm-up\n",
+              "%.1f s after a %.1f s warm-up; ledger direct, sidecar first-seen and "
+              "duplicate, and agent enqueue alternate each run with one of their limit, and "
+              "their ratio is the median of those pairs\n",
               sysconf(_SC_NPROCESSORS_ONLN), measure.runs, seconds, measure.warmup_seconds);
 
   // --- physical limits -------------------------------------------------------------------
@@ -177,28 +179,36 @@ int Run() {
   auto echo_channel = grpc::CreateChannel(Address(echo_port), grpc::InsecureChannelCredentials());
   grpc::GenericStub echo_stub(echo_channel);
   std::string payload(120, 'x');  // about the size of a command
+  const IssueFn echo_issue = [&](int64_t, std::function<void(bool)> done) {
+    struct Call {
+      grpc::ClientContext context;
+      grpc::ByteBuffer request, response;
+    };
+    auto call = std::make_shared<Call>();
+    grpc::Slice slice(payload);
+    call->request = grpc::ByteBuffer(&slice, 1);
+    echo_stub.UnaryCall(&call->context, "/bench.Echo/Echo", grpc::StubOptions(), &call->request,
+                        &call->response, [call, done](grpc::Status s) { done(s.ok()); });
+  };
   for (int n : want("limits") ? points : std::vector<int>()) {
-    add("grpc echo (limit)", n, Measure(measure, n, [&](int64_t, std::function<void(bool)> done) {
-          struct Call {
-            grpc::ClientContext context;
-            grpc::ByteBuffer request, response;
-          };
-          auto call = std::make_shared<Call>();
-          grpc::Slice slice(payload);
-          call->request = grpc::ByteBuffer(&slice, 1);
-          echo_stub.UnaryCall(&call->context, "/bench.Echo/Echo", grpc::StubOptions(), &call->request,
-                              &call->response, [call, done](grpc::Status s) { done(s.ok()); });
-        }), "grpc echo (limit)");
+    add("grpc echo (limit)", n, Measure(measure, n, echo_issue), "grpc echo (limit)");
   }
-  {
-    auto store = RocksStore::Open(base + "/puts", {}, StoreOptions());
-    if (!store.ok()) return 1;
-    for (int n : want("limits") ? points : std::vector<int>()) {
-      add("synced put (limit)", n, MeasureBlocking(measure, n, [&](int64_t i) {
-            return (*store)->db()->Put(SyncedWrite(), absl::StrCat("key", i), payload).ok();
-          }), "synced put (limit)");
-    }
+  auto put_store = RocksStore::Open(base + "/puts", {}, StoreOptions());
+  if (!put_store.ok()) return 1;
+  const BlockingFn synced_put = [&](int64_t i) {
+    return (*put_store)->db()->Put(SyncedWrite(), absl::StrCat("key", i), payload).ok();
+  };
+  for (int n : want("limits") ? points : std::vector<int>()) {
+    add("synced put (limit)", n, MeasureBlocking(measure, n, synced_put), "synced put (limit)");
   }
+  // The rows the targets compare with a limit are measured in pairs with it (a run of the
+  // limit, then a run of the path): this VM's speed drifts by half within minutes.
+  auto echo_run = [&](int n) -> LimitRunFn {
+    return [&, n](int64_t first) { return ClosedLoop(n, measure.seconds, echo_issue, first); };
+  };
+  auto put_run = [&](int n) -> LimitRunFn {
+    return [&, n](int64_t first) { return Threads(n, measure.seconds, synced_put, first); };
+  };
 
   // --- the stack, in process, on loopback ports ------------------------------------------
   LedgerServerOptions ledger_options;
@@ -234,7 +244,7 @@ int Run() {
   }
 
   for (int n : want("ledger") ? points : std::vector<int>()) {
-    add("ledger direct", n, Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
+    add("ledger direct", n, MeasurePaired(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
           struct Call {
             grpc::ClientContext context;
             ledger::v1::TransferRequest request;
@@ -248,7 +258,7 @@ int Run() {
           call->request.set_amount(1);
           ledger_stub->async()->Transfer(&call->context, &call->request, &call->response,
                                          [call, done](grpc::Status s) { done(s.ok()); });
-        }), "grpc echo (limit)");
+        }, echo_run(n)), "grpc echo (limit)");
   }
 
   auto sidecar_stub = v1::Sidecar::NewStub(
@@ -261,17 +271,17 @@ int Run() {
   };
   for (int n : want("sidecar") ? points : std::vector<int>()) {
     // The duplicates below replay the commands of this warm-up (numbers 0 .. count-1).
-    Figures f = Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
+    Figures f = MeasurePaired(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
       submit(TransferCommand(absl::StrCat("fs-", n, "-", i), kAccounts, i), done, false);
-    }, &first_seen_count[n]);
+    }, echo_run(n), &first_seen_count[n]);
     add("sidecar first-seen", n, f, "grpc echo (limit)");
   }
   for (int n : want("sidecar") ? points : std::vector<int>()) {
     int64_t known = std::max<int64_t>(1, first_seen_count[n]);
-    add("sidecar duplicate", n, Measure(measure, n, [&, n, known](int64_t i, std::function<void(bool)> done) {
+    add("sidecar duplicate", n, MeasurePaired(measure, n, [&, n, known](int64_t i, std::function<void(bool)> done) {
           int64_t j = i % known;
           submit(TransferCommand(absl::StrCat("fs-", n, "-", j), kAccounts, j), done, true);
-        }), "grpc echo (limit)");
+        }, echo_run(n)), "grpc echo (limit)");
   }
 
   // The same commands sent as SubmitBatch calls by a batching client (two calls in
@@ -347,7 +357,7 @@ int Run() {
       grpc::CreateChannel(Address((*agent)->port()), grpc::InsecureChannelCredentials()));
   (*agent)->credential().Set(1, true).IgnoreError();
   for (int n : want("agent") ? points : std::vector<int>()) {
-    Figures f = Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
+    Figures f = MeasurePaired(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
       struct Call {
         grpc::ClientContext context;
         v1::EnqueueRequest request;
@@ -360,7 +370,7 @@ int Run() {
       *call->request.mutable_command() = c;
       agent_stub->async()->Enqueue(&call->context, &call->request, &call->response,
                                    [call, done](grpc::Status s) { done(s.ok()); });
-    });
+    }, put_run(n));
     add("agent enqueue", n, f, "synced put (limit)");
   }
 
@@ -474,16 +484,20 @@ int Run() {
     const Row& r = rows[k];
     double lim = limit.count({r.limit, r.in_flight}) ? limit[{r.limit, r.in_flight}]
                                                       : limit[{r.limit, 64}];
-    double ratio = lim > 0 ? r.figures.ops_per_s / lim : 0;
+    double ratio = r.figures.paired_ratio > 0 ? r.figures.paired_ratio
+                   : lim > 0                  ? r.figures.ops_per_s / lim
+                                              : 0;
     absl::StrAppend(&table, absl::StrFormat("%-28s %9d %12.0f %10.0f %10.0f %14.2f %11.0f\n", r.path,
                                             r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
                                             r.figures.p99_us, ratio, r.figures.cpu_us_per_op));
     absl::StrAppend(&json, absl::StrFormat(
                                "    {\"path\": \"%s\", \"in_flight\": %d, \"ops_per_s\": %.1f, "
                                "\"p50_us\": %.1f, \"p99_us\": %.1f, \"ratio_to_limit\": %.3f, "
-                               "\"cpu_us_per_op\": %.1f, \"limit\": \"%s\"}%s\n",
+                               "\"cpu_us_per_op\": %.1f, \"paired_ratio\": %.3f, "
+                               "\"paired_limit_ops_per_s\": %.1f, \"limit\": \"%s\"}%s\n",
                                r.path, r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
-                               r.figures.p99_us, ratio, r.figures.cpu_us_per_op, r.limit,
+                               r.figures.p99_us, ratio, r.figures.cpu_us_per_op,
+                               r.figures.paired_ratio, r.figures.paired_limit_ops_per_s, r.limit,
                                k + 1 < rows.size() ? "," : ""));
   }
   // Added latency at 1 in flight: sidecar first-seen p50 minus the ledger's p50.

@@ -35,6 +35,12 @@ Figures Summarize(std::vector<double> latencies_us, int64_t errors, double elaps
   return f;
 }
 
+double MedianOf(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 Figures Median(std::vector<Figures> runs) {
   std::sort(runs.begin(), runs.end(),
             [](const Figures& a, const Figures& b) { return a.ops_per_s < b.ops_per_s; });
@@ -154,6 +160,26 @@ Figures Measure(const MeasureOptions& options, int in_flight, const IssueFn& iss
     runs.push_back(ClosedLoop(in_flight, options.seconds, issue, k * kRunStride));
   }
   return Median(std::move(runs));
+}
+
+Figures MeasurePaired(const MeasureOptions& options, int in_flight, const IssueFn& issue,
+                      const LimitRunFn& limit, int64_t* warmup_ops) {
+  Figures warm = ClosedLoop(in_flight, options.warmup_seconds, issue, 0);
+  if (warmup_ops != nullptr) *warmup_ops = warm.ops;
+  std::vector<Figures> runs;
+  std::vector<double> ratios, limits;
+  for (int k = 1; k <= std::max(1, options.runs); ++k) {
+    const Figures reference = limit(k * kRunStride);
+    runs.push_back(ClosedLoop(in_flight, options.seconds, issue, k * kRunStride));
+    if (reference.ops_per_s > 0) {
+      ratios.push_back(runs.back().ops_per_s / reference.ops_per_s);
+      limits.push_back(reference.ops_per_s);
+    }
+  }
+  Figures median = Median(std::move(runs));
+  median.paired_ratio = MedianOf(std::move(ratios));
+  median.paired_limit_ops_per_s = MedianOf(std::move(limits));
+  return median;
 }
 
 Figures MeasureBlocking(const MeasureOptions& options, int threads, const BlockingFn& op) {

@@ -17,6 +17,10 @@ struct Figures {
   // The whole process's CPU time (every thread: the client loop, the servers in it) per
   // operation: steadier than a rate on a shared VM, so A/B comparisons read it first.
   double cpu_us_per_op = 0;
+  // Set by MeasurePaired: the median over the pairs of (this run's rate / the limit's run
+  // just before it), and the limit's median rate.
+  double paired_ratio = 0;
+  double paired_limit_ops_per_s = 0;
 };
 
 // The process's CPU time so far, in microseconds (CLOCK_PROCESS_CPUTIME_ID).
@@ -45,6 +49,15 @@ inline constexpr int64_t kRunStride = 1'000'000'000;
 Figures Measure(const MeasureOptions& options, int in_flight, const IssueFn& issue,
                 int64_t* warmup_ops = nullptr);
 Figures MeasureBlocking(const MeasureOptions& options, int threads, const BlockingFn& op);
+
+// One run of a physical limit (echo, synced puts) whose operation numbers start at `first`.
+using LimitRunFn = std::function<Figures(int64_t first)>;
+// Measure, for a machine whose speed drifts from minute to minute (a VM): after the
+// warm-up, `runs` pairs, each one run of the limit and then one run of the path. Returns
+// the path's median run with paired_ratio, the median of the pairs' ratios, so that a
+// ratio compares two runs seconds apart rather than minutes.
+Figures MeasurePaired(const MeasureOptions& options, int in_flight, const IssueFn& issue,
+                      const LimitRunFn& limit, int64_t* warmup_ops = nullptr);
 
 }  // namespace eonce::bench
 
