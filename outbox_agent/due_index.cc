@@ -4,6 +4,14 @@ namespace eonce {
 
 void DueIndex::Set(const std::string& command_id, int64_t at_ms) {
   absl::MutexLock lock(&mu_);
+  if (auto held = held_.find(command_id); held != held_.end()) {
+    held->second = at_ms;
+    return;
+  }
+  SetLocked(command_id, at_ms);
+}
+
+void DueIndex::SetLocked(const std::string& command_id, int64_t at_ms) {
   auto [it, inserted] = at_.try_emplace(command_id, at_ms);
   if (!inserted) {
     by_time_.erase({it->second, command_id});
@@ -14,6 +22,28 @@ void DueIndex::Set(const std::string& command_id, int64_t at_ms) {
 
 void DueIndex::Remove(const std::string& command_id) {
   absl::MutexLock lock(&mu_);
+  if (auto held = held_.find(command_id); held != held_.end()) held->second.reset();
+  RemoveLocked(command_id);
+}
+
+void DueIndex::Hold(const std::string& command_id) {
+  absl::MutexLock lock(&mu_);
+  std::optional<int64_t> at;
+  if (auto it = at_.find(command_id); it != at_.end()) at = it->second;
+  RemoveLocked(command_id);
+  held_[command_id] = at;
+}
+
+void DueIndex::Release(const std::string& command_id) {
+  absl::MutexLock lock(&mu_);
+  auto held = held_.find(command_id);
+  if (held == held_.end()) return;
+  const std::optional<int64_t> at = held->second;
+  held_.erase(held);
+  if (at.has_value()) SetLocked(command_id, *at);
+}
+
+void DueIndex::RemoveLocked(const std::string& command_id) {
   auto it = at_.find(command_id);
   if (it == at_.end()) return;
   by_time_.erase({it->second, command_id});

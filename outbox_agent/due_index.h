@@ -8,6 +8,10 @@
 // lock. A scan that runs meanwhile may miss an entry for one pass, never see one that
 // was not written: whoever reads a record it names checks the record itself.
 //
+// A record can be held: it is kept out of the queue, whatever time it is given, until it
+// is released (a new record until its insert is durable, so that nothing is attempted,
+// or announced as attempted, before Enqueue could say yes to it).
+//
 // Bounded by the waiting records (the outbox's pending limit). Thread-safe.
 #ifndef EONCE_OUTBOX_AGENT_DUE_INDEX_H_
 #define EONCE_OUTBOX_AGENT_DUE_INDEX_H_
@@ -30,6 +34,10 @@ class DueIndex {
   void Set(const std::string& command_id, int64_t at_ms);
   // `command_id` is due at no time.
   void Remove(const std::string& command_id);
+  // Keeps `command_id` out of the queue until Release; Set and Remove meanwhile only say
+  // what Release will do.
+  void Hold(const std::string& command_id);
+  void Release(const std::string& command_id);
 
   // At most `limit` command ids due at or before `now_ms`, earliest first.
   std::vector<std::string> DueBy(int64_t now_ms, int limit) const;
@@ -41,6 +49,12 @@ class DueIndex {
   mutable absl::Mutex mu_;
   std::set<std::pair<int64_t, std::string>> by_time_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int64_t> at_ ABSL_GUARDED_BY(mu_);
+  // Held ids, with the time they are due at once released (none: not due).
+  absl::flat_hash_map<std::string, std::optional<int64_t>> held_ ABSL_GUARDED_BY(mu_);
+
+  void SetLocked(const std::string& command_id, int64_t at_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveLocked(const std::string& command_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace eonce

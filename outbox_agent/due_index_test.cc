@@ -32,5 +32,27 @@ TEST(DueIndexTest, SettingAgainMovesTheEntryAndRemoveDropsIt) {
   EXPECT_EQ(due.size(), 0u);
 }
 
+TEST(DueIndexTest, AHeldEntryWaitsForItsReleaseWithTheLastTimeItWasGiven) {
+  DueIndex due;
+  due.Set("a", 5);
+  due.Hold("a");
+  due.Hold("b");
+  EXPECT_TRUE(due.DueBy(100, 10).empty());
+  due.Set("b", 7);
+  due.Set("a", 9);
+  EXPECT_TRUE(due.DueBy(100, 10).empty());
+  due.Release("b");
+  EXPECT_EQ(due.DueBy(100, 10), (std::vector<std::string>{"b"}));
+  due.Remove("a");
+  due.Release("a");  // removed while held: not due
+  EXPECT_EQ(due.DueBy(100, 10), (std::vector<std::string>{"b"}));
+  due.Hold("c");
+  due.Set("c", 1);
+  due.Release("c");
+  EXPECT_EQ(due.DueBy(100, 10), (std::vector<std::string>{"c", "b"}));
+  due.Release("c");  // not held: nothing changes
+  EXPECT_EQ(due.DueBy(100, 10), (std::vector<std::string>{"c", "b"}));
+}
+
 }  // namespace
 }  // namespace eonce

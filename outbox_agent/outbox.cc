@@ -31,12 +31,16 @@ void Outbox::Enqueue(v1::Command command, EnqueueDone done) {
   }
   store_.WhenDurable([this, inserted = std::move(*inserted),
                       done = std::move(done)](absl::Status durable) mutable {
+    if (durable.ok() && inserted.second) {
+      // Announced, then due: a watcher hears of QUEUED before any attempt's state.
+      Publish(inserted.first);
+      store_.MarkDurable(inserted.first.command().command_id());
+    }
     if (durable.ok()) durable = HitFault(faults_, FaultPoint::kAfterOutboxWrite);
     if (!durable.ok()) {
       done(durable);
       return;
     }
-    if (inserted.second) Publish(inserted.first);
     v1::EnqueueResponse response;
     *response.mutable_record() = std::move(inserted.first);
     response.set_created(inserted.second);

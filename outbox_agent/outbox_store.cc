@@ -176,6 +176,7 @@ absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::Insert(const v1::Comm
   // found (its own Insert may still be awaiting the disk). Awaited after the locks are
   // released, so calls share their fsyncs.
   EONCE_RETURN_IF_ERROR(store_.AwaitDurable());
+  if (inserted.second) MarkDurable(command.command_id());
   return inserted;
 }
 
@@ -222,12 +223,17 @@ absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::InsertUnsynced(
   AddIndexes(&batch, nullptr, record);
   // Not synced here: Insert awaits durability once the locks are released.
   EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "enqueue"));
-  // Only the head of a lane is due; a later command waits for its turn.
+  // Only the head of a lane is due; a later command waits for its turn. Nothing is due
+  // before MarkDurable: an attempt must never go out for a command a crash can still
+  // take back (nor be announced before the command is).
+  due_.Hold(command.command_id());
   if (!NextInLane(record).has_value()) due_.Set(command.command_id(), now);
   lanes_.Add(LaneOf(record), record.enqueue_seq(), command.command_id());
   counts_[v1::QUEUED]++;
   return std::make_pair(std::move(record), true);
 }
+
+void OutboxStore::MarkDurable(const std::string& command_id) { due_.Release(command_id); }
 
 absl::StatusOr<OutboxRecord> OutboxStore::Mutate(const std::string& command_id,
                                                  const std::string& why,

@@ -84,8 +84,11 @@ class OutboxStore {
   // ALREADY_EXISTS for the same id with another payload; RESOURCE_EXHAUSTED when full.
   absl::StatusOr<std::pair<OutboxRecord, bool>> Insert(const v1::Command& command);
   // Insert's write without its wait: the record is in the store but not yet durable, and
-  // must not be acknowledged before WhenDurable calls back.
+  // must not be acknowledged before WhenDurable calls back. A new record is not due until
+  // MarkDurable (Insert calls it itself).
   absl::StatusOr<std::pair<OutboxRecord, bool>> InsertUnsynced(const v1::Command& command);
+  // The new record `command_id` is durable: from now on it may be due.
+  void MarkDurable(const std::string& command_id);
   // Calls `done` once every write made so far is durable (RocksStore::WhenDurable).
   void WhenDurable(RocksStore::DurableFn done) { store_.WhenDurable(std::move(done)); }
 

@@ -86,6 +86,22 @@ TEST_F(OutboxStoreTest, OnlyTheHeadOfEachLaneIsDue) {
   EXPECT_EQ(Due(), (std::vector<std::string>{"a3", "b1"}));
 }
 
+// A new record is not due before its insert is durable (MarkDurable), not even when the
+// command before it in its lane finishes meanwhile: no attempt goes out, and no attempt's
+// state is announced, for a command that a crash can still take back.
+TEST_F(OutboxStoreTest, ANewRecordIsDueOnlyOnceItsInsertIsDurable) {
+  ASSERT_TRUE(store_->Insert(Cmd("a1", "a")).ok());
+  ASSERT_TRUE(store_->InsertUnsynced(Cmd("b1", "b")).ok());
+  ASSERT_TRUE(store_->InsertUnsynced(Cmd("a2", "a")).ok());
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a1"}));
+  ASSERT_TRUE(Move("a1", v1::ACKED).ok());  // would promote a2
+  EXPECT_EQ(Due(), (std::vector<std::string>{}));
+  store_->MarkDurable("b1");
+  EXPECT_EQ(Due(), (std::vector<std::string>{"b1"}));
+  store_->MarkDurable("a2");
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a2", "b1"}));
+}
+
 TEST_F(OutboxStoreTest, LaneOrderSurvivesARestart) {
   ASSERT_TRUE(store_->Insert(Cmd("a1", "a")).ok());
   ASSERT_TRUE(store_->Insert(Cmd("a2", "a")).ok());
