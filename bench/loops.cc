@@ -153,13 +153,7 @@ Figures Threads(int threads, double seconds, const BlockingFn& op, int64_t first
 
 Figures Measure(const MeasureOptions& options, int in_flight, const IssueFn& issue,
                 int64_t* warmup_ops) {
-  Figures warm = ClosedLoop(in_flight, options.warmup_seconds, issue, 0);
-  if (warmup_ops != nullptr) *warmup_ops = warm.ops;
-  std::vector<Figures> runs;
-  for (int k = 1; k <= std::max(1, options.runs); ++k) {
-    runs.push_back(ClosedLoop(in_flight, options.seconds, issue, k * kRunStride));
-  }
-  return Median(std::move(runs));
+  return MeasurePaired(options, in_flight, issue, /*limit=*/nullptr, warmup_ops);
 }
 
 Figures MeasurePaired(const MeasureOptions& options, int in_flight, const IssueFn& issue,
@@ -169,7 +163,7 @@ Figures MeasurePaired(const MeasureOptions& options, int in_flight, const IssueF
   std::vector<Figures> runs;
   std::vector<double> ratios, limits;
   for (int k = 1; k <= std::max(1, options.runs); ++k) {
-    const Figures reference = limit(k * kRunStride);
+    const Figures reference = limit ? limit(k * kRunStride) : Figures();
     runs.push_back(ClosedLoop(in_flight, options.seconds, issue, k * kRunStride));
     if (reference.ops_per_s > 0) {
       ratios.push_back(runs.back().ops_per_s / reference.ops_per_s);

@@ -55,7 +55,7 @@ using LimitRunFn = std::function<Figures(int64_t first)>;
 // Measure, for a machine whose speed drifts from minute to minute (a VM): after the
 // warm-up, `runs` pairs, each one run of the limit and then one run of the path. Returns
 // the path's median run with paired_ratio, the median of the pairs' ratios, so that a
-// ratio compares two runs seconds apart rather than minutes.
+// ratio compares two runs seconds apart rather than minutes. A null `limit` is Measure.
 Figures MeasurePaired(const MeasureOptions& options, int in_flight, const IssueFn& issue,
                       const LimitRunFn& limit, int64_t* warmup_ops = nullptr);
 

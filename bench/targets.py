@@ -50,7 +50,6 @@ def targets(figures):
     dup_p99 = (row(rows, "sidecar duplicate", 64) or {}).get("p99_us", 0)
     dup_large_p99 = (row(rows, "sidecar dup, 1M records", 64) or {}).get("p99_us", 0)
     drain = max([r["ops_per_s"] for r in rows if r["path"] == "pipeline drain"] or [0])
-    enqueue = rate(rows, "agent enqueue")
     # (name, figure, bound, unit, met)
     checks = [
         ("ledger direct, 64 in flight", versus_limit(rows, "ledger direct", echo), 0.5,
