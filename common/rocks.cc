@@ -154,12 +154,16 @@ absl::Status RocksStore::FlushAndCompact(const std::string& family) {
   return FromRocks(db_->CompactRange(options, cf(family), nullptr, nullptr), "compact");
 }
 
-absl::Status RocksStore::Write(rocksdb::WriteBatch* batch, bool sync, const char* what) {
+absl::Status RocksStore::CheckWritable() const {
   if (failed()) {
     return Error(absl::StatusCode::kUnavailable, "STORE_FAILED",
                  "the store stopped taking writes after a failed write; restart to recover");
   }
-  EONCE_RETURN_IF_ERROR(CheckSpace());
+  return CheckSpace();
+}
+
+absl::Status RocksStore::Write(rocksdb::WriteBatch* batch, bool sync, const char* what) {
+  EONCE_RETURN_IF_ERROR(CheckWritable());
   absl::Status status =
       FromRocks(db_->Write(sync ? SyncedWrite() : UnsyncedWrite(), batch), what);
   if (!status.ok()) MarkFailed();

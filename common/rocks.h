@@ -98,6 +98,10 @@ class RocksStore {
   // Writes `batch` through the circuit breaker: refused (UNAVAILABLE, STORE_FAILED) once the
   // store failed; a failed write trips the breaker. `sync` as each call site decides.
   absl::Status Write(rocksdb::WriteBatch* batch, bool sync, const char* what);
+  // What Write would refuse now before writing anything: a failed store (STORE_FAILED) or
+  // too little free space (CheckSpace). For a step that must not begin unless its later
+  // write can be made.
+  absl::Status CheckWritable() const;
 
   // Group commit. Returns once every write made before the call is on disk: the calls
   // that wait together share one fsync of the write-ahead log. The pattern it serves is

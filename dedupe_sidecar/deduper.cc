@@ -25,7 +25,7 @@ constexpr int64_t kInProgressRetryMs = 100;
 
 Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
                  Clock& clock, DeduperOptions options, FaultInjector* faults,
-                 ShardGate* shards)
+                 ShardGate* shards, InFlightClaims* claims)
     : store_(store),
       audit_(audit),
       upstream_(upstream),
@@ -33,7 +33,9 @@ Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, Policy
       clock_(clock),
       options_(std::move(options)),
       faults_(faults),
-      shards_(shards) {}
+      shards_(shards),
+      own_claims_(claims == nullptr ? std::make_unique<InFlightClaims>() : nullptr),
+      claims_(claims != nullptr ? *claims : *own_claims_) {}
 
 void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDone done) {
   auto ctx = std::make_shared<Context>();
@@ -168,6 +170,13 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     return begun;
   }
   int64_t now = clock_.NowMs();
+  // Not in the store: a first attempt in flight to an inbox-keeping business holds it
+  // in memory (InFlightClaims), or nothing does.
+  bool claimed = false;
+  if (!existing->has_value()) {
+    *existing = claims_.Get(ctx->scoped_key);
+    claimed = existing->has_value();
+  }
 
   if (!existing->has_value()) {
     if (!upstream_.Reachable()) {
@@ -187,7 +196,7 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     *record.mutable_entity() = command.entity();  // its slot, for a move (sharding)
     record.set_payload_hash(command.payload_hash().sha256());
     record.set_lease_owner(options_.instance_id);
-    record.set_fencing_token(existing->has_value() ? (*existing)->fencing_token() + 1 : 1);
+    record.set_fencing_token(1);
     record.set_lease_expires_ms(now + options_.lease_ms);
     record.set_first_seen_ms(now);
     record.set_updated_ms(now);
@@ -196,22 +205,37 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     // Before the business can see the call, the record must survive a crash, or the
     // sidecar could forget a forward that happened. Where the business keeps an inbox,
     // the inbox is what survives (it refuses a second apply and a reused key), so the
-    // record need not be synced first; otherwise Submit waits for it once the lock is
-    // released (begun.await).
-    absl::Status written = store_.Write(
-        record, existing->has_value() ? (*existing)->state() : Record::STATE_UNSPECIFIED, false);
-    if (!written.ok()) {
-      stats_.store_errors++;
-      begun.answer = written;
-      return begun;
+    // record is only claimed in memory, to turn concurrent duplicates away (a full table
+    // of claims: written, not synced); otherwise it is written, and Submit waits for it
+    // once the lock is released (begun.await).
+    const bool kept = inbox_methods_.Kept(command.target_method());
+    // A claim writes nothing, but the outcome will: a store that refuses writes (a full
+    // disk, a failed store) refuses the command before the business sees it, as the
+    // record's write did.
+    if (kept) {
+      if (absl::Status writable = store_.rocks().CheckWritable(); !writable.ok()) {
+        stats_.store_errors++;
+        begun.answer = writable;
+        return begun;
+      }
+    }
+    if (kept && claims_.Add(ctx->scoped_key, record)) {
+      stats_.claimed_in_memory++;
+    } else {
+      if (absl::Status written = store_.Write(record, Record::STATE_UNSPECIFIED, false);
+          !written.ok()) {
+        stats_.store_errors++;
+        begun.answer = written;
+        return begun;
+      }
+      begun.wrote = true;
     }
     begun.kind = Begun::Kind::kForward;
-    if (inbox_methods_.Kept(command.target_method())) {
+    if (kept) {
       stats_.forwards_before_sync++;
     } else {
       begun.await = Record::STARTED;
     }
-    begun.wrote = true;
     begun.token = record.fencing_token();
     ctx->lease_expires_ms = record.lease_expires_ms();
     return begun;
@@ -251,16 +275,20 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
             std::clamp<int64_t>(record.lease_expires_ms() - now, 1, kInProgressRetryMs));
         return begun;
       }
-      // The lease ran out: take the record over under a new token, then recover.
+      // The lease ran out: take the record over under a new token, then recover. A claim
+      // taken over lives on as a stored record, which recovery works on.
       record.set_fencing_token(record.fencing_token() + 1);
       record.set_lease_owner(options_.instance_id);
       record.set_lease_expires_ms(now + options_.lease_ms);
       record.set_updated_ms(now);
-      if (absl::Status written = store_.Write(record, previous, false); !written.ok()) {
+      if (absl::Status written =
+              store_.Write(record, claimed ? Record::STATE_UNSPECIFIED : previous, false);
+          !written.ok()) {
         stats_.store_errors++;
         begun.answer = written;
         return begun;
       }
+      if (claimed) claims_.Remove(ctx->scoped_key, record.fencing_token() - 1);
       begun.kind = Begun::Kind::kRecover;
       if (!inbox_methods_.Kept(command.target_method())) begun.await = Record::STARTED;
       begun.wrote = true;
@@ -327,8 +355,20 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
       absl::Status answer;
       {
         StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
-        auto record = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
-        if (record.ok() && store_.HeldBy(*record, token)) {
+        if (std::optional<Record> claim = claims_.HeldBy(ctx->scoped_key, token)) {
+          // Nothing applied: the key is free. Unknown: the claim lives on as a started
+          // record whose lease has ended, so that the next attempt recovers it (if even
+          // that write fails, the claim blocks until its lease ends, as the record would).
+          if (!not_applied) {
+            claim->set_lease_expires_ms(clock_.NowMs());
+            if (store_.Write(*claim, Record::STATE_UNSPECIFIED, false).ok()) {
+              claims_.Remove(ctx->scoped_key, token);
+            }
+          } else {
+            claims_.Remove(ctx->scoped_key, token);
+          }
+        } else if (auto record = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
+                   record.ok() && store_.HeldBy(*record, token)) {
           if (not_applied) {
             // Nothing was applied: free the key. Not synced: if the delete is lost, the
             // record's lease runs out and recovery asks the business, which says so.
@@ -370,11 +410,13 @@ void Deduper::OnKeyConflict(const std::shared_ptr<Context>& ctx, uint64_t token,
                             const ForwardReply& reply) {
   {
     StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
-    auto record = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
-    // This attempt's record claims a key that is another command's: drop it, unsynced (a
-    // copy that survives a crash is refused again the same way). The owner's next retry
-    // is answered from the business's inbox.
-    if (record.ok() && store_.HeldBy(*record, token)) store_.Delete(**record, false).IgnoreError();
+    // This attempt's claim or record is on a key that is another command's: drop it,
+    // unsynced (a copy that survives a crash is refused again the same way). The owner's
+    // next retry is answered from the business's inbox.
+    if (!claims_.Remove(ctx->scoped_key, token)) {
+      auto record = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
+      if (record.ok() && store_.HeldBy(*record, token)) store_.Delete(**record, false).IgnoreError();
+    }
   }
   stats_.conflicts++;
   const std::string reason = reply.detail.empty() ? "KEY_REUSED" : reply.detail;
@@ -391,11 +433,15 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
   bool wrote = false;                  // this call wrote the outcome (not_durable_ has it)
   {
     StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
-    auto existing = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
+    // This attempt's claim, if it still holds one; the stored record otherwise.
+    std::optional<Record> claim = claims_.HeldBy(ctx->scoped_key, token);
+    const bool claimed = claim.has_value();
+    absl::StatusOr<std::optional<Record>> existing =
+        claimed ? std::move(claim) : store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
     if (!existing.ok()) {
       stats_.store_errors++;
       answer = existing.status();
-    } else if (!store_.HeldBy(*existing, token)) {
+    } else if (!claimed && !store_.HeldBy(*existing, token)) {
       // A newer attempt holds the record: this answer is stale and must not overwrite.
       stats_.fenced++;
       if (existing->has_value() && IsFinished(**existing) && !(*existing)->tombstone()) {
@@ -418,11 +464,16 @@ void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
       // business's inbox (`kept`), or written here and awaited on the disk below, once
       // the lock is released.
       if (!kept) not_durable_.Add(ctx->scoped_key);
-      absl::Status written = store_.Write(record, Record::STARTED, false);
+      absl::Status written =
+          store_.Write(record, claimed ? Record::STATE_UNSPECIFIED : Record::STARTED, false);
       if (!written.ok()) {
+        // A claim stays and blocks until its lease ends, as a started record would.
         stats_.store_errors++;
         answer = written;
       } else {
+        // The outcome is in the store: the claim can go (under the key's lock, so no
+        // duplicate sees neither).
+        if (claimed) claims_.Remove(ctx->scoped_key, token);
         (result.code() == 0 ? stats_.applied : stats_.rejected)++;
         if (std::string(decision) == "recovered") stats_.recovered++;
         Audit(*ctx, decision, CodeName(result.code()), token);

@@ -5,9 +5,10 @@
 //   - first seen: a `started` record with a fencing token and a lease is written, then
 //     the request is forwarded upstream, then the outcome (`committed` or `failed`) is
 //     written and returned. Where the truth is: for a method whose business keeps an
-//     inbox (InboxMethods), the business's own durable write is the commit point, and
-//     neither record waits for an fsync; for any other, each is synced before the step
-//     that follows it (docs/design.md);
+//     inbox (InboxMethods), the business's own durable write is the commit point: the
+//     started record is only claimed in memory (InFlightClaims) and the outcome is
+//     written without waiting for an fsync; for any other, each is synced before the
+//     step that follows it (docs/design.md);
 //   - a duplicate of a finished command: the stored answer, marked as a replay;
 //   - the same key with another payload: a terminal conflict;
 //   - a duplicate while the original is in flight (live lease): IN_PROGRESS with a delay;
@@ -35,6 +36,7 @@
 #include "common/metrics.h"
 #include "common/striped_lock.h"
 #include "dedupe_sidecar/audit_log.h"
+#include "dedupe_sidecar/in_flight_claims.h"
 #include "dedupe_sidecar/inbox_methods.h"
 #include "dedupe_sidecar/pending_durability.h"
 #include "dedupe_sidecar/policy.h"
@@ -113,6 +115,8 @@ struct DeduperStats {
   std::atomic<int64_t> forwards{0};
   // Forwards sent before their started record was synced (InboxMethods).
   std::atomic<int64_t> forwards_before_sync{0};
+  // Of those, forwards whose started record was only claimed in memory (InFlightClaims).
+  std::atomic<int64_t> claimed_in_memory{0};
   // Refused because another shard owns the slot (SLOT_MOVED) or it is moving.
   std::atomic<int64_t> slot_moved{0};
   std::atomic<int64_t> slot_migrating{0};
@@ -128,10 +132,11 @@ class Deduper {
 
   // Nothing in a Submit waits for a disk: reads and unsynced writes run on the calling
   // thread (or the one delivering the business's answer), and what follows a write runs
-  // once the store calls back that it is durable.
+  // once the store calls back that it is durable. `claims`: where in-flight commands of
+  // inbox-keeping businesses are claimed (null: a table of the Deduper's own).
   Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
           Clock& clock, DeduperOptions options, FaultInjector* faults = nullptr,
-          ShardGate* shards = nullptr);
+          ShardGate* shards = nullptr, InFlightClaims* claims = nullptr);
 
   // `done` runs exactly once.
   void Submit(const Caller& caller, const v1::Command& command, SubmitDone done);
@@ -155,6 +160,8 @@ class Deduper {
   // proven operator, change the slot map (a `platform` rule).
   absl::Status RequirePlatformOperator(const Caller& caller);
   const DeduperOptions& options() const { return options_; }
+  // Commands in flight whose started record is only claimed in memory.
+  size_t claims() const { return claims_.size(); }
 
  private:
   struct Context;
@@ -215,6 +222,8 @@ class Deduper {
   FaultInjector* const faults_;
   // Sharded: the slots this sidecar may take (null: it takes every command).
   ShardGate* const shards_;
+  std::unique_ptr<InFlightClaims> own_claims_;  // when none was given
+  InFlightClaims& claims_;
   StripedLocks locks_;
   PendingDurability not_durable_;  // outcomes written, their fsync still to come
   InboxMethods inbox_methods_;     // methods whose business is the commit point

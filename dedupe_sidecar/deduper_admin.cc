@@ -66,7 +66,12 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
       return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
                    "command_id: 1..128 bytes");
     }
-    EONCE_ASSIGN_OR_RETURN(auto found, store_.KeyOfCommand(caller.tenant, request.command_id()));
+    // A command in flight to an inbox-keeping business is claimed in memory; its claim
+    // leaves only once its record is stored, so looking there first misses nothing.
+    std::optional<std::string> found = claims_.KeyOfCommand(caller.tenant, request.command_id());
+    if (!found.has_value()) {
+      EONCE_ASSIGN_OR_RETURN(found, store_.KeyOfCommand(caller.tenant, request.command_id()));
+    }
     if (!found.has_value()) {
       response.set_state(v1::RECORD_NOT_SEEN);
       response.set_command_id(request.command_id());
@@ -77,7 +82,10 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
     return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
                  "idempotency_key or command_id: required, within limits");
   }
-  EONCE_ASSIGN_OR_RETURN(auto record, store_.Get(caller.tenant, key));
+  std::optional<Record> record = claims_.Get(ScopedKey(caller.tenant, key));
+  if (!record.has_value()) {
+    EONCE_ASSIGN_OR_RETURN(record, store_.Get(caller.tenant, key));
+  }
   response.set_idempotency_key(key);
   if (!record.has_value()) {
     response.set_state(v1::RECORD_NOT_SEEN);

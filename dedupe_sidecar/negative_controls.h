@@ -8,11 +8,15 @@
 //                           outcome before an answer
 //   UnfencedRecordStore     fencing off: any token holds a started record, so a late
 //                           answer of a superseded forward may write
+//   ForgetfulClaims         takes every in-flight claim and keeps none: a duplicate of a
+//                           command in flight to an inbox-keeping business looks first
+//                           seen and is forwarded again
 #ifndef EONCE_DEDUPE_SIDECAR_NEGATIVE_CONTROLS_H_
 #define EONCE_DEDUPE_SIDECAR_NEGATIVE_CONTROLS_H_
 
 #include <set>
 
+#include "dedupe_sidecar/in_flight_claims.h"
 #include "dedupe_sidecar/record_store.h"
 
 namespace eonce {
@@ -51,6 +55,11 @@ class UnsyncedRecordStore : public RecordStore {
 
  private:
   const std::set<Record::State> unsynced_;
+};
+
+class ForgetfulClaims : public InFlightClaims {
+ public:
+  bool Add(const std::string&, const Record&) override { return true; }
 };
 
 }  // namespace eonce

@@ -47,6 +47,13 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
       "Calls forwarded before their started record was synced: the business keeps an inbox "
       "and its write is the commit point.",
       {{{}, n(st.forwards_before_sync)}}));
+  out.push_back(CounterFamily(
+      "eonce_sidecar_forwards_claimed_in_memory_total",
+      "Of those, calls whose started record was only claimed in memory, not written.",
+      {{{}, n(st.claimed_in_memory)}}));
+  out.push_back(GaugeFamily("eonce_sidecar_claims_in_flight",
+                            "Commands in flight whose started record is claimed in memory.",
+                            {{{}, static_cast<double>(deduper_->claims())}}));
   out.push_back(CounterFamily("eonce_sidecar_recovered_total",
                               "Unknown outcomes resolved through QueryOutcome.", {{{}, n(st.recovered)}}));
   out.push_back(CounterFamily("eonce_sidecar_fenced_answers_total",

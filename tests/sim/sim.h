@@ -33,6 +33,9 @@ struct SimOptions {
   // A legacy business answers as if it kept an inbox, so the sidecar forwards and
   // answers before its own records are durable.
   bool legacy_claims_inbox = false;
+  // In-flight claims that hold nothing: a duplicate of a command in flight to an
+  // inbox-keeping business is forwarded again (run with `inbox_business`).
+  bool forgetful_claims = false;
   // Every fault point armed, and a harsher network; the negative controls use it.
   bool harsh = false;
   // Never a legacy business (the inbox hides double forwards from the effect checks).

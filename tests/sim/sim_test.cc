@@ -95,6 +95,25 @@ TEST(SimTest, NegativeControlWithoutSidecarDedupeIsCaughtBehindAnInbox) {
   }
 }
 
+// For an inbox-keeping business a first attempt is claimed in memory, not written: claims
+// that hold nothing let duplicates through while the original is in flight.
+TEST(SimTest, NegativeControlWithForgetfulClaimsIsCaught) {
+  SimOptions broken;
+  broken.forgetful_claims = true;
+  broken.inbox_business = true;
+  for (uint64_t seed = 1; seed <= 2; ++seed) {
+    SimOptions one = broken;
+    one.seed = seed;
+    SimResult result = RunSeed(one);
+    int double_forwards = 0;
+    for (const std::string& v : result.violations) {
+      double_forwards += v.find("forwarded again without proof") != std::string::npos;
+    }
+    EXPECT_GT(double_forwards, 0) << "seed " << seed
+                                  << ": the checker missed duplicates forwarded in flight";
+  }
+}
+
 TEST(SimTest, NegativeControlWithLateCommandIdsIsCaught) {
   SimOptions broken;
   broken.harsh = true;

@@ -97,14 +97,19 @@ absl::Status World::StartSidecar(int shard) {
   options.lease_ms = 2'500;
   options.forward_timeout_ms = 1'000;
   options.outcome_query_timeout_ms = 1'000;
+  // The negative control: claims of commands in flight that hold nothing.
+  sc.claims = options_.forgetful_claims ? std::make_unique<ForgetfulClaims>()
+                                        : std::make_unique<InFlightClaims>();
   sc.deduper = std::make_unique<Deduper>(*sc.records, *sc.audit, *sc.upstream, *sc.policy, clock_,
-                                         options, nodes_[node].faults.get(), sc.gate.get());
+                                         options, nodes_[node].faults.get(), sc.gate.get(),
+                                         sc.claims.get());
   return absl::OkStatus();
 }
 
 void World::StopSidecar(int shard) {
   Sidecar& sc = sidecars_[shard];
   sc.deduper.reset();
+  sc.claims.reset();  // a crash forgets every claim
   // A dead process's calls still in the event loop hold passes of its gate: it is kept
   // until the world ends, so that they release into it and not into freed memory.
   if (sc.gate != nullptr) retired_gates_.push_back(std::move(sc.gate));

@@ -319,6 +319,7 @@ class World {
     std::unique_ptr<AuditLog> audit;
     std::unique_ptr<PolicyStore> policy;
     std::unique_ptr<ShardGate> gate;  // sharded worlds only
+    std::unique_ptr<InFlightClaims> claims;
     std::unique_ptr<Deduper> deduper;
     std::unique_ptr<Upstream> upstream;
   };
