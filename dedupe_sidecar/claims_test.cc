@@ -11,11 +11,7 @@
 namespace eonce {
 namespace {
 
-ForwardReply Kept(const std::string& response) {
-  ForwardReply reply = FakeUpstream::Ok(response);
-  reply.inbox_kept = true;
-  return reply;
-}
+ForwardReply Kept(const std::string& response) { return FakeUpstream::Kept(response); }
 
 class ClaimsTest : public DeduperTest {
  protected:

@@ -44,11 +44,7 @@ class HeldSyncs : public RecordStore {
   int waits_ = 0;
 };
 
-ForwardReply Kept(const std::string& response) {
-  ForwardReply reply = FakeUpstream::Ok(response);
-  reply.inbox_kept = true;
-  return reply;
-}
+ForwardReply Kept(const std::string& response) { return FakeUpstream::Kept(response); }
 
 class CommitPointTest : public DeduperTest {
  protected:

@@ -67,6 +67,12 @@ class FakeUpstream : public Upstream {
     reply.result.set_response(response);
     return reply;
   }
+  // An answer from a business whose inbox keeps the outcome (`eonce-inbox: kept`).
+  static ForwardReply Kept(const std::string& response) {
+    ForwardReply reply = Ok(response);
+    reply.inbox_kept = true;
+    return reply;
+  }
   static ForwardReply Rejected(int code, const std::string& message) {
     ForwardReply reply;
     reply.kind = ForwardReply::Kind::kAnswered;
