@@ -29,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/commands.h"
+#include "bench/echo.h"
 #include "bench/in_process.h"
 #include "bench/loops.h"
 #include "bench/shards.h"
@@ -77,29 +78,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// A generic echo server: the loopback gRPC round trip, the physical limit of a hop.
-class EchoService : public grpc::CallbackGenericService {
- public:
-  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
-    class Reactor : public grpc::ServerGenericBidiReactor {
-     public:
-      Reactor() { StartRead(&buffer_); }
-      void OnReadDone(bool ok) override {
-        if (!ok) {
-          Finish(grpc::Status::OK);
-          return;
-        }
-        StartWriteAndFinish(&buffer_, grpc::WriteOptions(), grpc::Status::OK);
-      }
-      void OnDone() override { delete this; }
-
-     private:
-      grpc::ByteBuffer buffer_;
-    };
-    return new Reactor();
-  }
-};
 
 std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
 
@@ -179,19 +157,24 @@ int Run() {
   auto echo_channel = grpc::CreateChannel(Address(echo_port), grpc::InsecureChannelCredentials());
   grpc::GenericStub echo_stub(echo_channel);
   std::string payload(120, 'x');  // about the size of a command
-  const IssueFn echo_issue = [&](int64_t, std::function<void(bool)> done) {
-    struct Call {
-      grpc::ClientContext context;
-      grpc::ByteBuffer request, response;
-    };
-    auto call = std::make_shared<Call>();
-    grpc::Slice slice(payload);
-    call->request = grpc::ByteBuffer(&slice, 1);
-    echo_stub.UnaryCall(&call->context, "/bench.Echo/Echo", grpc::StubOptions(), &call->request,
-                        &call->response, [call, done](grpc::Status s) { done(s.ok()); });
-  };
+  const IssueFn echo_issue = EchoCalls(echo_stub, "/bench.Echo/Echo", payload);
   for (int n : want("limits") ? points : std::vector<int>()) {
     add("grpc echo (limit)", n, Measure(measure, n, echo_issue), "grpc echo (limit)");
+  }
+  // Two hops: a relay passes each call to the echo server, as a sidecar passes a command
+  // to its business; what no two-hop path on this machine can exceed.
+  RelayService relay(echo_stub);
+  grpc::ServerBuilder relay_builder;
+  int relay_port = 0;
+  relay_builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &relay_port);
+  relay_builder.RegisterCallbackGenericService(&relay);
+  auto relay_server = relay_builder.BuildAndStart();
+  grpc::GenericStub relay_stub(
+      grpc::CreateChannel(Address(relay_port), grpc::InsecureChannelCredentials()));
+  const IssueFn relay_issue = EchoCalls(relay_stub, "/bench.Relay/Echo", payload);
+  for (int n : want("limits") ? points : std::vector<int>()) {
+    add("grpc echo, two hops (limit)", n, Measure(measure, n, relay_issue),
+        "grpc echo, two hops (limit)");
   }
   auto put_store = RocksStore::Open(base + "/puts", {}, StoreOptions());
   if (!put_store.ok()) return 1;

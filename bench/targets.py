@@ -147,6 +147,8 @@ def main():
     md = ["| path, 64 in flight | ops/s | p99 ms | x its limit |", "| --- | --- | --- | --- |"]
     for name, label, limit in (
             ("grpc echo (limit)", "loopback gRPC echo (limit)", ""),
+            ("grpc echo, two hops (limit)",
+             "loopback gRPC echo through a relay, two hops (limit)", ""),
             ("synced put (limit)", "synced RocksDB put, 64 threads (limit)", ""),
             ("ledger direct", "the ledger called directly", "echo"),
             ("sidecar first-seen", "through the sidecar, first seen", "echo"),
