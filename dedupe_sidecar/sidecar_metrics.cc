@@ -49,7 +49,8 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
       {{{}, n(st.forwards_before_sync)}}));
   out.push_back(CounterFamily(
       "eonce_sidecar_forwards_claimed_in_memory_total",
-      "Of those, calls whose started record was only claimed in memory, not written.",
+      "Calls forwarded to a business that keeps an inbox whose started record was only "
+      "claimed in memory, never written.",
       {{{}, n(st.claimed_in_memory)}}));
   out.push_back(GaugeFamily("eonce_sidecar_claims_in_flight",
                             "Commands in flight whose started record is claimed in memory.",
