@@ -12,10 +12,6 @@
 namespace eonce {
 namespace {
 
-// The hint given with OUTCOME_PENDING: recovery may run at once, but a short pause lets
-// a restarting business come back first.
-constexpr int64_t kPendingRetryMs = 200;
-
 // The hint given with IN_PROGRESS: a forward usually ends within milliseconds, so the
 // duplicate comes back soon rather than after the whole lease; the caller's backoff
 // stretches it if the original is slow.
@@ -209,17 +205,19 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
     // of claims: written, not synced); otherwise it is written, and Submit waits for it
     // once the lock is released (begun.await).
     const bool kept = inbox_methods_.Kept(command.target_method());
-    // A claim writes nothing, but the outcome will: a store that refuses writes (a full
-    // disk, a failed store) refuses the command before the business sees it, as the
-    // record's write did.
+    bool claimed_now = false;
     if (kept) {
+      // A claim writes nothing, but the outcome will: a store that refuses writes (a full
+      // disk, a failed store) refuses the command before the business sees it, as the
+      // record's write did.
       if (absl::Status writable = store_.rocks().CheckWritable(); !writable.ok()) {
         stats_.store_errors++;
         begun.answer = writable;
         return begun;
       }
+      claimed_now = claims_.Add(ctx->scoped_key, record);
     }
-    if (kept && claims_.Add(ctx->scoped_key, record)) {
+    if (claimed_now) {
       stats_.claimed_in_memory++;
     } else {
       if (absl::Status written = store_.Write(record, Record::STATE_UNSPECIFIED, false);
@@ -355,29 +353,10 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
       absl::Status answer;
       {
         StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
-        if (std::optional<Record> claim = claims_.HeldBy(ctx->scoped_key, token)) {
-          // Nothing applied: the key is free. Unknown: the claim lives on as a started
-          // record whose lease has ended, so that the next attempt recovers it (if even
-          // that write fails, the claim blocks until its lease ends, as the record would).
-          if (!not_applied) {
-            claim->set_lease_expires_ms(clock_.NowMs());
-            if (store_.Write(*claim, Record::STATE_UNSPECIFIED, false).ok()) {
-              claims_.Remove(ctx->scoped_key, token);
-            }
-          } else {
-            claims_.Remove(ctx->scoped_key, token);
-          }
-        } else if (auto record = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
-                   record.ok() && store_.HeldBy(*record, token)) {
-          if (not_applied) {
-            // Nothing was applied: free the key. Not synced: if the delete is lost, the
-            // record's lease runs out and recovery asks the business, which says so.
-            store_.Delete(**record, false).IgnoreError();
-          } else {
-            // The forward is over, so recovery may run at the next attempt.
-            (*record)->set_lease_expires_ms(clock_.NowMs());
-            store_.Write(**record, Record::STARTED, false).IgnoreError();
-          }
+        if (not_applied) {
+          FreeAttempt(*ctx, token);
+        } else {
+          EndLease(*ctx, token);
         }
       }
       if (reply.kind == ForwardReply::Kind::kRefused) {
@@ -409,20 +388,25 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
 void Deduper::OnKeyConflict(const std::shared_ptr<Context>& ctx, uint64_t token,
                             const ForwardReply& reply) {
   {
+    // This attempt's claim or record is on a key that is another command's: it goes (a
+    // copy that survives a crash is refused again the same way). The owner's next retry
+    // is answered from the business's inbox.
     StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
-    // This attempt's claim or record is on a key that is another command's: drop it,
-    // unsynced (a copy that survives a crash is refused again the same way). The owner's
-    // next retry is answered from the business's inbox.
-    if (!claims_.Remove(ctx->scoped_key, token)) {
-      auto record = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
-      if (record.ok() && store_.HeldBy(*record, token)) store_.Delete(**record, false).IgnoreError();
-    }
+    FreeAttempt(*ctx, token);
   }
   stats_.conflicts++;
   const std::string reason = reply.detail.empty() ? "KEY_REUSED" : reply.detail;
   Audit(*ctx, "conflict", reason, token);
   ctx->Answer(Error(absl::StatusCode::kAlreadyExists, reason,
                     reply.result.message().substr(0, 512)));
+}
+
+void Deduper::FreeAttempt(const Context& ctx, uint64_t token) {
+  if (claims_.Remove(ctx.scoped_key, token)) return;
+  // Not synced: if the delete is lost, the record's lease runs out and recovery asks the
+  // business, which says it has nothing.
+  auto record = store_.Get(ctx.caller.tenant, ctx.command.idempotency_key());
+  if (record.ok() && store_.HeldBy(*record, token)) store_.Delete(**record, false).IgnoreError();
 }
 
 void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
@@ -529,75 +513,6 @@ int64_t Deduper::CallDeadline(const Context& ctx, int64_t timeout_ms) {
     deadline = std::min(deadline, ctx.lease_expires_ms - DeduperOptions::kLeaseSlackMs);
   }
   return deadline;
-}
-
-void Deduper::Recover(const std::shared_ptr<Context>& ctx, uint64_t token) {
-  int64_t deadline = CallDeadline(*ctx, options_.outcome_query_timeout_ms);
-  upstream_.QueryOutcome(ctx->caller.tenant, ctx->command.command_id(), deadline,
-                         [this, ctx, token](absl::StatusOr<v1::QueryOutcomeResponse> outcome) {
-                           OnOutcome(ctx, token, std::move(outcome));
-                         });
-}
-
-void Deduper::OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
-                        absl::StatusOr<v1::QueryOutcomeResponse> outcome) {
-  if (outcome.ok() && outcome->applied()) {
-    // Answered from the business's inbox, which reports an entry only once it is durable.
-    Finish(ctx, token, outcome->result(), 0, "recovered", options_.business_commit_point);
-    return;
-  }
-  absl::Status answer;
-  bool forward = false;
-  {
-    StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
-    auto existing = store_.Get(ctx->caller.tenant, ctx->command.idempotency_key());
-    if (!existing.ok()) {
-      stats_.store_errors++;
-      answer = existing.status();
-    } else if (!store_.HeldBy(*existing, token)) {
-      stats_.fenced++;
-      answer = WithRetryAfter(Error(absl::StatusCode::kUnavailable, "IN_PROGRESS",
-                                    "a newer attempt of this command holds it"),
-                              kPendingRetryMs);
-    } else if (outcome.ok()) {
-      forward = true;  // not applied: forward again under this (new) token
-    } else if (outcome.status().code() == absl::StatusCode::kUnimplemented) {
-      Record record = std::move(**existing);
-      record.set_state(Record::PARKED);
-      record.set_updated_ms(clock_.NowMs());
-      // Synced: a parked record must never be re-forwarded blindly after a crash.
-      absl::Status written = store_.Write(record, Record::STARTED, true);
-      if (!written.ok()) {
-        stats_.store_errors++;
-        answer = written;
-      } else {
-        stats_.parked++;
-        Audit(*ctx, "parked_unknown", "OUTCOME_UNKNOWN", token);
-        LogWarn("outcome unknown and the business cannot tell; parked",
-                {{"command_id", record.command_id()},
-                 {"key", record.idempotency_key()},
-                 {"tenant", record.tenant()},
-                 {"operation", record.operation()}});
-        answer = Error(absl::StatusCode::kFailedPrecondition, "OUTCOME_UNKNOWN",
-                       "the outcome of this command is unknown and parked for an operator");
-      }
-    } else {
-      // The business could not answer now: let the next attempt try again.
-      Record record = std::move(**existing);
-      record.set_lease_expires_ms(clock_.NowMs());
-      store_.Write(record, Record::STARTED, false).IgnoreError();
-      stats_.pending++;
-      answer = WithRetryAfter(
-          Error(absl::StatusCode::kUnavailable, "OUTCOME_PENDING",
-                absl::StrCat("cannot ask the business yet: ", outcome.status().message())),
-          kPendingRetryMs);
-    }
-  }
-  if (forward) {
-    Forward(ctx, token);
-    return;
-  }
-  ctx->Answer(answer);
 }
 
 }  // namespace eonce

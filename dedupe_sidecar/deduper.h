@@ -188,6 +188,12 @@ class Deduper {
   // wait for the sidecar's fsync.
   void Finish(const std::shared_ptr<Context>& ctx, uint64_t token, const v1::CallResult& result,
               int64_t entity_revision, const char* decision, bool kept);
+  // Under the key's lock, for an attempt that holds `token`. FreeAttempt: nothing was
+  // applied, so its claim or record goes and the key is free. EndLease: the forward is
+  // over with its outcome unknown, so its record (a claim becomes one) gets a lease that
+  // has ended, and the next attempt recovers it.
+  void FreeAttempt(const Context& ctx, uint64_t token);
+  void EndLease(const Context& ctx, uint64_t token);
   // The business's inbox refused the key (it belongs to another command or payload):
   // frees this attempt's record and answers the conflict.
   void OnKeyConflict(const std::shared_ptr<Context>& ctx, uint64_t token,

@@ -3,12 +3,17 @@
 #ifndef EONCE_DEDUPE_SIDECAR_DEDUPER_CONTEXT_H_
 #define EONCE_DEDUPE_SIDECAR_DEDUPER_CONTEXT_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
 #include "dedupe_sidecar/deduper.h"
 
 namespace eonce {
+
+// The hint given with OUTCOME_PENDING: recovery may run at once, but a short pause lets
+// a restarting business come back first.
+inline constexpr int64_t kPendingRetryMs = 200;
 
 struct Deduper::Context {
   Caller caller;
