@@ -4,8 +4,9 @@
 // Every path is measured with a closed loop of N calls in flight (1, 16 and 64 by
 // default): the loopback gRPC echo and synced RocksDB puts (the limits), the ledger called
 // directly, first-seen commands and duplicates through the sidecar, the agent's Enqueue,
-// and the whole pipeline's drain rate. Then the sidecar's memory with a million records
-// and its disk use after compaction. It prints a table with each figure's ratio to its
+// and the whole pipeline's drain rate. Then duplicates against a sidecar holding a million
+// records, each run paired with one against the same sidecar binary holding a small store,
+// and that sidecar's memory and disk use after compaction. It prints a table with each figure's ratio to its
 // physical limit, and writes bench/results/latest.json, a table and a PNG plot.
 #include <sys/resource.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@
 #include "bench/commands.h"
 #include "bench/echo.h"
 #include "bench/in_process.h"
+#include "bench/large.h"
 #include "bench/loops.h"
 #include "bench/shards.h"
 #include "common/clock.h"
@@ -40,8 +42,6 @@
 #include "common/random.h"
 #include "common/rocks.h"
 #include "common/server.h"
-#include "dedupe_sidecar/audit_log.h"
-#include "dedupe_sidecar/record_store.h"
 #include "dedupe_sidecar/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
@@ -53,7 +53,6 @@
 #include "grpcpp/server_builder.h"
 #include "outbox_agent/agent_server.h"
 #include "services/ledger/ledger_service.h"
-#include "tests/util/process.h"
 
 ABSL_FLAG(std::string, in_flight, "1,16,64", "calls in flight to measure at (the peers' client counts)");
 ABSL_FLAG(double, seconds, 2.0, "how long each run of a measurement lasts");
@@ -80,31 +79,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
-
-int64_t RssKb(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      int64_t kb = 0;
-      std::sscanf(line.c_str(), "VmRSS: %ld", &kb);
-      return kb;
-    }
-  }
-  return -1;
-}
-
-int64_t DirBytes(const std::string& dir, const std::string& suffix) {
-  int64_t total = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    if (entry.is_regular_file() && entry.path().string().size() >= suffix.size() &&
-        entry.path().string().compare(entry.path().string().size() - suffix.size(), suffix.size(),
-                                      suffix) == 0) {
-      total += static_cast<int64_t>(entry.file_size());
-    }
-  }
-  return total;
-}
 
 struct Row {
   std::string path;
@@ -382,76 +356,19 @@ int Run() {
   ledger->reset();
 
   // --- the sidecar with a million records ------------------------------------------------
-  const int64_t records = want("large") ? absl::GetFlag(FLAGS_records) : 0;
-  std::string mem_dir = base + "/memory";
-  int64_t raw_bytes = 0;
-  {
-    ManualClock clock(RealClock::Get().NowMs());
-    RecordStoreFilters filters(clock);
-    auto families = RecordStore::ColumnFamilies(filters);
-    for (auto& f : AuditLog::ColumnFamilies(filters)) families.push_back(f);
-    auto rocks = RocksStore::Open(mem_dir, families, StoreOptions());
-    if (!rocks.ok()) return 1;
-    RecordStore store(**rocks, clock, RetentionOptions());
-    for (int64_t i = 0; i < records; ++i) {
-      v1::Command c = TransferCommand(absl::StrCat("m", i), kAccounts, i);
-      Record r;
-      r.set_state(Record::COMMITTED);
-      r.set_tenant("bench");
-      r.set_idempotency_key(c.idempotency_key());
-      r.set_command_id(c.command_id());
-      r.set_actor("bench-agent");
-      r.set_operation(c.target_method());
-      r.set_payload_hash(c.payload_hash().sha256());
-      r.set_fencing_token(1);
-      ledger::v1::TransferResponse response;
-      response.set_from_balance(1'000'000 + i);
-      response.set_to_balance(2'000'000 + i);
-      response.set_effect_seq(static_cast<uint64_t>(i));
-      r.mutable_result()->set_response(response.SerializeAsString());
-      r.set_first_seen_ms(clock.NowMs());
-      r.set_updated_ms(clock.NowMs());
-      r.set_attempts(1);
-      raw_bytes += static_cast<int64_t>(c.idempotency_key().size() + 32 + r.result().response().size());
-      store.Write(r, Record::STATE_UNSPECIFIED, false).IgnoreError();
+  LargeStoreFigures large;
+  if (want("large") && absl::GetFlag(FLAGS_records) > 0) {
+    if (absl::Status ran = BenchLargeStore(measure, absl::GetFlag(FLAGS_bin_dir), base + "/memory",
+                                           absl::GetFlag(FLAGS_records), kAccounts, &large);
+        !ran.ok()) {
+      std::fprintf(stderr, "bench: the large store did not run: %s\n", ran.ToString().c_str());
+      return 1;
     }
-    store.CompactAll().IgnoreError();
+    add("sidecar dup, small store", 64, large.small, "grpc echo (limit)");
+    add("sidecar dup, 1M records", 64, large.large, "sidecar dup, small store");
   }
-  int64_t sst_bytes = DirBytes(mem_dir, ".sst");
-  int64_t rss_kb = -1;
-  {
-    auto ledger_proc = Process::Start(absl::GetFlag(FLAGS_bin_dir) + "/services/ledger/ledger_service",
-                                      {"--listen=127.0.0.1:0", "--data_dir=" + base + "/mem-ledger"},
-                                      base + "/mem-ledger.log");
-    auto sidecar_proc = Process::Start(
-        absl::GetFlag(FLAGS_bin_dir) + "/dedupe_sidecar/dedupe_sidecar",
-        {"--listen=127.0.0.1:0", "--data_dir=" + mem_dir,
-         "--upstream=" + (ledger_proc.ok() ? (*ledger_proc)->address() : "127.0.0.1:1")},
-        base + "/mem-sidecar.log");
-    if (sidecar_proc.ok() && records > 0) {
-      auto stub = v1::Sidecar::NewStub(
-          grpc::CreateChannel((*sidecar_proc)->address(), grpc::InsecureChannelCredentials()));
-      // Read records from all over the key space, as duplicates would.
-      // A longer warm-up: the process just started, its caches are cold.
-      MeasureOptions large = measure;
-      large.warmup_seconds = std::max(2.0, measure.warmup_seconds);
-      Figures reads = Measure(large, 64, [&](int64_t i, std::function<void(bool)> done) {
-        int64_t j = (i * 7919) % records;
-        struct Call {
-          grpc::ClientContext context;
-          v1::SubmitRequest request;
-          v1::SubmitResponse response;
-        };
-        auto call = std::make_shared<Call>();
-        call->context.AddMetadata(kTenantHeader, "bench");
-        *call->request.mutable_command() = TransferCommand(absl::StrCat("m", j), kAccounts, j);
-        stub->async()->Submit(&call->context, &call->request, &call->response,
-                              [call, done](grpc::Status s) { done(s.ok()); });
-      });
-      add("sidecar dup, 1M records", 64, reads, "grpc echo (limit)");
-      rss_kb = RssKb((*sidecar_proc)->pid());
-    }
-  }
+  const int64_t records = large.records, raw_bytes = large.raw_bytes;
+  const int64_t sst_bytes = large.sst_bytes, rss_kb = large.rss_kb;
 
   // --- report ------------------------------------------------------------------------------
   std::map<std::pair<std::string, int>, double> limit;
@@ -531,7 +448,7 @@ int Run() {
     std::vector<std::string> paths;
     for (const Row& r : rows) {
       if (std::find(paths.begin(), paths.end(), r.path) == paths.end() && r.path != "pipeline drain" &&
-          r.path != "sidecar dup, 1M records") {
+          r.path.rfind("sidecar dup, ", 0) != 0) {
         paths.push_back(r.path);
       }
     }

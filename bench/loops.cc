@@ -41,13 +41,14 @@ double MedianOf(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+}  // namespace
+
 Figures Median(std::vector<Figures> runs) {
+  if (runs.empty()) return Figures();
   std::sort(runs.begin(), runs.end(),
             [](const Figures& a, const Figures& b) { return a.ops_per_s < b.ops_per_s; });
   return runs[runs.size() / 2];
 }
-
-}  // namespace
 
 double ProcessCpuUs() {
   timespec now{};

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace eonce::bench {
 
@@ -35,6 +36,9 @@ using BlockingFn = std::function<bool(int64_t i)>;
 Figures ClosedLoop(int in_flight, double seconds, const IssueFn& issue, int64_t first = 0);
 // The same over `threads` threads, for blocking calls.
 Figures Threads(int threads, double seconds, const BlockingFn& op, int64_t first = 0);
+
+// The run with the median throughput; empty Figures for no runs.
+Figures Median(std::vector<Figures> runs);
 
 struct MeasureOptions {
   double warmup_seconds = 0.5;

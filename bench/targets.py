@@ -48,9 +48,16 @@ def targets(figures):
     inproc_batched = rate(rows, "first-seen, in process, batched")
     batched = rate(rows, "first-seen, batched")
     dup = rate(rows, "sidecar duplicate")
-    dup_large = rate(rows, "sidecar dup, 1M records")
-    dup_p99 = (row(rows, "sidecar duplicate", 64) or {}).get("p99_us", 0)
-    dup_large_p99 = (row(rows, "sidecar dup, 1M records", 64) or {}).get("p99_us", 0)
+    # The 1M-record store against a small one: the same sidecar binary as its own process,
+    # run for run (the paired ratio); older results compared with the in-bench sidecar.
+    large = row(rows, "sidecar dup, 1M records", 64) or {}
+    small = row(rows, "sidecar dup, small store", 64) or row(rows, "sidecar duplicate", 64) or {}
+    if large.get("paired_ratio", 0) > 0:
+        dup_large_ratio = large["paired_ratio"]
+    else:
+        dup_large_ratio = large.get("ops_per_s", 0) / dup if dup else 0
+    dup_p99 = small.get("p99_us", 0)
+    dup_large_p99 = large.get("p99_us", 0)
     drain = max([r["ops_per_s"] for r in rows if r["path"] == "pipeline drain"] or [0])
     # (name, figure, bound, unit, met)
     checks = [
@@ -78,8 +85,7 @@ def targets(figures):
          figures.get("added_p50_budget_us", 0), "us (at most)", "max"),
         ("duplicates, 64 in flight", versus_limit(rows, "sidecar duplicate", echo), 0.75,
          "x echo", None),
-        ("duplicates with 1M records", dup_large / dup if dup else 0, 0.9, "x small store",
-         None),
+        ("duplicates with 1M records", dup_large_ratio, 0.9, "x small store", None),
         ("duplicates with 1M records, p99", dup_large_p99 / dup_p99 if dup_p99 else 0, 3.0,
          "x small-store p99 (at most)", "max"),
         ("whole-pipeline drain", drain / first if first else 0, 0.8, "x first seen", None),
@@ -167,7 +173,10 @@ def main():
             ("first-seen, in process, batched",
              "first seen, in process and batched", "echo"),
             ("sidecar duplicate", "through the sidecar, duplicates", "echo"),
-            ("sidecar dup, 1M records", "duplicates, sidecar holding 1M records", "echo"),
+            ("sidecar dup, small store",
+             "duplicates, a sidecar process with a small store", "echo"),
+            ("sidecar dup, 1M records", "duplicates, a sidecar process holding 1M records",
+             "the small store, paired"),
             ("agent enqueue", "agent `Enqueue`", "synced put"),
             ("pipeline drain", "the whole pipeline drains (agent → sidecar → ledger)", "echo")):
         r = row(figures["rows"], name, 64) or {"ops_per_s": 0, "p99_us": 0,

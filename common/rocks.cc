@@ -87,6 +87,7 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
   }
   std::unique_ptr<RocksStore> store(new RocksStore());
   store->db_.reset(raw);
+  store->cache_ = cache;
   store->path_ = path;
   store->min_free_bytes_ = options.min_free_bytes;
   store->inline_durability_ = options.inline_durability;
@@ -132,6 +133,21 @@ absl::Status RocksStore::Close() {
 rocksdb::Status RocksStore::Get(const std::string& family, const rocksdb::Slice& key,
                                 std::string* value) {
   return db_->Get(rocksdb::ReadOptions(), cf(family), key, value);
+}
+
+absl::StatusOr<size_t> RocksStore::WarmCache(const std::string& family, size_t max_bytes,
+                                             const std::function<bool()>& stop) {
+  constexpr int kKeysBetweenLooks = 256;
+  rocksdb::ReadOptions options;
+  options.fill_cache = true;
+  options.readahead_size = 2 << 20;  // one sequential pass over the files
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(options, cf(family)));
+  int keys = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (++keys % kKeysBetweenLooks == 0 && (cache_->GetUsage() >= max_bytes || stop())) break;
+  }
+  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), absl::StrCat("warm the cache with ", family)));
+  return cache_->GetUsage();
 }
 
 std::unique_ptr<rocksdb::Iterator> RocksStore::NewIterator(const std::string& family,

@@ -153,5 +153,66 @@ TEST(RocksStoreSpaceTest, FarAboveTheReserveOneLookServesManyWrites) {
   EXPECT_LT((*store)->space_looks(), kWrites / 2u);
 }
 
+// Warming the block cache: a store reopened with data only on disk holds none of it in
+// its cache; WarmCache reads it in, up to the bound, and stops when asked to.
+class RocksStoreWarmTest : public ::testing::Test {
+ protected:
+  static constexpr int kKeys = 20'000;
+  static constexpr size_t kValueBytes = 200;  // about 4 MiB in all, uncompressed
+
+  void SetUp() override {
+    Reopen();
+    for (int i = 0; i < kKeys; ++i) {
+      rocksdb::WriteBatch batch;
+      batch.Put(store_->cf("data"), absl::StrCat("k", i), std::string(kValueBytes, 'a' + i % 26));
+      ASSERT_TRUE(store_->Write(&batch, /*sync=*/false, "test").ok());
+    }
+    ASSERT_TRUE(store_->FlushAndCompact("data").ok());
+    Reopen();
+  }
+
+  void Reopen() {
+    store_.reset();
+    StoreOptions options;
+    options.block_cache_bytes = 64 << 20;
+    auto store = RocksStore::Open(dir_, {ColumnFamilySpec{"data", {}}}, options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+
+  const std::string dir_ = testing::FreshDir("warm");
+  std::unique_ptr<RocksStore> store_;
+};
+
+TEST_F(RocksStoreWarmTest, ReadsTheWholeFamilyIntoTheCacheWhenItFits) {
+  const size_t cold = store_->block_cache_usage();
+  EXPECT_LT(cold, size_t{256} << 10) << "a reopened store starts with a cold cache";
+  auto warmed = store_->WarmCache("data", store_->block_cache_capacity(), [] { return false; });
+  ASSERT_TRUE(warmed.ok()) << warmed.status();
+  // Every data block of the ~4 MiB family is in memory now.
+  EXPECT_GE(*warmed, size_t{kKeys} * kValueBytes);
+  EXPECT_EQ(*warmed, store_->block_cache_usage());
+}
+
+TEST_F(RocksStoreWarmTest, StopsAtItsBound) {
+  constexpr size_t kBound = 1 << 20;
+  auto warmed = store_->WarmCache("data", kBound, [] { return false; });
+  ASSERT_TRUE(warmed.ok()) << warmed.status();
+  EXPECT_GE(*warmed, kBound);
+  // It looks every few hundred keys: at most that many keys' blocks past the bound.
+  EXPECT_LT(*warmed, kBound + (size_t{256} << 10));
+}
+
+TEST_F(RocksStoreWarmTest, StopsWhenAsked) {
+  int asked = 0;
+  auto warmed = store_->WarmCache("data", store_->block_cache_capacity(), [&] {
+    ++asked;
+    return true;
+  });
+  ASSERT_TRUE(warmed.ok()) << warmed.status();
+  EXPECT_EQ(asked, 1);
+  EXPECT_LT(*warmed, size_t{256} << 10) << "it stopped after its first few hundred keys";
+}
+
 }  // namespace
 }  // namespace eonce

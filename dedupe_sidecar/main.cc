@@ -52,6 +52,11 @@ ABSL_FLAG(int64_t, memory_quota_mb, 256, "memory gRPC may use for this server's 
 ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight calls may finish on SIGTERM");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus endpoint, host:port (e.g. 0.0.0.0:9100); empty: no endpoint");
+ABSL_FLAG(int64_t, block_cache_mb, eonce::StoreOptions().block_cache_bytes >> 20,
+          "memory for the records' data blocks: size it to the records that retries touch");
+ABSL_FLAG(bool, warm_cache, true,
+          "at start, read the records into the block cache (up to 7/8 of it) in the "
+          "background, so that the retries after a restart are answered from memory");
 ABSL_FLAG(int64_t, compaction_interval_ms, 0,
           "a forced full compaction this often (0: none; RocksDB's periodic compaction already "
           "rewrites every file at least every 6 hours, which drops what retention let go)");
@@ -83,6 +88,8 @@ int main(int argc, char** argv) {
   o.max_in_flight_per_tenant = absl::GetFlag(FLAGS_max_in_flight_per_tenant);
   o.memory_quota_bytes = absl::GetFlag(FLAGS_memory_quota_mb) << 20;
   o.compaction_interval_ms = absl::GetFlag(FLAGS_compaction_interval_ms);
+  o.warm_cache = absl::GetFlag(FLAGS_warm_cache);
+  o.block_cache_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_block_cache_mb)) << 20;
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   o.shard_id = absl::GetFlag(FLAGS_shard_id);
   o.slot_map_file = absl::GetFlag(FLAGS_slot_map);

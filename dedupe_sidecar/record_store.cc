@@ -312,6 +312,10 @@ absl::StatusOr<int64_t> RecordStore::DropSlots(uint32_t first, uint32_t last) {
   return dropped;
 }
 
+absl::StatusOr<size_t> RecordStore::WarmCache(const std::function<bool()>& stop) {
+  return store_.WarmCache(kRecordsCf, store_.block_cache_capacity() / 8 * 7, stop);
+}
+
 absl::Status RecordStore::CompactAll() {
   for (const char* name : {kRecordsCf, kByCommandCf, kParkedCf}) {
     EONCE_RETURN_IF_ERROR(store_.FlushAndCompact(name));

@@ -26,6 +26,7 @@
 #define EONCE_DEDUPE_SIDECAR_RECORD_STORE_H_
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -121,6 +122,9 @@ class RecordStore {
 
   // Forces compaction of every column family (tests, and the periodic reclaimer).
   absl::Status CompactAll();
+  // Reads the records into the block cache, in key order, until the cache is 7/8 full or
+  // `stop()` says so (RocksStore::WarmCache). Returns the bytes the cache holds after.
+  absl::StatusOr<size_t> WarmCache(const std::function<bool()>& stop);
   RocksStore& rocks() { return store_; }
   // Reconciles the configured retention with the stored promise; called once at start,
   // before anything is served. Synced.

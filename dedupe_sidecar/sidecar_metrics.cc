@@ -72,6 +72,9 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
                               {{{}, static_cast<double>(filters_->stats.dropped.load())}}));
   out.push_back(GaugeFamily("eonce_sidecar_store_size_bytes", "RocksDB live SST and memtable bytes.",
                             {{{}, static_cast<double>(rocks_->ApproximateBytes())}}));
+  out.push_back(GaugeFamily("eonce_sidecar_block_cache_bytes",
+                            "Bytes of data blocks the RocksDB block cache holds.",
+                            {{{}, static_cast<double>(rocks_->block_cache_usage())}}));
   out.push_back(CounterFamily("eonce_sidecar_audit_events_total", "Audit events appended.",
                               {{{}, static_cast<double>(audit_->appended())}}));
   out.push_back(CounterFamily("eonce_sidecar_audit_writes_total",

@@ -45,6 +45,9 @@ absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
     return absl::InvalidArgumentError(
         "max_in_flight_per_tenant: must be at least 1 and at most max_in_flight");
   }
+  if (o.block_cache_bytes < (size_t{8} << 20) || o.block_cache_bytes > (size_t{64} << 30)) {
+    return absl::InvalidArgumentError("block_cache_mb: must be between 8 and 65536");
+  }
   if (o.memory_quota_bytes < (16ll << 20)) {
     return absl::InvalidArgumentError("memory_quota_mb: must be at least 16");
   }
@@ -70,6 +73,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   for (auto& family : AuditLog::ColumnFamilies(*s->filters_)) families.push_back(family);
   StoreOptions store_options;
   store_options.env = options.store_env;
+  store_options.block_cache_bytes = options.block_cache_bytes;
   store_options.min_free_bytes = options.store_env == nullptr ? options.min_free_bytes : 0;
   EONCE_ASSIGN_OR_RETURN(s->rocks_, RocksStore::Open(options.data_dir, families, store_options));
   s->records_ = std::make_unique<RecordStore>(*s->rocks_, clock, options.retention);
@@ -147,7 +151,20 @@ void SidecarServer::ProbeStore() {
   }
 }
 
+void SidecarServer::WarmCache() {
+  const int64_t started = clock_->NowMs();
+  absl::StatusOr<size_t> cached =
+      records_->WarmCache([this] { return stop_maintenance_.HasBeenNotified(); });
+  if (!cached.ok()) {
+    LogError("warming the block cache failed", {{"error", std::string(cached.status().message())}});
+    return;
+  }
+  LogInfo("block cache warmed", {{"bytes", absl::StrCat(*cached)},
+                                 {"ms", absl::StrCat(clock_->NowMs() - started)}});
+}
+
 void SidecarServer::Maintenance(const SidecarServerOptions& options) {
+  if (options.warm_cache) WarmCache();
   // On the injected clock; the loop's tick is a wait, not a reading of time.
   int64_t last_compaction = clock_->NowMs();
   int64_t last_probe = last_compaction;

@@ -59,6 +59,11 @@ struct SidecarServerOptions {
   // RocksDB's periodic compaction, which rewrites every file at least every 6 hours, so
   // expired records go even when no writes arrive, without a full rewrite every hour.
   int64_t compaction_interval_ms = 0;
+  // At start, read the records into the block cache (up to 7/8 of it) on the maintenance
+  // thread, so that the retries which follow a restart find their answers in memory.
+  bool warm_cache = true;
+  // The block cache for the records' data blocks (StoreOptions::block_cache_bytes).
+  size_t block_cache_bytes = StoreOptions().block_cache_bytes;
   // Prometheus endpoint, "host:port"; empty: none.
   std::string metrics_address;
   // How often the store is probed with a synced write; a failure turns readiness false.
@@ -119,6 +124,8 @@ class SidecarServer {
  private:
   SidecarServer() = default;
   void Maintenance(const SidecarServerOptions& options);
+  // Reads the records into the block cache (options.warm_cache); stops at Shutdown.
+  void WarmCache();
   std::vector<prometheus::MetricFamily> Collect() const;
   // Adopts the slot map file when an operator (or a ConfigMap update) made it newer.
   void MaybeReloadSlotMap(const std::string& path);
