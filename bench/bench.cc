@@ -58,7 +58,8 @@ ABSL_FLAG(std::string, in_flight, "1,16,64", "calls in flight to measure at (the
 ABSL_FLAG(double, seconds, 2.0, "how long each run of a measurement lasts");
 ABSL_FLAG(std::string, only, "",
           "measure only these groups (comma-separated: limits, ledger, sidecar, in_process, "
-          "shards, agent, large); "
+          "shards, agent, large; first_seen and enqueue are the first rows of sidecar and "
+          "agent alone); "
           "for profiling one path with perf");
 ABSL_FLAG(int32_t, runs, 3, "runs per measurement (the median is reported)");
 ABSL_FLAG(double, warmup_seconds, 0.5, "the warm-up before each measurement");
@@ -226,7 +227,7 @@ int Run() {
     SubmitAsync(*sidecar_stub, command, expect_replay ? v1::REPLAYED : v1::APPLIED,
                 std::move(done));
   };
-  for (int n : want("sidecar") ? points : std::vector<int>()) {
+  for (int n : want("sidecar") || want("first_seen") ? points : std::vector<int>()) {
     // The duplicates below replay the commands of this warm-up (numbers 0 .. count-1).
     Figures f = MeasurePaired(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
       submit(TransferCommand(absl::StrCat("fs-", n, "-", i), kAccounts, i), done, false);
@@ -313,7 +314,7 @@ int Run() {
   auto agent_stub = v1::Agent::NewStub(
       grpc::CreateChannel(Address((*agent)->port()), grpc::InsecureChannelCredentials()));
   (*agent)->credential().Set(1, true).IgnoreError();
-  for (int n : want("agent") ? points : std::vector<int>()) {
+  for (int n : want("agent") || want("enqueue") ? points : std::vector<int>()) {
     Figures f = MeasurePaired(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
       struct Call {
         grpc::ClientContext context;
