@@ -181,10 +181,22 @@ def main():
             ("pipeline drain", "the whole pipeline drains (agent → sidecar → ledger)", "echo")):
         r = row(figures["rows"], name, 64) or {"ops_per_s": 0, "p99_us": 0,
                                               "ratio_to_limit": 0}
+        ratio = "%.2f of %s" % (r["ratio_to_limit"], limit) if limit else "1.00"
+        ledger = rate(figures["rows"], "ledger direct")
+        if name.startswith(("sidecar first-seen", "first-seen")) and ledger:
+            ratio += ", %.2f of the ledger" % (r["ops_per_s"] / ledger)
         md.append("| %s | %s | %s | %s |" % (
             label, format(int(r["ops_per_s"]), ","),
-            "%.1f" % (r["p99_us"] / 1000) if r["p99_us"] else "",
-            "%.2f of %s" % (r["ratio_to_limit"], limit) if limit else "1.00"))
+            "%.1f" % (r["p99_us"] / 1000) if r["p99_us"] else "", ratio))
+    shards = [row(figures["rows"], "first-seen, %d shard%s" % (n, "" if n == 1 else "s"), 64)
+              for n in (1, 2, 4)]
+    echo = rate(figures["rows"], "grpc echo (limit)")
+    if all(shards) and echo:
+        md.append("| first seen through 1 / 2 / 4 sharded sidecars (one ledger behind them) | "
+                  "%s | %s | %s of echo |" % (
+                      " / ".join(format(int(r["ops_per_s"]), ",") for r in shards),
+                      " / ".join("%.1f" % (r["p99_us"] / 1000) for r in shards),
+                      " / ".join("%.2f" % (r["ops_per_s"] / echo) for r in shards)))
     if peers:
         figures["peers"] = peer_lines(figures, peers)
         text += "\npeers, same machine, same run (ops/s; ratio = eonce / peer)\n"
