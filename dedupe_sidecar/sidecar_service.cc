@@ -135,6 +135,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
                                                                [raw] { return raw->Collect(); }));
   }
   s->maintenance_ = std::thread([raw = s.get(), options] { raw->Maintenance(options); });
+  // A thread of its own, so that a long scan never delays the store's health probes.
+  if (options.warm_cache) s->warmer_ = std::thread([raw = s.get()] { raw->WarmCache(); });
   return s;
 }
 
@@ -164,7 +166,6 @@ void SidecarServer::WarmCache() {
 }
 
 void SidecarServer::Maintenance(const SidecarServerOptions& options) {
-  if (options.warm_cache) WarmCache();
   // On the injected clock; the loop's tick is a wait, not a reading of time.
   int64_t last_compaction = clock_->NowMs();
   int64_t last_probe = last_compaction;
@@ -227,10 +228,10 @@ absl::Status SidecarServer::Shutdown(int64_t drain_ms) {
   draining_ = true;
   serving_ = false;
   // The maintenance thread touches the server's health status: stop it first.
-  if (maintenance_.joinable()) {
-    stop_maintenance_.Notify();
-    maintenance_.join();
-  }
+  // Shutdown runs twice (the destructor calls it too); a Notification takes one Notify.
+  if (!stop_maintenance_.HasBeenNotified()) stop_maintenance_.Notify();  // and the warm-up
+  if (maintenance_.joinable()) maintenance_.join();
+  if (warmer_.joinable()) warmer_.join();
   StopServing(server_, health_port_, drain_ms);
   pool_.reset();  // runs what is queued
   metrics_.reset();

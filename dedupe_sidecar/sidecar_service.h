@@ -59,8 +59,8 @@ struct SidecarServerOptions {
   // RocksDB's periodic compaction, which rewrites every file at least every 6 hours, so
   // expired records go even when no writes arrive, without a full rewrite every hour.
   int64_t compaction_interval_ms = 0;
-  // At start, read the records into the block cache (up to 7/8 of it) on the maintenance
-  // thread, so that the retries which follow a restart find their answers in memory.
+  // At start, read the records into the block cache (up to 7/8 of it) on a thread of its
+  // own, so that the retries which follow a restart find their answers in memory.
   bool warm_cache = true;
   // The block cache for the records' data blocks (StoreOptions::block_cache_bytes).
   size_t block_cache_bytes = StoreOptions().block_cache_bytes;
@@ -124,7 +124,8 @@ class SidecarServer {
  private:
   SidecarServer() = default;
   void Maintenance(const SidecarServerOptions& options);
-  // Reads the records into the block cache (options.warm_cache); stops at Shutdown.
+  // Reads the records into the block cache (options.warm_cache) on warmer_; stops at
+  // Shutdown.
   void WarmCache();
   std::vector<prometheus::MetricFamily> Collect() const;
   // Adopts the slot map file when an operator (or a ConfigMap update) made it newer.
@@ -153,6 +154,7 @@ class SidecarServer {
   std::atomic<bool> serving_{false};
   absl::Notification stop_maintenance_;
   std::thread maintenance_;
+  std::thread warmer_;  // reads the records into the block cache once, at start
   Clock* clock_ = nullptr;
   int port_ = 0;
 };
