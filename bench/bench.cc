@@ -6,8 +6,9 @@
 // directly, first-seen commands and duplicates through the sidecar, the agent's Enqueue,
 // and the whole pipeline's drain rate. Then duplicates against a sidecar holding a million
 // records, each run paired with one against the same sidecar binary holding a small store,
-// and that sidecar's memory and disk use after compaction. It prints a table with each figure's ratio to its
-// physical limit, and writes bench/results/latest.json, a table and a PNG plot.
+// and that sidecar's memory and disk use after compaction. It prints a table with each
+// figure's ratio to its physical limit, and writes bench/results/latest.json, a table and
+// a PNG plot.
 #include <sys/resource.h>
 #include <unistd.h>
 
