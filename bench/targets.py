@@ -47,16 +47,11 @@ def targets(figures):
     inproc = rate(rows, "first-seen, in process")
     inproc_batched = rate(rows, "first-seen, in process, batched")
     batched = rate(rows, "first-seen, batched")
-    dup = rate(rows, "sidecar duplicate")
     # The 1M-record store against a small one: the same sidecar binary as its own process,
-    # run for run (the paired ratio); older results compared with the in-bench sidecar.
+    # run for run (the paired ratio).
     large = row(rows, "sidecar dup, 1M records", 64) or {}
-    small = row(rows, "sidecar dup, small store", 64) or row(rows, "sidecar duplicate", 64) or {}
-    if large.get("paired_ratio", 0) > 0:
-        dup_large_ratio = large["paired_ratio"]
-    else:
-        dup_large_ratio = large.get("ops_per_s", 0) / dup if dup else 0
-    dup_p99 = small.get("p99_us", 0)
+    dup_large_ratio = large.get("paired_ratio", 0)
+    dup_p99 = (row(rows, "sidecar dup, small store", 64) or {}).get("p99_us", 0)
     dup_large_p99 = large.get("p99_us", 0)
     drain = max([r["ops_per_s"] for r in rows if r["path"] == "pipeline drain"] or [0])
     # (name, figure, bound, unit, met)
@@ -157,6 +152,8 @@ def main():
         text += "  %-56s %10.2f %-28s bound %-7g %s\n" % (
             t["target"], t["value"], t["unit"], t["bound"], "met" if t["met"] else "MISSED")
     md = ["| path, 64 in flight | ops/s | p99 ms | x its limit |", "| --- | --- | --- | --- |"]
+    ledger = rate(figures["rows"], "ledger direct")
+    echo = rate(figures["rows"], "grpc echo (limit)")
     for name, label, limit in (
             ("grpc echo (limit)", "loopback gRPC echo (limit)", ""),
             ("grpc echo, two hops (limit)",
@@ -182,7 +179,6 @@ def main():
         r = row(figures["rows"], name, 64) or {"ops_per_s": 0, "p99_us": 0,
                                               "ratio_to_limit": 0}
         ratio = "%.2f of %s" % (r["ratio_to_limit"], limit) if limit else "1.00"
-        ledger = rate(figures["rows"], "ledger direct")
         if name.startswith(("sidecar first-seen", "first-seen")) and ledger:
             ratio += ", %.2f of the ledger" % (r["ops_per_s"] / ledger)
         md.append("| %s | %s | %s | %s |" % (
@@ -190,7 +186,6 @@ def main():
             "%.1f" % (r["p99_us"] / 1000) if r["p99_us"] else "", ratio))
     shards = [row(figures["rows"], "first-seen, %d shard%s" % (n, "" if n == 1 else "s"), 64)
               for n in (1, 2, 4)]
-    echo = rate(figures["rows"], "grpc echo (limit)")
     if all(shards) and echo:
         md.append("| first seen through 1 / 2 / 4 sharded sidecars (one ledger behind them) | "
                   "%s | %s | %s of echo |" % (

@@ -11,8 +11,6 @@
 namespace eonce {
 namespace {
 
-ForwardReply Kept(const std::string& response) { return FakeUpstream::Kept(response); }
-
 class ClaimsTest : public DeduperTest {
  protected:
   ClaimsTest() { Use(claims_); }
@@ -22,7 +20,7 @@ class ClaimsTest : public DeduperTest {
     deduper_ = std::make_unique<Deduper>(*store_, *audit_, upstream_, *policy_, clock_, options_,
                                          nullptr, nullptr, &claims);
     // The first answer teaches the Deduper that the business keeps an inbox.
-    upstream_.set_next_reply(Kept("learned"));
+    upstream_.set_next_reply(FakeUpstream::Kept("learned"));
     auto taught = Submit(Cmd(absl::StrCat("teach-", ++teachings_)));
     ASSERT_TRUE(taught.ok()) << taught.status();
   }
@@ -50,7 +48,7 @@ class ClaimsTest : public DeduperTest {
     Start(c, &duplicate);
     const size_t forwards = upstream_.forwards() - before;
     upstream_.set_hold(false);
-    while (upstream_.held() > 0) upstream_.Release(Kept("done"));
+    while (upstream_.held() > 0) upstream_.Release(FakeUpstream::Kept("done"));
     return forwards;
   }
 
@@ -92,7 +90,7 @@ TEST_F(ClaimsTest, AFirstAttemptIsClaimedInMemoryAndBlocksWhatTheRecordBlocked) 
   EXPECT_EQ(upstream_.forwards(), 2u);  // the teaching call and c1, once
 
   // The answer stores the outcome and frees the claim.
-  upstream_.Release(Kept("applied"));
+  upstream_.Release(FakeUpstream::Kept("applied"));
   ASSERT_TRUE(original.has_value() && original->ok()) << original->status();
   EXPECT_EQ(deduper_->claims(), 0u);
   std::optional<Record> stored = Stored(c);
@@ -141,7 +139,7 @@ TEST_F(ClaimsTest, NothingAppliedFreesTheKey) {
   EXPECT_EQ(ReasonOf(Submit(c).status()), "UPSTREAM_UNAVAILABLE");
   EXPECT_EQ(deduper_->claims(), 0u);
   EXPECT_FALSE(Stored(c).has_value());
-  upstream_.set_next_reply(Kept("second try"));
+  upstream_.set_next_reply(FakeUpstream::Kept("second try"));
   auto again = Submit(c);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->result().response(), "second try");
@@ -168,11 +166,11 @@ TEST_F(ClaimsTest, AnExpiredClaimIsTakenOverAndItsLateAnswerFenced) {
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(stored->fencing_token(), 2u);
 
-  upstream_.Release(Kept("stale"));  // the first forward's late answer
+  upstream_.Release(FakeUpstream::Kept("stale"));  // the first forward's late answer
   ASSERT_TRUE(original.has_value());
   EXPECT_EQ(ReasonOf(original->status()), "IN_PROGRESS");
   EXPECT_EQ(deduper_->stats().fenced.load(), 1);
-  upstream_.Release(Kept("fresh"));
+  upstream_.Release(FakeUpstream::Kept("fresh"));
   ASSERT_TRUE(takeover.has_value() && takeover->ok()) << takeover->status();
   EXPECT_EQ((*takeover)->result().response(), "fresh");
   EXPECT_EQ(Stored(c)->result().response(), "fresh");
@@ -192,7 +190,7 @@ TEST_F(ClaimsTest, ACrashForgetsAClaimAndTheNextAttemptIsForwarded) {
   Use(fresh_);
   EXPECT_FALSE(Stored(c).has_value());
   const size_t forwards = upstream_.forwards();
-  upstream_.set_next_reply(Kept("from the inbox"));
+  upstream_.set_next_reply(FakeUpstream::Kept("from the inbox"));
   auto again = Submit(c);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(upstream_.forwards(), forwards + 1);
@@ -226,8 +224,8 @@ TEST_F(ClaimsTest, AFullTableFallsBackToAStartedRecord) {
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(stored->state(), Record::STARTED);
   EXPECT_EQ(ReasonOf(Submit(b).status()), "IN_PROGRESS");
-  upstream_.Release(Kept("a"));
-  upstream_.Release(Kept("b"));
+  upstream_.Release(FakeUpstream::Kept("a"));
+  upstream_.Release(FakeUpstream::Kept("b"));
   ASSERT_TRUE(first.has_value() && first->ok());
   ASSERT_TRUE(second.has_value() && second->ok());
   EXPECT_EQ(Stored(a)->state(), Record::COMMITTED);

@@ -44,8 +44,6 @@ class HeldSyncs : public RecordStore {
   int waits_ = 0;
 };
 
-ForwardReply Kept(const std::string& response) { return FakeUpstream::Kept(response); }
-
 class CommitPointTest : public DeduperTest {
  protected:
   CommitPointTest() : held_(*rocks_, clock_, retention_) {
@@ -65,7 +63,7 @@ class CommitPointTest : public DeduperTest {
 };
 
 TEST_F(CommitPointTest, ABusinessThatKeepsAnInboxIsTheCommitPointAndOnlyThen) {
-  upstream_.set_next_reply(Kept("one"));
+  upstream_.set_next_reply(FakeUpstream::Kept("one"));
   held_.Hold();
   std::optional<absl::StatusOr<v1::SubmitResponse>> first, second, duplicate, third, fourth;
 
@@ -113,7 +111,7 @@ TEST_F(CommitPointTest, AnOperatorMayKeepTheSidecarAsTheCommitPoint) {
   DeduperOptions options = options_;
   options.business_commit_point = false;
   deduper_ = std::make_unique<Deduper>(held_, *audit_, upstream_, *policy_, clock_, options);
-  upstream_.set_next_reply(Kept("one"));
+  upstream_.set_next_reply(FakeUpstream::Kept("one"));
   ASSERT_TRUE(Submit(Cmd("c1")).ok());
   held_.Hold();
   std::optional<absl::StatusOr<v1::SubmitResponse>> second;
@@ -163,7 +161,7 @@ TEST_F(CommitPointTest, AKeyTheInboxRefusesIsAConflictAndFreesTheAttemptsRecord)
   EXPECT_NE(std::find(decisions.begin(), decisions.end(), "conflict"), decisions.end());
   // Nothing of this attempt stays behind: the key's owner, retried, is forwarded again
   // and answered (by the inbox, in a real business).
-  upstream_.set_next_reply(Kept("the owner's answer"));
+  upstream_.set_next_reply(FakeUpstream::Kept("the owner's answer"));
   auto owner = Submit(c);
   ASSERT_TRUE(owner.ok()) << owner.status();
   EXPECT_EQ(owner->result().response(), "the owner's answer");
