@@ -221,7 +221,7 @@ void RocksStore::WhenDurable(DurableFn done) {
   bool durable = false;
   {
     absl::MutexLock lock(&sync_mu_);
-    durable = durable_seq_ >= db_->GetLatestSequenceNumber();
+    durable = unwritten_.load() == 0 && durable_seq_ >= db_->GetLatestSequenceNumber();
   }
   // Already durable (or a failed store, which AwaitDurable answers at once), or inline:
   // answered here.
@@ -229,21 +229,53 @@ void RocksStore::WhenDurable(DurableFn done) {
     done(AwaitDurable());
     return;
   }
+  Enqueue(Waiter{std::nullopt, "", [done = std::move(done)](absl::Status status, bool) {
+                   done(std::move(status));
+                 }});
+}
+
+void RocksStore::WriteWhenDurable(rocksdb::WriteBatch batch, const char* what, WrittenFn done) {
+  if (db_ == nullptr) {
+    done(Error(absl::StatusCode::kUnavailable, "STORE_CLOSED", "the store is closed"), false);
+    return;
+  }
+  // Refused at once when the write would be (a failed store, a full disk).
+  if (absl::Status writable = CheckWritable(); !writable.ok()) {
+    done(std::move(writable), false);
+    return;
+  }
+  if (inline_durability_) {
+    absl::Status written = Write(&batch, /*sync=*/false, what);
+    if (!written.ok()) {
+      done(std::move(written), false);
+      return;
+    }
+    done(AwaitDurable(), true);
+    return;
+  }
+  Enqueue(Waiter{std::move(batch), what, std::move(done)});
+}
+
+void RocksStore::Enqueue(Waiter waiter) {
   bool closing = false;
   {
     absl::MutexLock lock(&committer_mu_);
     closing = stop_committer_;
     if (!closing) {
-      waiters_.push_back(std::move(done));
+      if (waiter.batch.has_value()) ++unwritten_;
+      waiters_.push_back(std::move(waiter));
       if (!committer_.joinable()) committer_ = std::thread([this] { CommitterLoop(); });
     }
   }
-  if (closing) done(Error(absl::StatusCode::kUnavailable, "STORE_CLOSED", "the store is closing"));
+  if (closing) {
+    waiter.done(Error(absl::StatusCode::kUnavailable, "STORE_CLOSED", "the store is closing"),
+                false);
+  }
 }
 
 void RocksStore::CommitterLoop() {
   while (true) {
-    std::vector<DurableFn> batch;
+    std::vector<Waiter> group;
     {
       absl::MutexLock lock(&committer_mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(committer_mu_) {
@@ -251,12 +283,29 @@ void RocksStore::CommitterLoop() {
       };
       committer_mu_.Await(absl::Condition(&ready));
       if (waiters_.empty()) return;  // stopping, and nobody waits
-      batch.swap(waiters_);
+      group.swap(waiters_);
     }
-    // Every waiter of the batch wrote before it queued: one sync covers them all. Those
-    // that queue meanwhile wait for the next round.
+    // The group's batches, in arrival order, from this one thread: no other writer of the
+    // group waits in RocksDB's write queue. A batch that cannot be written fails alone
+    // (a failed write trips the breaker, so the rest are refused too).
+    std::vector<absl::Status> written(group.size());
+    int batches = 0;
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (!group[i].batch.has_value()) continue;
+      written[i] = Write(&*group[i].batch, /*sync=*/false, group[i].what);
+      ++batches;
+    }
+    unwritten_.fetch_sub(batches);
+    // Every waiter of the group wrote before it queued, or above: one sync covers them
+    // all. Those that queue meanwhile wait for the next round.
     const absl::Status durable = AwaitDurable();
-    for (DurableFn& done : batch) done(durable);
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (!written[i].ok()) {
+        group[i].done(written[i], false);
+      } else {
+        group[i].done(durable, group[i].batch.has_value());
+      }
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,6 +127,17 @@ class RocksStore {
   // must be quick and must not block (it answers a call, or starts the next step).
   using DurableFn = std::function<void(absl::Status)>;
   void WhenDurable(DurableFn done);
+  // Explicit group commit, for a write that nobody needs to read before it is durable:
+  // queues `batch` for the committer thread, which writes every batch queued meanwhile, in
+  // queue order, then syncs once and calls back. The caller's thread never waits on the
+  // store (gRPC's few callback threads stay free), and the writes of a group meet no
+  // other writer in RocksDB's write queue. `done(status, written)`: OK once the batch is
+  // durable; otherwise the error, with `written` false when the batch never reached the
+  // store (refused at once, or its write failed) and true when its sync failed. A
+  // WhenDurable queued after this call is served after this batch is durable. The queue
+  // holds one entry per waiting caller: it is bounded by the calls in flight.
+  using WrittenFn = std::function<void(absl::Status status, bool written)>;
+  void WriteWhenDurable(rocksdb::WriteBatch batch, const char* what, WrittenFn done);
 
   // Readiness: a synced write of a probe key in the default column family. Through the
   // breaker, so after a failure it stays failed without touching the disk; refused while
@@ -161,10 +173,21 @@ class RocksStore {
   bool syncing_ ABSL_GUARDED_BY(sync_mu_) = false;
   uint64_t durable_seq_ ABSL_GUARDED_BY(sync_mu_) = 0;  // every write up to it is synced
 
-  // The committer: WhenDurable's waiters, served by one thread started on first use.
+  // The committer: WhenDurable's and WriteWhenDurable's waiters, in arrival order, served
+  // by one thread started on first use.
+  struct Waiter {
+    std::optional<rocksdb::WriteBatch> batch;  // to write first; none: a sync is awaited
+    const char* what = "";
+    WrittenFn done;
+  };
+  void Enqueue(Waiter waiter);
   bool inline_durability_ = false;
   absl::Mutex committer_mu_;
-  std::vector<DurableFn> waiters_ ABSL_GUARDED_BY(committer_mu_);
+  std::vector<Waiter> waiters_ ABSL_GUARDED_BY(committer_mu_);
+  // Batches queued and not yet written: while there is one, nothing is durable yet for a
+  // WhenDurable that comes after it.
+  // Raised under committer_mu_ before the batch is queued, lowered once it is written.
+  std::atomic<int> unwritten_{0};
   bool stop_committer_ ABSL_GUARDED_BY(committer_mu_) = false;
   std::thread committer_;
 };

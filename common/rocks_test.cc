@@ -95,6 +95,63 @@ TEST_F(RocksStoreTest, EveryCallbackOfManyConcurrentCallersRestsOnADurableWrite)
   EXPECT_EQ(lost, 0);
 }
 
+// WriteWhenDurable: the committer writes queued batches from its own thread, in order,
+// and calls back once they are durable; a WhenDurable that comes after a queued batch
+// waits for that batch, even when everything written so far is durable.
+TEST_F(RocksStoreTest, AQueuedBatchIsWrittenInOrderAndDurableWhenItsCallbackRuns) {
+  // Hold the committer in a callback, so that what is queued meanwhile waits unwritten.
+  PutUnsynced("before");
+  auto release = std::make_shared<absl::Notification>();
+  absl::Notification holding;
+  store_->WhenDurable([&, release](absl::Status) {
+    holding.Notify();
+    release->WaitForNotification();
+  });
+  holding.WaitForNotification();
+  auto queue = [&](const std::string& key, const std::string& value,
+                   std::shared_ptr<absl::Notification> done) {
+    rocksdb::WriteBatch batch;
+    batch.Put(store_->cf("data"), key, value);
+    store_->WriteWhenDurable(std::move(batch), "test", [done](absl::Status s, bool written) {
+      EXPECT_TRUE(s.ok()) << s;
+      EXPECT_TRUE(written);
+      done->Notify();
+    });
+  };
+  auto first = std::make_shared<absl::Notification>();
+  auto second = std::make_shared<absl::Notification>();
+  queue("k", "first", first);
+  queue("k", "second", second);
+  EXPECT_FALSE(Has("k")) << "written before the committer took it";
+  auto after = std::make_shared<absl::Notification>();
+  store_->WhenDurable([after](absl::Status) { after->Notify(); });
+  EXPECT_FALSE(after->HasBeenNotified()) << "a wait after a queued batch was answered first";
+  release->Notify();
+  ASSERT_TRUE(second->WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(after->WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(first->HasBeenNotified());
+  testing::CrashStore(*fs_, store_);
+  Open();
+  std::string value;
+  ASSERT_TRUE(store_->Get("data", "k", &value).ok()) << "answered before it was durable";
+  EXPECT_EQ(value, "second");
+}
+
+// A batch the store refuses is answered at once as not written, and nothing of it lands.
+TEST_F(RocksStoreTest, AQueuedBatchOfAFailedStoreIsAnsweredAsNotWritten) {
+  store_->MarkFailed();
+  rocksdb::WriteBatch batch;
+  batch.Put(store_->cf("data"), "k", "v");
+  bool answered = false;
+  store_->WriteWhenDurable(std::move(batch), "test", [&](absl::Status s, bool written) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+    EXPECT_FALSE(written);
+    answered = true;
+  });
+  EXPECT_TRUE(answered);
+  EXPECT_FALSE(Has("k"));
+}
+
 // The free-space reserve: the first write looks at the file system, a refused write
 // writes nothing, and every write after a refusal looks again (the budget between looks
 // is only ever earned by a look that found room).

@@ -23,18 +23,15 @@ void Outbox::Enqueue(v1::Command command, EnqueueDone done) {
     done(valid);
     return;
   }
-  // Written under the store's locks without a sync; answered once it is durable.
-  absl::StatusOr<std::pair<OutboxRecord, bool>> inserted = store_.InsertUnsynced(command);
-  if (!inserted.ok()) {
-    done(inserted.status());
-    return;
-  }
-  store_.WhenDurable([this, inserted = std::move(*inserted),
-                      done = std::move(done)](absl::Status durable) mutable {
-    if (durable.ok() && inserted.second) {
+  // Checked and placed in its lane here; written by the store's committer with the other
+  // inserts of its group, and answered once durable.
+  store_.InsertWhenDurable(command, [this, done = std::move(done)](
+                                        absl::StatusOr<OutboxStore::Inserted> inserted) {
+    absl::Status durable = inserted.status();
+    if (durable.ok() && inserted->second) {
       // Announced, then due: a watcher hears of QUEUED before any attempt's state.
-      Publish(inserted.first);
-      store_.MarkDurable(inserted.first.command().command_id());
+      Publish(inserted->first);
+      store_.MarkDurable(inserted->first.command().command_id());
     }
     if (durable.ok()) durable = HitFault(faults_, FaultPoint::kAfterOutboxWrite);
     if (!durable.ok()) {
@@ -42,8 +39,8 @@ void Outbox::Enqueue(v1::Command command, EnqueueDone done) {
       return;
     }
     v1::EnqueueResponse response;
-    *response.mutable_record() = std::move(inserted.first);
-    response.set_created(inserted.second);
+    *response.mutable_record() = std::move(inserted->first);
+    response.set_created(inserted->second);
     done(std::move(response));
   });
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/big_endian.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -170,67 +171,144 @@ void OutboxStore::AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* bef
              EncodeFramed(framed.drop_at_ms, 0, ""));
 }
 
-absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::Insert(const v1::Command& command) {
-  EONCE_ASSIGN_OR_RETURN(auto inserted, InsertUnsynced(command));
-  // Enqueue says yes only to what a crash cannot take back, and the same goes for a record
-  // found (its own Insert may still be awaiting the disk). Awaited after the locks are
-  // released, so calls share their fsyncs.
-  EONCE_RETURN_IF_ERROR(store_.AwaitDurable());
-  if (inserted.second) MarkDurable(command.command_id());
-  return inserted;
+absl::StatusOr<OutboxStore::Inserted> OutboxStore::Insert(const v1::Command& command) {
+  absl::Notification answered;
+  absl::StatusOr<Inserted> result = absl::InternalError("no answer");
+  InsertWhenDurable(command, [&](absl::StatusOr<Inserted> inserted) {
+    result = std::move(inserted);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  if (result.ok() && result->second) MarkDurable(command.command_id());
+  return result;
 }
 
-absl::StatusOr<std::pair<OutboxRecord, bool>> OutboxStore::InsertUnsynced(
-    const v1::Command& command) {
+void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done) {
   OutboxRecord record;
   *record.mutable_command() = command;
-  StripedLocks::Guard guard = locks_.Lock({command.command_id(), LaneOf(record)});
-  EONCE_ASSIGN_OR_RETURN(auto existing, Get(command.command_id()));
-  if (existing.has_value()) {
-    if (existing->command().payload_hash().sha256() != command.payload_hash().sha256() ||
-        existing->command().target_method() != command.target_method()) {
-      return Error(absl::StatusCode::kAlreadyExists, "COMMAND_ID_CONFLICT",
-                   "this command id was enqueued with a different payload");
-    }
-    return std::make_pair(std::move(*existing), false);
-  }
-  int64_t pending = 0;
-  for (int s = 0; s < v1::OutboxState_ARRAYSIZE; ++s) {
-    if (Waiting(static_cast<OutboxState>(s))) pending += counts_[s].load();
-  }
-  if (pending >= options_.max_pending_records) {
-    return WithErrorMetadata(
-        WithRetryAfter(
-            Error(absl::StatusCode::kResourceExhausted, "OUTBOX_FULL",
-                  absl::StrCat("the outbox holds ", pending, " waiting records (the limit)")),
-            kOutboxFullRetryAfterMs),
-        "limit", absl::StrCat(options_.max_pending_records));
-  }
-  int64_t now = clock_.NowMs();
-  record.set_state(v1::QUEUED);
-  record.set_created_at_ms(now);
-  record.set_updated_at_ms(now);
-  record.set_next_attempt_at_ms(now);
-  record.set_enqueue_seq(next_seq_.fetch_add(1));
-  v1::Transition* t = record.add_history();
-  t->set_to(v1::QUEUED);
-  t->set_at_ms(now);
-  t->set_why("enqueued");
-
+  const std::string id = command.command_id();
+  const std::string lane = LaneOf(record);
+  std::optional<OutboxRecord> found;  // the id's record, from an earlier Enqueue
   rocksdb::WriteBatch batch;
-  batch.Put(store_.cf(kRecordsCf), command.command_id(), Encode(record));
-  batch.Put(store_.cf(kLanesCf), LaneKey(record), command.command_id());
-  AddIndexes(&batch, nullptr, record);
-  // Not synced here: Insert awaits durability once the locks are released.
-  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "enqueue"));
-  // Only the head of a lane is due; a later command waits for its turn. Nothing is due
-  // before MarkDurable: an attempt must never go out for a command a crash can still
-  // take back (nor be announced before the command is).
-  due_.Hold(command.command_id());
-  if (!NextInLane(record).has_value()) due_.Set(command.command_id(), now);
-  lanes_.Add(LaneOf(record), record.enqueue_seq(), command.command_id());
-  counts_[v1::QUEUED]++;
-  return std::make_pair(std::move(record), true);
+  {
+    StripedLocks::Guard guard = locks_.Lock({id, lane});
+    {
+      // Still on its way to the store: answered with it.
+      absl::MutexLock lock(&pending_mu_);
+      if (auto it = pending_.find(id); it != pending_.end()) found = it->second.record;
+    }
+    if (!found.has_value()) {
+      absl::StatusOr<std::optional<OutboxRecord>> stored = Get(id);
+      if (!stored.ok()) return done(stored.status());
+      found = std::move(*stored);
+    }
+    if (found.has_value()) {
+      if (found->command().payload_hash().sha256() != command.payload_hash().sha256() ||
+          found->command().target_method() != command.target_method()) {
+        return done(Error(absl::StatusCode::kAlreadyExists, "COMMAND_ID_CONFLICT",
+                          "this command id was enqueued with a different payload"));
+      }
+      absl::MutexLock lock(&pending_mu_);
+      if (auto it = pending_.find(id); it != pending_.end()) {
+        it->second.followers.push_back(std::move(done));
+        return;
+      }
+    } else {
+      int64_t pending = 0;
+      for (int s = 0; s < v1::OutboxState_ARRAYSIZE; ++s) {
+        if (Waiting(static_cast<OutboxState>(s))) pending += counts_[s].load();
+      }
+      if (pending >= options_.max_pending_records) {
+        return done(WithErrorMetadata(
+            WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "OUTBOX_FULL",
+                                 absl::StrCat("the outbox holds ", pending,
+                                              " waiting records (the limit)")),
+                           kOutboxFullRetryAfterMs),
+            "limit", absl::StrCat(options_.max_pending_records)));
+      }
+      int64_t now = clock_.NowMs();
+      record.set_state(v1::QUEUED);
+      record.set_created_at_ms(now);
+      record.set_updated_at_ms(now);
+      record.set_next_attempt_at_ms(now);
+      record.set_enqueue_seq(next_seq_.fetch_add(1));
+      v1::Transition* t = record.add_history();
+      t->set_to(v1::QUEUED);
+      t->set_at_ms(now);
+      t->set_why("enqueued");
+      batch.Put(store_.cf(kRecordsCf), id, Encode(record));
+      batch.Put(store_.cf(kLanesCf), LaneKey(record), id);
+      AddIndexes(&batch, nullptr, record);
+      // In memory at once, under the locks, as if written: only the head of a lane is due,
+      // and nothing is due before MarkDurable (an attempt must never go out for a command
+      // a crash can still take back, nor be announced before the command is).
+      due_.Hold(id);
+      if (!NextInLane(record).has_value()) due_.Set(id, now);
+      lanes_.Add(lane, record.enqueue_seq(), id);
+      counts_[v1::QUEUED]++;
+      absl::MutexLock lock(&pending_mu_);
+      pending_[id].record = record;
+    }
+  }
+  if (found.has_value()) {
+    // Written already: answered once it is durable (its own Enqueue may still wait).
+    return store_.WhenDurable([found = std::move(*found), done = std::move(done)](
+                                  absl::Status durable) mutable {
+      if (!durable.ok()) return done(std::move(durable));
+      done(Inserted{std::move(found), false});
+    });
+  }
+  // Queued after the locks are released: inserts of one lane may reach the committer out
+  // of order, which nothing reads (each has its own keys, and each is answered only once
+  // its own batch is durable).
+  store_.WriteWhenDurable(std::move(batch), "enqueue",
+                          [this, record = std::move(record), done = std::move(done)](
+                              absl::Status status, bool written) {
+                            FinishInsert(record, std::move(status), written, done);
+                          });
+}
+
+void OutboxStore::FinishInsert(const OutboxRecord& record, absl::Status status, bool written,
+                               const InsertFn& done) {
+  const std::string& id = record.command().command_id();
+  std::vector<InsertFn> followers;
+  auto take_pending = [&] {
+    absl::MutexLock lock(&pending_mu_);
+    if (auto it = pending_.find(id); it != pending_.end()) {
+      followers = std::move(it->second.followers);
+      pending_.erase(it);
+    }
+  };
+  if (!status.ok() && !written) {
+    // Never reached the store: the memory forgets it too, under the same locks.
+    const std::string lane = LaneOf(record);
+    StripedLocks::Guard guard = locks_.Lock({id, lane});
+    due_.Remove(id);
+    due_.Release(id);
+    lanes_.Remove(lane, record.enqueue_seq());
+    counts_[v1::QUEUED]--;
+    take_pending();
+  } else {
+    take_pending();
+  }
+  if (!status.ok()) {
+    done(status);
+    for (const InsertFn& follower : followers) follower(status);
+    return;
+  }
+  done(Inserted{record, true});
+  for (const InsertFn& follower : followers) follower(Inserted{record, false});
+}
+
+absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::GetIncludingPending(
+    const std::string& command_id) {
+  {
+    absl::MutexLock lock(&pending_mu_);
+    if (auto it = pending_.find(command_id); it != pending_.end()) {
+      return std::optional<OutboxRecord>(it->second.record);
+    }
+  }
+  return Get(command_id);
 }
 
 void OutboxStore::MarkDurable(const std::string& command_id) { due_.Release(command_id); }
@@ -289,7 +367,8 @@ absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& comman
   if (released) {
     batch.Delete(store_.cf(kLanesCf), LaneKey(after));
     if (std::optional<std::string> next_id = NextInLane(after); next_id.has_value()) {
-      EONCE_ASSIGN_OR_RETURN(auto next, Get(*next_id));
+      // The next one may still be on its way to the store: it is due once durable.
+      EONCE_ASSIGN_OR_RETURN(auto next, GetIncludingPending(*next_id));
       if (next.has_value()) {
         if (auto due = DueAt(*next); due.has_value()) next_due.emplace(*next_id, *due);
       }

@@ -18,7 +18,9 @@
 // in one call), so promoting the next command of a lane never races an Enqueue to it;
 // other entities change in parallel. Insert (and a synced Mutate) is durable before it
 // returns, so Enqueue never says yes to something a crash can lose; the fsync is awaited
-// after the locks are released, and calls that wait together share it.
+// after the locks are released, and calls that wait together share it. An insert's batch
+// is written by the store's committer thread with the others of its group
+// (InsertWhenDurable), so an Enqueue's thread never waits on RocksDB's write queue.
 // Thread-safe. The RocksStore must outlive it.
 #ifndef EONCE_OUTBOX_AGENT_OUTBOX_STORE_H_
 #define EONCE_OUTBOX_AGENT_OUTBOX_STORE_H_
@@ -30,7 +32,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/rocks.h"
 #include "common/striped_lock.h"
@@ -82,11 +86,19 @@ class OutboxStore {
   // Adds a new record for `command` (complete: id, key, hash set) in QUEUED, or returns the
   // existing one (second = false) when the id is known with the same payload hash.
   // ALREADY_EXISTS for the same id with another payload; RESOURCE_EXHAUSTED when full.
-  absl::StatusOr<std::pair<OutboxRecord, bool>> Insert(const v1::Command& command);
-  // Insert's write without its wait: the record is in the store but not yet durable, and
-  // must not be acknowledged before WhenDurable calls back. A new record is not due until
-  // MarkDurable (Insert calls it itself).
-  absl::StatusOr<std::pair<OutboxRecord, bool>> InsertUnsynced(const v1::Command& command);
+  // Returns once the record is durable, and makes it due (MarkDurable).
+  using Inserted = std::pair<OutboxRecord, bool>;
+  absl::StatusOr<Inserted> Insert(const v1::Command& command);
+  // Insert without blocking the caller: the record is checked and placed in its lane at
+  // once, its batch goes to the store's committer (RocksStore::WriteWhenDurable), and
+  // `done` is called once it is durable, from the committer thread (at once for an answer
+  // that needs no write). A second insert of the id meanwhile finds the record and is
+  // answered when the first one is; until its batch is written, Get, List and Mutate do
+  // not see it (nothing has acknowledged it). A batch that could not be written is undone
+  // in memory too. A new record is not due before MarkDurable: the caller announces it
+  // first, then makes it due.
+  using InsertFn = std::function<void(absl::StatusOr<Inserted>)>;
+  void InsertWhenDurable(const v1::Command& command, InsertFn done);
   // The new record `command_id` is durable: from now on it may be due.
   void MarkDurable(const std::string& command_id);
   // Calls `done` once every write made so far is durable (RocksStore::WhenDurable).
@@ -138,6 +150,12 @@ class OutboxStore {
   std::string Encode(const OutboxRecord& record) const;
   // Rebuilds due_ from the records in waiting states (lanes_ first).
   void RebuildDue();
+  // Get, or the record of an insert whose batch is not written yet.
+  absl::StatusOr<std::optional<OutboxRecord>> GetIncludingPending(const std::string& command_id);
+  // Called back by the committer for the insert of `record`: answers it and the inserts
+  // of the same id that came meanwhile; undoes the memory of a batch never written.
+  void FinishInsert(const OutboxRecord& record, absl::Status status, bool written,
+                    const InsertFn& done);
 
   RocksStore& store_;
   Clock& clock_;
@@ -147,6 +165,14 @@ class OutboxStore {
   DueIndex due_;     // the due queue, in memory only
   std::atomic<uint64_t> next_seq_{1};
   std::array<std::atomic<int64_t>, v1::OutboxState_ARRAYSIZE> counts_{};
+  // Inserts whose batch is queued and not yet written, each with the inserts of the same
+  // id waiting for it. Bounded by the inserts in flight.
+  struct Pending {
+    OutboxRecord record;
+    std::vector<InsertFn> followers;
+  };
+  absl::Mutex pending_mu_;
+  absl::flat_hash_map<std::string, Pending> pending_ ABSL_GUARDED_BY(pending_mu_);
 };
 
 }  // namespace eonce

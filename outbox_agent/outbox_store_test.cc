@@ -2,7 +2,10 @@
 
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/command.h"
 #include "common/crash_fs.h"
 #include "tests/util/crash.h"
@@ -50,6 +53,32 @@ class OutboxStoreTest : public ::testing::Test {
 
   std::vector<std::string> Due() { return *store_->Due(clock_.NowMs(), 100); }
 
+  // InsertWhenDurable, waited for, without the MarkDurable that Insert adds.
+  absl::StatusOr<OutboxStore::Inserted> InsertNotMarked(const v1::Command& command) {
+    absl::Notification answered;
+    absl::StatusOr<OutboxStore::Inserted> result = absl::InternalError("no answer");
+    store_->InsertWhenDurable(command, [&](absl::StatusOr<OutboxStore::Inserted> r) {
+      result = std::move(r);
+      answered.Notify();
+    });
+    answered.WaitForNotification();
+    return result;
+  }
+
+  // Holds the store's committer thread in a callback until the returned notification is
+  // given: what is queued meanwhile waits, unwritten.
+  std::shared_ptr<absl::Notification> HoldCommitter() {
+    auto release = std::make_shared<absl::Notification>();
+    auto holding = std::make_shared<absl::Notification>();
+    EXPECT_TRUE(Move("held", v1::RETRYABLE_FAILED).ok());  // unsynced: the wait queues
+    rocks_->WhenDurable([release, holding](absl::Status) {
+      holding->Notify();
+      release->WaitForNotification();
+    });
+    holding->WaitForNotification();
+    return release;
+  }
+
   std::string dir_;
   std::shared_ptr<CrashFileSystem> fs_ = NewCrashFileSystem();
   ManualClock clock_;
@@ -91,8 +120,8 @@ TEST_F(OutboxStoreTest, OnlyTheHeadOfEachLaneIsDue) {
 // state is announced, for a command that a crash can still take back.
 TEST_F(OutboxStoreTest, ANewRecordIsDueOnlyOnceItsInsertIsDurable) {
   ASSERT_TRUE(store_->Insert(Cmd("a1", "a")).ok());
-  ASSERT_TRUE(store_->InsertUnsynced(Cmd("b1", "b")).ok());
-  ASSERT_TRUE(store_->InsertUnsynced(Cmd("a2", "a")).ok());
+  ASSERT_TRUE(InsertNotMarked(Cmd("b1", "b")).ok());
+  ASSERT_TRUE(InsertNotMarked(Cmd("a2", "a")).ok());
   EXPECT_EQ(Due(), (std::vector<std::string>{"a1"}));
   ASSERT_TRUE(Move("a1", v1::ACKED).ok());  // would promote a2
   EXPECT_EQ(Due(), (std::vector<std::string>{}));
@@ -100,6 +129,91 @@ TEST_F(OutboxStoreTest, ANewRecordIsDueOnlyOnceItsInsertIsDurable) {
   EXPECT_EQ(Due(), (std::vector<std::string>{"b1"}));
   store_->MarkDurable("a2");
   EXPECT_EQ(Due(), (std::vector<std::string>{"a2", "b1"}));
+}
+
+// An insert's batch waits for the committer. Meanwhile a second Enqueue of the id finds it
+// (and is answered only once the first is durable, as created = false), another payload
+// is refused at once, and nothing else sees the record: nothing has acknowledged it.
+TEST_F(OutboxStoreTest, AnInsertOnItsWayToTheStoreIsFoundByASecondInsertOfItsId) {
+  ASSERT_TRUE(store_->Insert(Cmd("held", "h")).ok());
+  std::shared_ptr<absl::Notification> release = HoldCommitter();
+  auto unhold = absl::MakeCleanup([release] {
+    if (!release->HasBeenNotified()) release->Notify();
+  });
+  // Shared with the callbacks, which a broken store may call after the test gave up.
+  struct Answers {
+    absl::Mutex mu;
+    std::vector<absl::StatusOr<OutboxStore::Inserted>> by_order;
+    size_t size() {
+      absl::MutexLock lock(&mu);
+      return by_order.size();
+    }
+  };
+  auto answers = std::make_shared<Answers>();
+  auto collect = [answers](absl::StatusOr<OutboxStore::Inserted> r) {
+    absl::MutexLock lock(&answers->mu);
+    answers->by_order.push_back(std::move(r));
+  };
+  store_->InsertWhenDurable(Cmd("c1", "a"), collect);
+  store_->InsertWhenDurable(Cmd("c1", "a"), collect);
+  EXPECT_EQ(answers->size(), 0u) << "answered before the batch was written";
+  store_->InsertWhenDurable(Cmd("c1", "a", "other"), collect);  // refused at once
+  ASSERT_EQ(answers->size(), 1u) << "another payload for the id was not refused at once";
+  EXPECT_EQ(answers->by_order[0].status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_FALSE(store_->Get("c1")->has_value());
+  EXPECT_EQ(store_->Mutate("c1", "test", [](OutboxRecord*) { return absl::OkStatus(); }, false)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  release->Notify();
+  ASSERT_TRUE(store_->Insert(Cmd("after", "b")).ok());  // answered after the two
+  absl::MutexLock lock(&answers->mu);
+  ASSERT_EQ(answers->by_order.size(), 3u);
+  ASSERT_TRUE(answers->by_order[1].ok()) << answers->by_order[1].status();
+  ASSERT_TRUE(answers->by_order[2].ok()) << answers->by_order[2].status();
+  EXPECT_TRUE(answers->by_order[1]->second);
+  EXPECT_FALSE(answers->by_order[2]->second) << "the second insert of the id made a record";
+  EXPECT_EQ(answers->by_order[2]->first.enqueue_seq(), answers->by_order[1]->first.enqueue_seq());
+  EXPECT_EQ(store_->CountsByState()[v1::QUEUED], 2);  // c1 once, and after
+  EXPECT_TRUE(store_->Get("c1")->has_value());
+}
+
+// A batch that never reaches the store is undone in memory too: no longer counted or
+// pending, and the insert of the id that waited on it gets the error.
+TEST_F(OutboxStoreTest, AnInsertWhoseBatchIsNeverWrittenLeavesNothingBehind) {
+  ASSERT_TRUE(store_->Insert(Cmd("held", "h")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("a1", "a")).ok());
+  std::shared_ptr<absl::Notification> release = HoldCommitter();
+  auto unhold = absl::MakeCleanup([release] {
+    if (!release->HasBeenNotified()) release->Notify();
+  });
+  absl::Notification first_answered, second_answered;
+  absl::Status first, second;
+  store_->InsertWhenDurable(Cmd("a2", "a"), [&](absl::StatusOr<OutboxStore::Inserted> r) {
+    first = r.status();
+    first_answered.Notify();
+  });
+  store_->InsertWhenDurable(Cmd("a2", "a"), [&](absl::StatusOr<OutboxStore::Inserted> r) {
+    second = r.status();
+    second_answered.Notify();
+  });
+  EXPECT_EQ(store_->CountsByState()[v1::QUEUED], 2);
+  rocks_->MarkFailed();  // the batch's write is refused
+  release->Notify();
+  ASSERT_TRUE(first_answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(second_answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(first.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(second.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(store_->CountsByState()[v1::QUEUED], 1);
+  // Not pending any more: a new insert of the id is answered (refused by the failed
+  // store) rather than left waiting on a batch that is gone.
+  absl::Notification third_answered;
+  store_->InsertWhenDurable(Cmd("a2", "a"), [&](absl::StatusOr<OutboxStore::Inserted> r) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+    third_answered.Notify();
+  });
+  EXPECT_TRUE(third_answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(Due(), (std::vector<std::string>{"a1", "held"}));
 }
 
 TEST_F(OutboxStoreTest, LaneOrderSurvivesARestart) {
