@@ -189,6 +189,7 @@ void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done) {
   const std::string id = command.command_id();
   const std::string lane = LaneOf(record);
   std::optional<OutboxRecord> found;  // the id's record, from an earlier Enqueue
+  absl::Status refused;               // answered at once, once the locks are released
   rocksdb::WriteBatch batch;
   {
     StripedLocks::Guard guard = locks_.Lock({id, lane});
@@ -199,33 +200,35 @@ void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done) {
     }
     if (!found.has_value()) {
       absl::StatusOr<std::optional<OutboxRecord>> stored = Get(id);
-      if (!stored.ok()) return done(stored.status());
-      found = std::move(*stored);
+      if (stored.ok()) {
+        found = std::move(*stored);
+      } else {
+        refused = stored.status();
+      }
     }
-    if (found.has_value()) {
+    const int64_t waiting = WaitingCount();
+    if (!refused.ok()) {
+      // answered below
+    } else if (found.has_value()) {
       if (found->command().payload_hash().sha256() != command.payload_hash().sha256() ||
           found->command().target_method() != command.target_method()) {
-        return done(Error(absl::StatusCode::kAlreadyExists, "COMMAND_ID_CONFLICT",
-                          "this command id was enqueued with a different payload"));
+        refused = Error(absl::StatusCode::kAlreadyExists, "COMMAND_ID_CONFLICT",
+                        "this command id was enqueued with a different payload");
+      } else {
+        absl::MutexLock lock(&pending_mu_);
+        if (auto it = pending_.find(id); it != pending_.end()) {
+          it->second.followers.push_back(std::move(done));
+          return;
+        }
       }
-      absl::MutexLock lock(&pending_mu_);
-      if (auto it = pending_.find(id); it != pending_.end()) {
-        it->second.followers.push_back(std::move(done));
-        return;
-      }
+    } else if (waiting >= options_.max_pending_records) {
+      refused = WithErrorMetadata(
+          WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "OUTBOX_FULL",
+                               absl::StrCat("the outbox holds ", waiting,
+                                            " waiting records (the limit)")),
+                         kOutboxFullRetryAfterMs),
+          "limit", absl::StrCat(options_.max_pending_records));
     } else {
-      int64_t pending = 0;
-      for (int s = 0; s < v1::OutboxState_ARRAYSIZE; ++s) {
-        if (Waiting(static_cast<OutboxState>(s))) pending += counts_[s].load();
-      }
-      if (pending >= options_.max_pending_records) {
-        return done(WithErrorMetadata(
-            WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "OUTBOX_FULL",
-                                 absl::StrCat("the outbox holds ", pending,
-                                              " waiting records (the limit)")),
-                           kOutboxFullRetryAfterMs),
-            "limit", absl::StrCat(options_.max_pending_records)));
-      }
       int64_t now = clock_.NowMs();
       record.set_state(v1::QUEUED);
       record.set_created_at_ms(now);
@@ -250,6 +253,7 @@ void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done) {
       pending_[id].record = record;
     }
   }
+  if (!refused.ok()) return done(std::move(refused));
   if (found.has_value()) {
     // Written already: answered once it is durable (its own Enqueue may still wait).
     return store_.WhenDurable([found = std::move(*found), done = std::move(done)](
@@ -280,14 +284,26 @@ void OutboxStore::FinishInsert(const OutboxRecord& record, absl::Status status, 
     }
   };
   if (!status.ok() && !written) {
-    // Never reached the store: the memory forgets it too, under the same locks.
+    // Never reached the store: the memory forgets it too, under the same locks. Had it
+    // headed its lane, the next command of the lane heads it now (written meanwhile, its
+    // batch queued after this one's).
     const std::string lane = LaneOf(record);
     StripedLocks::Guard guard = locks_.Lock({id, lane});
+    const bool headed = IsLaneHead(record);
+    const std::optional<std::string> next_id = NextInLane(record);
     due_.Remove(id);
     due_.Release(id);
     lanes_.Remove(lane, record.enqueue_seq());
     counts_[v1::QUEUED]--;
     take_pending();
+    if (headed && next_id.has_value()) {
+      absl::StatusOr<std::optional<OutboxRecord>> next = GetIncludingPending(*next_id);
+      if (next.ok() && next->has_value()) {
+        if (std::optional<int64_t> due = DueAt(**next); due.has_value()) {
+          due_.Set(*next_id, *due);
+        }
+      }
+    }
   } else {
     take_pending();
   }
@@ -298,6 +314,14 @@ void OutboxStore::FinishInsert(const OutboxRecord& record, absl::Status status, 
   }
   done(Inserted{record, true});
   for (const InsertFn& follower : followers) follower(Inserted{record, false});
+}
+
+int64_t OutboxStore::WaitingCount() const {
+  int64_t waiting = 0;
+  for (int s = 0; s < v1::OutboxState_ARRAYSIZE; ++s) {
+    if (Waiting(static_cast<OutboxState>(s))) waiting += counts_[s].load();
+  }
+  return waiting;
 }
 
 absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::GetIncludingPending(

@@ -150,6 +150,8 @@ class OutboxStore {
   std::string Encode(const OutboxRecord& record) const;
   // Rebuilds due_ from the records in waiting states (lanes_ first).
   void RebuildDue();
+  // The records in waiting states (the outbox's limit counts them).
+  int64_t WaitingCount() const;
   // Get, or the record of an insert whose batch is not written yet.
   absl::StatusOr<std::optional<OutboxRecord>> GetIncludingPending(const std::string& command_id);
   // Called back by the committer for the insert of `record`: answers it and the inserts
