@@ -184,9 +184,9 @@ class RocksStore {
   bool inline_durability_ = false;
   absl::Mutex committer_mu_;
   std::vector<Waiter> waiters_ ABSL_GUARDED_BY(committer_mu_);
-  // Batches queued and not yet written: while there is one, nothing is durable yet for a
-  // WhenDurable that comes after it.
-  // Raised under committer_mu_ before the batch is queued, lowered once it is written.
+  // Batches queued and not yet written (raised under committer_mu_ as one is queued,
+  // lowered once it is written): while there is one, a WhenDurable that comes after it
+  // is not answered at once.
   std::atomic<int> unwritten_{0};
   bool stop_committer_ ABSL_GUARDED_BY(committer_mu_) = false;
   std::thread committer_;
