@@ -126,13 +126,13 @@ void OutboxStore::RebuildDue() {
   }
 }
 
-std::string OutboxStore::Encode(const OutboxRecord& record) const {
-  int64_t drop_at = 0;
+int64_t OutboxStore::DropAt(const OutboxRecord& record) const {
   // What waits for an operator is never dropped by age.
-  if (ReleasesLane(record)) {
-    drop_at = record.updated_at_ms() + options_.forensic_retention_ms;
-  }
-  return EncodeFramed(drop_at, 0, record.SerializeAsString());
+  return ReleasesLane(record) ? record.updated_at_ms() + options_.forensic_retention_ms : 0;
+}
+
+std::string OutboxStore::Encode(const OutboxRecord& record) const {
+  return EncodeFramed(DropAt(record), 0, record.SerializeAsString());
 }
 
 absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::Get(const std::string& command_id) {
@@ -164,11 +164,8 @@ void OutboxStore::AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* bef
     batch->Delete(store_.cf(kStatesCf), StateKey(before->state(), *before));
   }
   // Framed like the record, so the entry goes with it.
-  Framed framed;
-  std::string encoded = Encode(after);
-  DecodeFramed(encoded, &framed);
   batch->Put(store_.cf(kStatesCf), StateKey(after.state(), after),
-             EncodeFramed(framed.drop_at_ms, 0, ""));
+             EncodeFramed(DropAt(after), 0, ""));
 }
 
 absl::StatusOr<OutboxStore::Inserted> OutboxStore::Insert(const v1::Command& command) {
@@ -289,21 +286,16 @@ void OutboxStore::FinishInsert(const OutboxRecord& record, absl::Status status, 
     // batch queued after this one's).
     const std::string lane = LaneOf(record);
     StripedLocks::Guard guard = locks_.Lock({id, lane});
-    const bool headed = IsLaneHead(record);
-    const std::optional<std::string> next_id = NextInLane(record);
+    if (IsLaneHead(record)) {
+      if (auto next = NextDue(record); next.ok() && next->has_value()) {
+        due_.Set((*next)->first, (*next)->second);
+      }
+    }
     due_.Remove(id);
     due_.Release(id);
     lanes_.Remove(lane, record.enqueue_seq());
     counts_[v1::QUEUED]--;
     take_pending();
-    if (headed && next_id.has_value()) {
-      absl::StatusOr<std::optional<OutboxRecord>> next = GetIncludingPending(*next_id);
-      if (next.ok() && next->has_value()) {
-        if (std::optional<int64_t> due = DueAt(**next); due.has_value()) {
-          due_.Set(*next_id, *due);
-        }
-      }
-    }
   } else {
     take_pending();
   }
@@ -322,6 +314,17 @@ int64_t OutboxStore::WaitingCount() const {
     if (Waiting(static_cast<OutboxState>(s))) waiting += counts_[s].load();
   }
   return waiting;
+}
+
+absl::StatusOr<std::optional<std::pair<std::string, int64_t>>> OutboxStore::NextDue(
+    const OutboxRecord& record) {
+  std::optional<std::string> next_id = NextInLane(record);
+  if (!next_id.has_value()) return std::nullopt;
+  // The next one may still be on its way to the store: it is due once durable.
+  EONCE_ASSIGN_OR_RETURN(auto next, GetIncludingPending(*next_id));
+  std::optional<int64_t> due = next.has_value() ? DueAt(*next) : std::nullopt;
+  if (!due.has_value()) return std::nullopt;
+  return std::make_pair(std::move(*next_id), *due);
 }
 
 absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::GetIncludingPending(
@@ -390,13 +393,7 @@ absl::StatusOr<OutboxRecord> OutboxStore::MutateLocked(const std::string& comman
   std::optional<std::pair<std::string, int64_t>> next_due;
   if (released) {
     batch.Delete(store_.cf(kLanesCf), LaneKey(after));
-    if (std::optional<std::string> next_id = NextInLane(after); next_id.has_value()) {
-      // The next one may still be on its way to the store: it is due once durable.
-      EONCE_ASSIGN_OR_RETURN(auto next, GetIncludingPending(*next_id));
-      if (next.has_value()) {
-        if (auto due = DueAt(*next); due.has_value()) next_due.emplace(*next_id, *due);
-      }
-    }
+    EONCE_ASSIGN_OR_RETURN(next_due, NextDue(after));
   }
   if (rejoined) batch.Put(store_.cf(kLanesCf), LaneKey(after), command_id);
   EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "outbox transition"));

@@ -147,11 +147,17 @@ class OutboxStore {
   // Both read lanes_, so the caller holds the lane's lock.
   std::optional<std::string> NextInLane(const OutboxRecord& record) const;
   bool IsLaneHead(const OutboxRecord& record) const;
+  // When compaction may drop the record (0: never), and the record framed with it.
+  int64_t DropAt(const OutboxRecord& record) const;
   std::string Encode(const OutboxRecord& record) const;
   // Rebuilds due_ from the records in waiting states (lanes_ first).
   void RebuildDue();
   // The records in waiting states (the outbox's limit counts them).
   int64_t WaitingCount() const;
+  // The command after `record` in its lane and when it is due; none when there is no next
+  // command or it is not waiting. The caller holds the lane's lock.
+  absl::StatusOr<std::optional<std::pair<std::string, int64_t>>> NextDue(
+      const OutboxRecord& record);
   // Get, or the record of an insert whose batch is not written yet.
   absl::StatusOr<std::optional<OutboxRecord>> GetIncludingPending(const std::string& command_id);
   // Called back by the committer for the insert of `record`: answers it and the inserts
