@@ -27,7 +27,7 @@ absl::Status BenchInProcess(const MeasureOptions& measure, const std::vector<int
   Clock& clock = RealClock::Get();
   auto families = LedgerCore::ColumnFamilies();
   for (auto& f : Inbox::ColumnFamilies(clock)) families.push_back(f);
-  auto store = RocksStore::Open(dir + "/ledger", families, StoreOptions());
+  auto store = RocksStore::Open(dir + "/ledger", families, Inbox::StoreOptionsFor());
   if (!store.ok()) return store.status();
   Inbox inbox(**store, clock, /*legacy_mode=*/false);
   LedgerCore core(**store, inbox);

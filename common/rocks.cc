@@ -36,6 +36,8 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
   db_options.max_open_files = 256;
   db_options.keep_log_file_num = 4;
   db_options.max_file_opening_threads = options.max_file_opening_threads;
+  // A synced write flushes the buffer itself; so does AwaitDurable (FlushWAL).
+  db_options.manual_wal_flush = options.buffer_log_until_sync;
   if (options.discard_info_log) {
     db_options.info_log = std::make_shared<DiscardingLogger>();
     // Nothing to dump the statistics to; no timer thread for it either.
@@ -96,7 +98,8 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
   }
   // What the log held after a process crash may never have been synced: make it durable
   // now, so that everything a reader can see from here on is (AwaitDurable's promise).
-  EONCE_RETURN_IF_ERROR(FromRocks(store->db_->SyncWAL(), absl::StrCat("sync ", path)));
+  EONCE_RETURN_IF_ERROR(
+      FromRocks(store->db_->FlushWAL(/*sync=*/true), absl::StrCat("sync ", path)));
   return store;
 }
 
@@ -188,7 +191,8 @@ absl::Status RocksStore::Write(rocksdb::WriteBatch* batch, bool sync, const char
 
 absl::Status RocksStore::AwaitDurable() {
   if (failed()) return Error(absl::StatusCode::kUnavailable, "STORE_FAILED", "the store failed");
-  // Every write with a sequence number up to `target` is already in the log file.
+  // Every write with a sequence number up to `target` is already in the log (its buffer in
+  // memory at least: FlushWAL writes the buffer, then syncs).
   const uint64_t target = db_->GetLatestSequenceNumber();
   absl::MutexLock lock(&sync_mu_);
   while (durable_seq_ < target) {
@@ -201,7 +205,7 @@ absl::Status RocksStore::AwaitDurable() {
     syncing_ = true;
     const uint64_t covering = db_->GetLatestSequenceNumber();
     sync_mu_.Unlock();
-    rocksdb::Status synced = db_->SyncWAL();
+    rocksdb::Status synced = db_->FlushWAL(/*sync=*/true);
     sync_mu_.Lock();
     syncing_ = false;
     if (!synced.ok()) {

@@ -52,6 +52,16 @@ struct StoreOptions {
   // leaving it to the committer thread: the deterministic simulation, and unit tests that
   // drive a component on one thread.
   bool inline_durability = false;
+  // Unsynced writes stay in the log's buffer in this process's memory until the next sync
+  // (AwaitDurable writes the buffer, then syncs: one write system call per group commit
+  // instead of one per write group). A process kill then loses them, as a power cut
+  // would. Only for a store that awaits every unsynced write before it acknowledges
+  // anything, and whose unawaited writes are redone when lost (the business's inbox: the
+  // effect, its entry, the follow-ups' acks). The sidecar's outcome records and the
+  // outbox's transitions are written unsynced and not awaited: they survive a process
+  // kill in the page cache, so that a restart answers from them at once (instead of
+  // waiting out a lease, or sending a command again); their stores keep it off.
+  bool buffer_log_until_sync = false;
 };
 
 class RocksStore {

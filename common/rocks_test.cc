@@ -20,13 +20,15 @@
 namespace eonce {
 namespace {
 
-class RocksStoreTest : public ::testing::Test {
+// Each with the log written at every write (page cache) and buffered until each sync.
+class RocksStoreTest : public ::testing::TestWithParam<bool> {
  protected:
   RocksStoreTest() { Open(); }
 
   void Open() {
     StoreOptions options;
     options.env = fs_->env();
+    options.buffer_log_until_sync = GetParam();
     auto store = RocksStore::Open(dir_, {ColumnFamilySpec{"data", {}}}, options);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
@@ -48,7 +50,7 @@ class RocksStoreTest : public ::testing::Test {
   std::unique_ptr<RocksStore> store_;
 };
 
-TEST_F(RocksStoreTest, AWriteIsDurableWhenItsCallbackRuns) {
+TEST_P(RocksStoreTest, AWriteIsDurableWhenItsCallbackRuns) {
   PutUnsynced("one");
   absl::Notification called;
   store_->WhenDurable([&](absl::Status durable) {
@@ -65,7 +67,7 @@ TEST_F(RocksStoreTest, AWriteIsDurableWhenItsCallbackRuns) {
   EXPECT_TRUE(Has("one")) << "the callback ran before the write was durable";
 }
 
-TEST_F(RocksStoreTest, EveryCallbackOfManyConcurrentCallersRestsOnADurableWrite) {
+TEST_P(RocksStoreTest, EveryCallbackOfManyConcurrentCallersRestsOnADurableWrite) {
   constexpr int kThreads = 8, kWrites = 40;
   std::atomic<int> answered{0};
   std::vector<std::thread> threads;
@@ -98,7 +100,7 @@ TEST_F(RocksStoreTest, EveryCallbackOfManyConcurrentCallersRestsOnADurableWrite)
 // WriteWhenDurable: the committer writes queued batches from its own thread, in order,
 // and calls back once they are durable; a WhenDurable that comes after a queued batch
 // waits for that batch, even when everything written so far is durable.
-TEST_F(RocksStoreTest, AQueuedBatchIsWrittenInOrderAndDurableWhenItsCallbackRuns) {
+TEST_P(RocksStoreTest, AQueuedBatchIsWrittenInOrderAndDurableWhenItsCallbackRuns) {
   // Hold the committer in a callback, so that what is queued meanwhile waits unwritten.
   PutUnsynced("before");
   auto release = std::make_shared<absl::Notification>();
@@ -138,7 +140,7 @@ TEST_F(RocksStoreTest, AQueuedBatchIsWrittenInOrderAndDurableWhenItsCallbackRuns
 }
 
 // A batch the store refuses is answered at once as not written, and nothing of it lands.
-TEST_F(RocksStoreTest, AQueuedBatchOfAFailedStoreIsAnsweredAsNotWritten) {
+TEST_P(RocksStoreTest, AQueuedBatchOfAFailedStoreIsAnsweredAsNotWritten) {
   store_->MarkFailed();
   rocksdb::WriteBatch batch;
   batch.Put(store_->cf("data"), "k", "v");
@@ -151,6 +153,11 @@ TEST_F(RocksStoreTest, AQueuedBatchOfAFailedStoreIsAnsweredAsNotWritten) {
   EXPECT_TRUE(answered);
   EXPECT_FALSE(Has("k"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Logs, RocksStoreTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "BufferedUntilSync" : "WrittenEachWrite";
+                         });
 
 // The free-space reserve: the first write looks at the file system, a refused write
 // writes nothing, and every write after a refusal looks again (the budget between looks

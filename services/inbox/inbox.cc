@@ -97,6 +97,11 @@ std::vector<ColumnFamilySpec> Inbox::ColumnFamilies(Clock& clock) {
           ColumnFamilySpec{kFollowUpsCf, {}}};
 }
 
+StoreOptions Inbox::StoreOptionsFor(StoreOptions base) {
+  base.buffer_log_until_sync = true;
+  return base;
+}
+
 Inbox::Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* faults,
              int64_t entry_retention_ms)
     : store_(store),

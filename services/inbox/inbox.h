@@ -104,6 +104,9 @@ class Inbox {
   // Column families the inbox needs in the service's store; `clock` drives the TTL
   // compaction of inbox entries and must outlive the store.
   static std::vector<ColumnFamilySpec> ColumnFamilies(Clock& clock);
+  // `base` as a store holding an inbox is opened: its unsynced writes are all awaited
+  // before an answer leaves (Run, RunMutation), so its log is buffered until each sync.
+  static StoreOptions StoreOptionsFor(StoreOptions base = StoreOptions());
 
   Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* faults = nullptr,
         int64_t entry_retention_ms = kDefaultEntryRetentionMs);

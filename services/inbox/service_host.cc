@@ -42,7 +42,7 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
     return absl::InvalidArgumentError("inbox_retention_ms: must be positive");
   }
   for (auto& family : Inbox::ColumnFamilies(clock)) families.push_back(family);
-  StoreOptions store_options;
+  StoreOptions store_options = Inbox::StoreOptionsFor();
   store_options.min_free_bytes = options.min_free_bytes;
   EONCE_ASSIGN_OR_RETURN(host->store_, RocksStore::Open(options.data_dir, families, store_options));
   host->inbox_ = std::make_unique<Inbox>(*host->store_, clock, options.legacy_mode, options.faults,

@@ -35,7 +35,8 @@ class InProcessTest : public ::testing::TestWithParam<bool> {
   void SetUp() override {
     auto families = LedgerCore::ColumnFamilies();
     for (auto& f : Inbox::ColumnFamilies(RealClock::Get())) families.push_back(f);
-    auto store = RocksStore::Open(testing::FreshDir("ledger"), families, StoreOptions());
+    auto store = RocksStore::Open(testing::FreshDir("ledger"), families,
+                                  Inbox::StoreOptionsFor());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     inbox_ = std::make_unique<Inbox>(*store_, RealClock::Get(), /*legacy_mode=*/GetParam());

@@ -124,7 +124,8 @@ void World::StopSidecar(int shard) {
 absl::Status World::StartBusiness() {
   auto families = LedgerCore::ColumnFamilies();
   for (auto& f : Inbox::ColumnFamilies(clock_)) families.push_back(f);
-  EONCE_ASSIGN_OR_RETURN(business_rocks_, RocksStore::Open(nodes_[kBusiness].dir, families, Store(kBusiness)));
+  EONCE_ASSIGN_OR_RETURN(business_rocks_, RocksStore::Open(nodes_[kBusiness].dir, families,
+                                                         Inbox::StoreOptionsFor(Store(kBusiness))));
   inbox_ = std::make_unique<Inbox>(*business_rocks_, clock_, config_.legacy,
                                    nodes_[kBusiness].faults.get());
   ledger_ = std::make_unique<LedgerCore>(*business_rocks_, *inbox_);
