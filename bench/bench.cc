@@ -65,6 +65,8 @@ ABSL_FLAG(std::string, only, "",
 ABSL_FLAG(int32_t, runs, 3, "runs per measurement (the median is reported)");
 ABSL_FLAG(double, warmup_seconds, 0.5, "the warm-up before each measurement");
 ABSL_FLAG(int64_t, records, 1'000'000, "records for the sidecar memory and disk measurement");
+ABSL_FLAG(int32_t, large_block_cache_mb, 0,
+          "the block cache of the large-store measurement's sidecars (0: their default)");
 ABSL_FLAG(std::string, out_dir, "bench/results", "where the table, JSON and plot go");
 ABSL_FLAG(bool, agent_batch_submits, true,
           "the agent sends its attempts as SubmitBatch calls (false: one Submit each, for A/B)");
@@ -361,7 +363,8 @@ int Run() {
   LargeStoreFigures large;
   if (want("large") && absl::GetFlag(FLAGS_records) > 0) {
     if (absl::Status ran = BenchLargeStore(measure, absl::GetFlag(FLAGS_bin_dir), base + "/memory",
-                                           absl::GetFlag(FLAGS_records), kAccounts, &large);
+                                           absl::GetFlag(FLAGS_records), kAccounts,
+                                           absl::GetFlag(FLAGS_large_block_cache_mb), &large);
         !ran.ok()) {
       std::fprintf(stderr, "bench: the large store did not run: %s\n", ran.ToString().c_str());
       return 1;

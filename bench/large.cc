@@ -104,7 +104,7 @@ IssueFn Duplicates(v1::Sidecar::Stub& stub, int64_t records, int accounts) {
 
 absl::Status BenchLargeStore(const MeasureOptions& measure, const std::string& bin_dir,
                              const std::string& dir, int64_t records, int accounts,
-                             LargeStoreFigures* out) {
+                             int block_cache_mb, LargeStoreFigures* out) {
   const std::string large_dir = dir + "/large";
   const std::string small_dir = dir + "/small";
   std::error_code error;
@@ -120,9 +120,10 @@ absl::Status BenchLargeStore(const MeasureOptions& measure, const std::string& b
                                   {"--listen=127.0.0.1:0", "--data_dir=" + dir + "/ledger"},
                                   dir + "/ledger.log"));
   auto sidecar = [&](const std::string& data_dir, const std::string& name) {
-    return Process::Start(bin_dir + "/dedupe_sidecar/dedupe_sidecar",
-                          {"--listen=127.0.0.1:0", "--data_dir=" + data_dir,
-                           "--upstream=" + ledger->address()},
+    std::vector<std::string> args = {"--listen=127.0.0.1:0", "--data_dir=" + data_dir,
+                                     "--upstream=" + ledger->address()};
+    if (block_cache_mb > 0) args.push_back(absl::StrCat("--block_cache_mb=", block_cache_mb));
+    return Process::Start(bin_dir + "/dedupe_sidecar/dedupe_sidecar", args,
                           dir + "/" + name + ".log");
   };
   EONCE_ASSIGN_OR_RETURN(auto large, sidecar(large_dir, "large"));

@@ -30,9 +30,11 @@ inline constexpr int64_t kSmallStoreRecords = 10'000;
 // under `dir`, compacts both, starts a ledger and one sidecar process per store (from
 // `bin_dir`) and measures duplicates against both in alternation. Both sidecars are
 // processes of their own, with the same flags, so the ratio compares store sizes only.
+// `block_cache_mb` > 0 sizes both sidecars' block caches (`--block_cache_mb`); 0 leaves
+// the sidecar's default.
 absl::Status BenchLargeStore(const MeasureOptions& measure, const std::string& bin_dir,
                              const std::string& dir, int64_t records, int accounts,
-                             LargeStoreFigures* out);
+                             int block_cache_mb, LargeStoreFigures* out);
 
 }  // namespace eonce::bench
 

@@ -72,6 +72,11 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
     // snappy, 16.7k/s with LZ4).
     cf_options.compression = rocksdb::kLZ4Compression;
     cf_options.periodic_compaction_seconds = options.periodic_compaction_seconds;
+    // A first-seen command's lookups miss (its inbox entry, its key's owner, its sidecar
+    // record): a bloom filter over each memtable's keys answers them without a search of
+    // the memtable's skiplist.
+    cf_options.memtable_prefix_bloom_size_ratio = 0.02;
+    cf_options.memtable_whole_key_filtering = true;
     cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
     descriptors.emplace_back(family.name, cf_options);
   }
