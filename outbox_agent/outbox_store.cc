@@ -203,7 +203,6 @@ void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done) {
         refused = stored.status();
       }
     }
-    const int64_t waiting = WaitingCount();
     if (!refused.ok()) {
       // answered below
     } else if (found.has_value()) {
@@ -218,7 +217,8 @@ void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done) {
           return;
         }
       }
-    } else if (waiting >= options_.max_pending_records) {
+    } else if (const int64_t waiting = WaitingCount();
+               waiting >= options_.max_pending_records) {
       refused = WithErrorMetadata(
           WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "OUTBOX_FULL",
                                absl::StrCat("the outbox holds ", waiting,

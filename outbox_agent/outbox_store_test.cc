@@ -2,7 +2,6 @@
 
 #include <set>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -18,6 +17,13 @@ namespace {
 class OutboxStoreTest : public ::testing::Test {
  protected:
   OutboxStoreTest() : dir_(testing::FreshDir("outbox")) { Open(); }
+  // A committer still held when a test ends (an assertion returned early) is let go
+  // before the store closes, which waits for it.
+  ~OutboxStoreTest() override {
+    for (auto& release : held_) {
+      if (!release->HasBeenNotified()) release->Notify();
+    }
+  }
 
   // Opens the store; when it is open already, first a crash: whatever was not synced is
   // lost (the crash file system), so a synced write made unsynced fails a test.
@@ -66,9 +72,10 @@ class OutboxStoreTest : public ::testing::Test {
   }
 
   // Holds the store's committer thread in a callback until the returned notification is
-  // given: what is queued meanwhile waits, unwritten.
+  // given (at the latest when the test ends): what is queued meanwhile waits, unwritten.
   std::shared_ptr<absl::Notification> HoldCommitter() {
     auto release = std::make_shared<absl::Notification>();
+    held_.push_back(release);
     auto holding = std::make_shared<absl::Notification>();
     EXPECT_TRUE(Move("held", v1::RETRYABLE_FAILED).ok());  // unsynced: the wait queues
     rocks_->WhenDurable([release, holding](absl::Status) {
@@ -79,6 +86,7 @@ class OutboxStoreTest : public ::testing::Test {
     return release;
   }
 
+  std::vector<std::shared_ptr<absl::Notification>> held_;
   std::string dir_;
   std::shared_ptr<CrashFileSystem> fs_ = NewCrashFileSystem();
   ManualClock clock_;
@@ -137,9 +145,6 @@ TEST_F(OutboxStoreTest, ANewRecordIsDueOnlyOnceItsInsertIsDurable) {
 TEST_F(OutboxStoreTest, AnInsertOnItsWayToTheStoreIsFoundByASecondInsertOfItsId) {
   ASSERT_TRUE(store_->Insert(Cmd("held", "h")).ok());
   std::shared_ptr<absl::Notification> release = HoldCommitter();
-  auto unhold = absl::MakeCleanup([release] {
-    if (!release->HasBeenNotified()) release->Notify();
-  });
   // Shared with the callbacks, which a broken store may call after the test gave up.
   struct Answers {
     absl::Mutex mu;
@@ -184,9 +189,6 @@ TEST_F(OutboxStoreTest, AnInsertWhoseBatchIsNeverWrittenLeavesNothingBehind) {
   ASSERT_TRUE(store_->Insert(Cmd("held", "h")).ok());
   ASSERT_TRUE(store_->Insert(Cmd("a1", "a")).ok());
   std::shared_ptr<absl::Notification> release = HoldCommitter();
-  auto unhold = absl::MakeCleanup([release] {
-    if (!release->HasBeenNotified()) release->Notify();
-  });
   absl::Notification first_answered, second_answered;
   absl::Status first, second;
   store_->InsertWhenDurable(Cmd("a2", "a"), [&](absl::StatusOr<OutboxStore::Inserted> r) {
