@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/callback_batch.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
@@ -101,8 +102,12 @@ void SubmitBatcher::OnAnswer(std::vector<Waiting> batch,
                     absl::StrCat("the sidecar answered ", answers->size(), " of ",
                                  batch.size(), " commands; their outcome is unknown"));
   }
-  for (size_t i = 0; i < batch.size(); ++i) {
-    batch[i].done(answers.ok() ? std::move((*answers)[i]) : Answer(answers.status()));
+  {
+    // The answers are delivered back to back: what they start may be done once for all.
+    CallbackBatch together;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i].done(answers.ok() ? std::move((*answers)[i]) : Answer(answers.status()));
+    }
   }
   std::vector<Waiting> next;
   {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
@@ -112,6 +113,17 @@ class OutboxStore {
   using ChangeFn = std::function<absl::Status(OutboxRecord* record)>;
   absl::StatusOr<OutboxRecord> Mutate(const std::string& command_id, const std::string& why,
                                       const ChangeFn& change, bool sync);
+  // Several Mutates (not synced) in as few writes as they allow: the changes of distinct
+  // commands and entities go in one batch, written once, under all of their locks; a
+  // change of a command or entity already in the batch goes in the next one. Each change
+  // stands alone: one that fails or aborts writes nothing and leaves the others be. The
+  // results come in the changes' order, each as its Mutate would have returned it.
+  struct Change {
+    std::string command_id;
+    std::string why;
+    ChangeFn change;
+  };
+  std::vector<absl::StatusOr<OutboxRecord>> MutateMany(const std::vector<Change>& changes);
 
   // Command ids whose next attempt is due at `now_ms`, earliest first.
   absl::StatusOr<std::vector<std::string>> Due(int64_t now_ms, int limit);
@@ -138,9 +150,20 @@ class OutboxStore {
   absl::Status CompactAll();
 
  private:
-  // Mutate's work under its locks; the write is not synced.
-  absl::StatusOr<OutboxRecord> MutateLocked(const std::string& command_id,
-                                            const std::string& why, const ChangeFn& change);
+  // The entity lane to lock for a change of `command_id`.
+  absl::StatusOr<std::string> LaneToLock(const std::string& command_id);
+  // One change of MutateMany, read and made under its locks and added to `batch`, and
+  // what the memory must learn once the batch is written. A change that fails adds
+  // nothing to the batch.
+  struct Prepared {
+    OutboxState before_state = v1::OUTBOX_STATE_UNSPECIFIED;
+    OutboxRecord after;
+    bool released = false;  // the record left its lane
+    bool rejoined = false;  // the record came back into its lane
+    std::optional<std::pair<std::string, int64_t>> next_due;  // the lane's new head
+  };
+  absl::StatusOr<Prepared> PrepareLocked(const Change& change, rocksdb::WriteBatch* batch);
+  void ApplyWritten(const std::string& command_id, const Prepared& prepared);
   void AddIndexes(rocksdb::WriteBatch* batch, const OutboxRecord* before,
                   const OutboxRecord& after);
   // The first other command of the record's lane, and whether none comes before it.

@@ -307,6 +307,75 @@ TEST_F(OutboxStoreTest, MutateAbortsCleanlyAndKeepsAShortHistory) {
             absl::StatusCode::kNotFound);
 }
 
+OutboxStore::Change SetState(const std::string& id, OutboxState to, int64_t next_ms = 0) {
+  return {id, "test", [to, next_ms](OutboxRecord* r) {
+            r->set_state(to);
+            if (next_ms > 0) r->set_next_attempt_at_ms(next_ms);
+            return absl::OkStatus();
+          }};
+}
+
+TEST_F(OutboxStoreTest, MutateManyMovesEachRecordAsItsMutateWouldAndAnAbortAlone) {
+  for (const char* id : {"c1", "c2", "c3"}) ASSERT_TRUE(store_->Insert(Cmd(id, id)).ok());
+  auto moved = store_->MutateMany(
+      {SetState("c1", v1::ACKED),
+       {"c2", "refused", [](OutboxRecord*) { return absl::AbortedError("claim taken over"); }},
+       SetState("c3", v1::REJECTED), SetState("missing", v1::ACKED)});
+  ASSERT_EQ(moved.size(), 4u);
+  ASSERT_TRUE(moved[0].ok()) << moved[0].status();
+  EXPECT_EQ(moved[0]->state(), v1::ACKED);
+  EXPECT_EQ(moved[1].status().code(), absl::StatusCode::kAborted);
+  ASSERT_TRUE(moved[2].ok()) << moved[2].status();
+  EXPECT_EQ(moved[3].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store_->Get("c1"))->state(), v1::ACKED);
+  EXPECT_EQ((*store_->Get("c2"))->state(), v1::QUEUED);
+  EXPECT_EQ((*store_->Get("c3"))->state(), v1::REJECTED);
+  EXPECT_EQ((*store_->Get("c1"))->history().rbegin()->why(), "test");
+  auto counts = store_->CountsByState();
+  EXPECT_EQ(counts[v1::ACKED], 1);
+  EXPECT_EQ(counts[v1::QUEUED], 1);
+  EXPECT_EQ(counts[v1::REJECTED], 1);
+  EXPECT_EQ(Due(), std::vector<std::string>{"c2"});
+  EXPECT_EQ(store_->List(v1::ACKED, "", 10)->size(), 1u);
+}
+
+// Two changes of one command, or of one entity, read what the one before wrote: they go in
+// separate writes, as two Mutates would.
+TEST_F(OutboxStoreTest, MutateManyAppliesChangesOfOneCommandOrEntityInOrder) {
+  ASSERT_TRUE(store_->Insert(Cmd("c1", "a")).ok());
+  auto bump = [](OutboxRecord* r) {
+    r->set_attempt(r->attempt() + 1);
+    return absl::OkStatus();
+  };
+  auto moved = store_->MutateMany({{"c1", "one", bump}, {"c1", "two", bump}});
+  ASSERT_TRUE(moved[1].ok()) << moved[1].status();
+  EXPECT_EQ((*store_->Get("c1"))->attempt(), 2u) << "the second change lost the first";
+
+  // The second command of an entity waits behind the first. Moving it to a later attempt,
+  // then acking the first, makes it due at that later time: the ack reads its new time.
+  ASSERT_TRUE(store_->Insert(Cmd("c2", "b")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("c3", "b")).ok());
+  const int64_t later = clock_.NowMs() + 1'000;
+  moved = store_->MutateMany({SetState("c3", v1::RETRYABLE_FAILED, later),
+                              SetState("c2", v1::ACKED)});
+  ASSERT_TRUE(moved[0].ok() && moved[1].ok());
+  EXPECT_EQ(Due(), std::vector<std::string>{"c1"}) << "c3 is due only at its later attempt";
+  clock_.AdvanceMs(1'000);
+  EXPECT_EQ(Due(), (std::vector<std::string>{"c1", "c3"}));
+}
+
+TEST_F(OutboxStoreTest, MutateManyWhoseWriteFailsChangesNothing) {
+  ASSERT_TRUE(store_->Insert(Cmd("c1", "a")).ok());
+  ASSERT_TRUE(store_->Insert(Cmd("c2", "b")).ok());
+  rocks_->MarkFailed();
+  auto moved = store_->MutateMany({SetState("c1", v1::ACKED), SetState("c2", v1::ACKED)});
+  for (const auto& m : moved) EXPECT_EQ(m.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*store_->Get("c1"))->state(), v1::QUEUED);
+  EXPECT_EQ(store_->CountsByState()[v1::QUEUED], 2);
+  EXPECT_EQ(store_->CountsByState()[v1::ACKED], 0);
+  EXPECT_EQ(Due(), (std::vector<std::string>{"c1", "c2"}));
+}
+
 TEST_F(OutboxStoreTest, CountsListingAndOldestWaiting) {
   ASSERT_TRUE(store_->Insert(Cmd("c1", "a")).ok());
   clock_.AdvanceMs(1000);
@@ -335,8 +404,12 @@ TEST_F(OutboxStoreTest, ListingEveryStatePageByPageSeesEachRecordOnce) {
   for (int i = 0; i < 25; ++i) {
     std::string id = absl::StrCat("c", i);
     ASSERT_TRUE(store_->Insert(Cmd(id, id)).ok());
-    if (i % 5 == 0) ASSERT_TRUE(Move(id, v1::REJECTED).ok());
-    if (i % 5 == 1) ASSERT_TRUE(Move(id, v1::ACKED).ok());
+    if (i % 5 == 0) {
+      ASSERT_TRUE(Move(id, v1::REJECTED).ok());
+    }
+    if (i % 5 == 1) {
+      ASSERT_TRUE(Move(id, v1::ACKED).ok());
+    }
   }
   std::vector<std::string> seen;
   std::string after;

@@ -1,6 +1,7 @@
 #include "outbox_agent/replayer.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/callback_batch.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -74,6 +75,7 @@ struct Replayer::Attempt {
   std::string entity;
   uint64_t token = 0;
   int64_t claim_expires_ms = 0;
+  bool reconcile_first = false;  // reconciled with the sidecar before anything is sent
   OutboxRecord record;  // as claimed
   Session session;      // the credential it was sent under
 };
@@ -157,14 +159,19 @@ int Replayer::Pump() {
     LogError("outbox scan failed", {{"error", std::string(due.status().message())}});
     return 0;
   }
-  int started = 0;
+  // Pick what to send, then claim it all in one write: nothing is sent before its claim
+  // is written, and nothing happens between picking and claiming that anyone could act on.
+  std::vector<std::shared_ptr<Attempt>> picked;
+  std::vector<OutboxStore::Change> claims;
+  absl::flat_hash_set<std::string> picked_entities;
   for (const std::string& id : *due) {
-    if (started >= free_slots) break;
+    if (static_cast<int>(picked.size()) >= free_slots) break;
     auto found = store_.Get(id);
     if (!found.ok() || !found->has_value()) continue;
     const OutboxRecord& record = **found;
     if (!Sendable(record, now)) continue;
     std::string entity = LaneOf(record);
+    if (picked_entities.contains(entity)) continue;
     {
       absl::MutexLock lock(&mu_);
       if (busy_entities_.contains(entity)) continue;
@@ -178,46 +185,56 @@ int Replayer::Pump() {
     attempt->entity = entity;
     attempt->token = random_.Next() | 1;
     attempt->session = credential_.session();
+    attempt->claim_expires_ms = now + options_.claim_ttl_ms;
     // A record whose last outcome is unknown is claimed and reconciled before anything is
     // sent. Any other is claimed and marked SENDING in one write: nothing happens between
     // the two that anyone could act on, and a record a lost worker left CLAIMED or
     // SENDING is treated alike (reconciled, as maybe sent).
-    const bool reconcile_first = record.state() == v1::UNKNOWN ||
-                                 record.state() == v1::CLAIMED || record.state() == v1::SENDING;
-    auto claimed = store_.Mutate(
+    attempt->reconcile_first = record.state() == v1::UNKNOWN ||
+                               record.state() == v1::CLAIMED || record.state() == v1::SENDING;
+    const bool reconcile_first = attempt->reconcile_first;
+    claims.push_back(OutboxStore::Change{
         id, reconcile_first ? "claimed" : "claimed and sending",
-        [&](OutboxRecord* r) {
-          if (r->state() != record.state() || r->claim().token() != record.claim().token()) {
+        [this, reconcile_first, state = record.state(), token = record.claim().token(),
+         new_token = attempt->token, expires = attempt->claim_expires_ms](OutboxRecord* r) {
+          if (r->state() != state || r->claim().token() != token) {
             return absl::AbortedError("changed meanwhile");
           }
           r->set_state(reconcile_first ? v1::CLAIMED : v1::SENDING);
           if (!reconcile_first) r->set_ever_sent(true);
           r->mutable_claim()->set_owner(options_.owner);
-          r->mutable_claim()->set_token(attempt->token);
-          r->mutable_claim()->set_expires_at_ms(now + options_.claim_ttl_ms);
-          attempt->claim_expires_ms = now + options_.claim_ttl_ms;
+          r->mutable_claim()->set_token(new_token);
+          r->mutable_claim()->set_expires_at_ms(expires);
           r->set_attempt(r->attempt() + 1);
           return absl::OkStatus();
-        },
-        // Not synced: a lost claim only means the record is claimed again.
-        /*sync=*/false);
-    if (!claimed.ok()) continue;
-    attempt->record = *claimed;
+        }});
+    picked.push_back(std::move(attempt));
+    picked_entities.insert(std::move(entity));
+  }
+  // Not synced: a lost claim only means the record is claimed again.
+  std::vector<absl::StatusOr<OutboxRecord>> claimed = store_.MutateMany(claims);
+  int started = 0;
+  for (size_t i = 0; i < picked.size(); ++i) {
+    if (!claimed[i].ok()) continue;
+    std::shared_ptr<Attempt>& attempt = picked[i];
+    attempt->record = *std::move(claimed[i]);
     {
       absl::MutexLock lock(&mu_);
       ++in_flight_;
-      busy_entities_.insert(entity);
+      busy_entities_.insert(attempt->entity);
     }
     ++started;
     stats_.attempts++;
-    Publish(*claimed);
+    Publish(attempt->record);
     if (!HitFault(faults_, FaultPoint::kAfterClaim).ok()) {
       // The worker died holding the claim, which runs out and is taken over. A failed
-      // fault point means this process is going down: start nothing more.
+      // fault point means this process is going down: send nothing more (the records
+      // claimed with this one stay claimed until their claims run out, as a crash would
+      // leave them).
       Done(attempt);
       break;
     }
-    if (reconcile_first) {
+    if (attempt->reconcile_first) {
       Reconcile(attempt);
     } else {
       Dispatch(attempt);
@@ -325,7 +342,7 @@ void Replayer::OnAnswer(std::shared_ptr<Attempt> attempt,
     // Receiving an answer does not grant permission to apply it.
     stats_.stale_responses_refused++;
     Transition(attempt, "STALE_RESPONSE: the answer's fence no longer fits the session",
-               [&](OutboxRecord* r) {
+               [this](OutboxRecord* r) {
                  r->set_state(v1::RETRYABLE_FAILED);
                  SetError(r, Error(absl::StatusCode::kAborted, "STALE_RESPONSE",
                                    "answer fenced off by a credential change"),
@@ -334,13 +351,14 @@ void Replayer::OnAnswer(std::shared_ptr<Attempt> attempt,
                });
     return;
   }
-  const v1::CallResult& result = answer->result();
-  bool business_rejected = result.code() != 0;
-  Transition(attempt, business_rejected ? RejectionReason(result) : "acked",
-             [&](OutboxRecord* r) {
+  const bool business_rejected = answer->result().code() != 0;
+  std::string why = business_rejected ? RejectionReason(answer->result()) : "acked";
+  Transition(attempt, std::move(why),
+             [this, business_rejected, result = std::move(*answer->mutable_result()),
+              replay = std::move(*answer->mutable_replay())](OutboxRecord* r) {
                r->set_state(business_rejected ? v1::REJECTED : v1::ACKED);
                *r->mutable_result() = result;
-               *r->mutable_replay() = answer->replay();
+               *r->mutable_replay() = replay;
                if (business_rejected) {
                  v1::LastError* error = r->mutable_last_error();
                  error->set_code(result.code());
@@ -360,7 +378,8 @@ void Replayer::OnFailure(const std::shared_ptr<Attempt>& attempt, const absl::St
                                  ReasonOf(status).empty() ? absl::StatusCodeToString(status.code())
                                                           : ReasonOf(status));
   if (answer_class == AnswerClass::kUnauthenticated) credential_.PauseUntilRenewed();
-  Transition(attempt, why, [&](OutboxRecord* r) {
+  Transition(attempt, std::move(why), [this, status, now, retry_after,
+                                       answer_class](OutboxRecord* r) {
     SetError(r, status, now);
     switch (answer_class) {
       case AnswerClass::kRetryable:
@@ -411,33 +430,53 @@ void Replayer::OnFailure(const std::shared_ptr<Attempt>& attempt, const absl::St
   });
 }
 
-void Replayer::Transition(const std::shared_ptr<Attempt>& attempt, const std::string& why,
-                          const std::function<void(OutboxRecord*)>& change) {
-  auto moved = store_.Mutate(attempt->command_id, why,
-                             [&](OutboxRecord* r) {
-                               // A worker whose claim was taken over must not write.
-                               if (r->claim().token() != attempt->token) {
-                                 return absl::AbortedError("claim taken over");
-                               }
-                               change(r);
-                               r->clear_claim();
-                               return absl::OkStatus();
-                             },
-                             // Not synced: a lost transition leaves the record SENDING,
-                             // which a restart reconciles with the sidecar.
-                             /*sync=*/false);
-  if (!moved.ok()) {
-    if (moved.status().code() == absl::StatusCode::kAborted) stats_.stale_claims_refused++;
+void Replayer::Transition(const std::shared_ptr<Attempt>& attempt, std::string why,
+                          std::function<void(OutboxRecord*)> change) {
+  {
+    absl::MutexLock lock(&transitions_mu_);
+    transitions_.push_back(Pending{attempt, std::move(why), std::move(change)});
+  }
+  // The answers of one SubmitBatch call come back to back on one thread: their moves are
+  // written together once the last one is in (one write instead of one each).
+  if (!CallbackBatch::Defer(this, [this] { WriteTransitions(); })) WriteTransitions();
+}
+
+void Replayer::WriteTransitions() {
+  std::vector<Pending> pending;
+  {
+    absl::MutexLock lock(&transitions_mu_);
+    pending.swap(transitions_);
+  }
+  if (pending.empty()) return;  // another thread wrote them
+  std::vector<OutboxStore::Change> changes;
+  changes.reserve(pending.size());
+  for (const Pending& p : pending) {
+    changes.push_back(OutboxStore::Change{
+        p.attempt->command_id, p.why, [&p](OutboxRecord* r) {
+          // A worker whose claim was taken over must not write.
+          if (r->claim().token() != p.attempt->token) {
+            return absl::AbortedError("claim taken over");
+          }
+          p.change(r);
+          r->clear_claim();
+          return absl::OkStatus();
+        }});
+  }
+  // Not synced: a lost transition leaves the record SENDING, which a restart reconciles
+  // with the sidecar.
+  std::vector<absl::StatusOr<OutboxRecord>> moved = store_.MutateMany(changes);
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const std::shared_ptr<Attempt>& attempt = pending[i].attempt;
+    if (!moved[i].ok()) {
+      if (moved[i].status().code() == absl::StatusCode::kAborted) stats_.stale_claims_refused++;
+    } else if (moved[i]->state() == v1::ACKED &&
+               !HitFault(faults_, FaultPoint::kAfterAckBeforeProjection).ok()) {
+      // acked, but the notice is lost: watchers re-read the store
+    } else {
+      Publish(*moved[i]);
+    }
     Done(attempt);
-    return;
   }
-  if (moved->state() == v1::ACKED &&
-      !HitFault(faults_, FaultPoint::kAfterAckBeforeProjection).ok()) {
-    Done(attempt);  // acked, but the notice is lost: watchers re-read the store
-    return;
-  }
-  Publish(*moved);
-  Done(attempt);
 }
 
 void Replayer::Done(const std::shared_ptr<Attempt>& attempt) {

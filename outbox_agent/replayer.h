@@ -96,8 +96,14 @@ class Replayer {
   void OnAnswer(std::shared_ptr<Attempt> attempt, absl::StatusOr<v1::SubmitResponse> answer);
   // Applies a classified failure to the record.
   void OnFailure(const std::shared_ptr<Attempt>& attempt, const absl::Status& status);
-  void Transition(const std::shared_ptr<Attempt>& attempt, const std::string& why,
-                  const std::function<void(OutboxRecord*)>& change);
+  // Moves the record of the attempt by `change`, unless its claim was taken over, and
+  // ends the attempt. Within a CallbackBatch the write waits for the batch's end and
+  // goes with the other moves made meanwhile.
+  void Transition(const std::shared_ptr<Attempt>& attempt, std::string why,
+                  std::function<void(OutboxRecord*)> change);
+  // Writes every move queued by Transition (OutboxStore::MutateMany) and ends their
+  // attempts.
+  void WriteTransitions();
   void Done(const std::shared_ptr<Attempt>& attempt);
   void Publish(const OutboxRecord& record);
 
@@ -112,6 +118,15 @@ class Replayer {
   const std::function<void()> wake_;
   Backoff backoff_;
   ReplayStats stats_;
+
+  struct Pending {
+    std::shared_ptr<Attempt> attempt;
+    std::string why;
+    std::function<void(OutboxRecord*)> change;
+  };
+  absl::Mutex transitions_mu_;
+  // Bounded by the attempts in flight: each has at most one move queued.
+  std::vector<Pending> transitions_ ABSL_GUARDED_BY(transitions_mu_);
 
   mutable absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;

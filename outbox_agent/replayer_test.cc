@@ -2,6 +2,7 @@
 // RocksDB outbox and a scripted sidecar.
 #include "outbox_agent/replayer.h"
 
+#include "common/callback_batch.h"
 #include "common/crash_fs.h"
 #include "tests/util/crash.h"
 #include "common/status.h"
@@ -370,6 +371,32 @@ TEST_F(ReplayerTest, ExpiredClaimIsTakenOverAndTheStaleWorkerIsRefused) {
   EXPECT_EQ(StateOf("c1"), v1::SENDING);
   sidecar_.Release();
   EXPECT_EQ(StateOf("c1"), v1::ACKED);
+}
+
+// The answers of one SubmitBatch call come back to back on one thread: their moves are
+// written together when the batch of callbacks closes, and a worker whose claim was taken
+// over meanwhile still writes nothing.
+TEST_F(ReplayerTest, AnswersDeliveredTogetherMoveTogetherAndAStaleClaimStillWritesNothing) {
+  sidecar_.set_hold(true);
+  for (const char* id : {"c1", "c2", "c3"}) Enqueue(id, id);
+  ASSERT_EQ(replayer_->Pump(), 3);
+  // Another worker took c2 over (its claim, with another token).
+  ASSERT_TRUE(store_->Mutate("c2", "taken over", [](OutboxRecord* r) {
+                       r->mutable_claim()->set_token(42);
+                       return absl::OkStatus();
+                     }, false).ok());
+  {
+    CallbackBatch together;
+    for (int i = 0; i < 3; ++i) sidecar_.Release();
+    EXPECT_EQ(StateOf("c1"), v1::SENDING) << "moved before the batch closed";
+    EXPECT_EQ(replayer_->in_flight(), 3);
+  }
+  EXPECT_EQ(StateOf("c1"), v1::ACKED);
+  EXPECT_EQ(StateOf("c3"), v1::ACKED);
+  EXPECT_EQ(StateOf("c2"), v1::SENDING);
+  EXPECT_EQ(Get("c2").claim().token(), 42u);
+  EXPECT_EQ(replayer_->stats().stale_claims_refused.load(), 1);
+  EXPECT_EQ(replayer_->in_flight(), 0);
 }
 
 TEST_F(ReplayerTest, RevocationStopsReplayAndFencesAnswersInFlight) {
