@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/callback_batch.h"
 #include "common/slot_map_file.h"
 #include "common/slots.h"
 #include "common/status.h"
@@ -59,10 +60,28 @@ class SimSidecarClient : public SidecarClient {
       if (call->finished) return;
       call->finished = true;
       if (!w_.Alive(kAgent, caller)) return;  // the caller died: nobody hears the answer
-      call->done(std::move(answer));
+      AnswerTogether([this, call, caller, answer = std::move(answer)]() mutable {
+        if (!w_.Alive(kAgent, caller)) return;
+        call->done(std::move(answer));
+      });
     };
     w_.loop_.At(deadline_ms, [finish] { finish(absl::DeadlineExceededError("deadline")); });
     return finish;
+  }
+
+  // The answers that reach the agent in one millisecond are handed to it back to back
+  // inside one CallbackBatch, as the agent's SubmitBatcher hands over a batch's answers:
+  // the replayer then writes their moves together (OutboxStore::MutateMany), and every
+  // seed's faults meet that path too.
+  void AnswerTogether(std::function<void()> deliver) {
+    answers_.push_back(std::move(deliver));
+    if (answers_.size() > 1) return;  // the delivery below is queued already
+    w_.loop_.After(0, [this] {
+      std::vector<std::function<void()>> answers = std::move(answers_);
+      answers_.clear();
+      CallbackBatch together;
+      for (auto& deliver : answers) deliver();
+    });
   }
 
   // Sends `deliver` to the sidecar, which answers through `answer`; applies the link's
@@ -138,6 +157,8 @@ class SimSidecarClient : public SidecarClient {
  private:
   World& w_;
   std::shared_ptr<const SlotMap> map_;  // the agent's cached slot map (sharded worlds)
+  // Answers waiting for this millisecond's delivery (AnswerTogether).
+  std::vector<std::function<void()>> answers_;
 };
 
 // ---------------------------------------------------------------------------------------
