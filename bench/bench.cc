@@ -362,10 +362,11 @@ int Run() {
 
   // --- the sidecar with a million records ------------------------------------------------
   LargeStoreFigures large;
+  const int large_cache_mb = absl::GetFlag(FLAGS_large_block_cache_mb);
   if (want("large") && absl::GetFlag(FLAGS_records) > 0) {
     if (absl::Status ran = BenchLargeStore(measure, absl::GetFlag(FLAGS_bin_dir), base + "/memory",
                                            absl::GetFlag(FLAGS_records), kAccounts,
-                                           absl::GetFlag(FLAGS_large_block_cache_mb), &large);
+                                           large_cache_mb, &large);
         !ran.ok()) {
       std::fprintf(stderr, "bench: the large store did not run: %s\n", ran.ToString().c_str());
       return 1;
@@ -375,7 +376,6 @@ int Run() {
   }
   const int64_t records = large.records, raw_bytes = large.raw_bytes;
   const int64_t sst_bytes = large.sst_bytes, rss_kb = large.rss_kb;
-  const int large_cache_mb = absl::GetFlag(FLAGS_large_block_cache_mb);
   const std::string large_cache =
       large_cache_mb > 0 ? absl::StrCat(large_cache_mb, " MiB") : std::string("the default");
 
