@@ -1,21 +1,19 @@
 // SubmitBatcher: a client's many concurrent Submits to one sidecar, sent as SubmitBatch
-// calls. A command goes at once while fewer than `max_calls` batches are in flight; the
-// commands that arrive meanwhile wait for the next free call and go together (at most
-// kMaxBatchCommands each). Alone, a command is never delayed; under load, one call's
-// fixed cost is shared by many commands. Each command still gets its own answer, exactly
-// once, on the thread that delivers its batch's answer.
+// calls (a CallBatcher of commands, at most kMaxBatchCommands each). A command goes at
+// once while fewer than `max_calls` batches are in flight; the commands that arrive
+// meanwhile wait for the next free call and go together. Alone, a command is never
+// delayed; under load, one call's fixed cost is shared by many commands. Each command
+// still gets its own answer, exactly once, on the thread that delivers its batch's answer.
 #ifndef EONCE_COMMON_SUBMIT_BATCHER_H_
 #define EONCE_COMMON_SUBMIT_BATCHER_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/call_batcher.h"
 #include "eonce/v1/command.pb.h"
 #include "eonce/v1/sidecar.pb.h"
 
@@ -25,9 +23,10 @@ class SubmitBatcher {
  public:
   using Answer = absl::StatusOr<v1::SubmitResponse>;
   using Done = std::function<void(Answer)>;
+  using Batcher = CallBatcher<v1::Command, Answer>;
   // The answer to one SubmitBatch call: the call's failure, or one answer per command
   // in the order sent.
-  using BatchDone = std::function<void(absl::StatusOr<std::vector<Answer>>)>;
+  using BatchDone = Batcher::BatchDone;
   // Sends one SubmitBatch call, due by `deadline_ms` (the earliest of its commands'; 0:
   // none); `done` runs exactly once, possibly on another thread.
   using SendBatch =
@@ -47,33 +46,19 @@ class SubmitBatcher {
   // A SubmitBatch answer as one Answer per command, in order: each item's response, or the
   // status it carries.
   static std::vector<Answer> AnswersOf(v1::SubmitBatchResponse& response);
-  // Waits for the batches in flight to be answered.
-  ~SubmitBatcher();
 
   // `done` runs exactly once: with the command's own answer, with its batch's failure,
   // or at once with RESOURCE_EXHAUSTED (nothing sent) when max_waiting commands wait.
   // `deadline_ms`: when the command's answer is due (0: no deadline).
-  void Submit(v1::Command command, int64_t deadline_ms, Done done);
+  void Submit(v1::Command command, int64_t deadline_ms, Done done) {
+    batcher_.Add(std::move(command), deadline_ms, std::move(done));
+  }
 
   // Nothing waits and no call is in flight.
-  bool Idle();
+  bool Idle() { return batcher_.Idle(); }
 
  private:
-  struct Waiting {
-    v1::Command command;
-    int64_t deadline_ms;
-    Done done;
-  };
-  // Takes the next batch from the queue and counts its call; empty when none may go.
-  std::vector<Waiting> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Send(std::vector<Waiting> batch);
-  void OnAnswer(std::vector<Waiting> batch, absl::StatusOr<std::vector<Answer>> answers);
-
-  const Options options_;
-  const SendBatch send_;
-  absl::Mutex mu_;
-  std::deque<Waiting> waiting_ ABSL_GUARDED_BY(mu_);
-  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  Batcher batcher_;  // its destructor waits for the batches in flight
 };
 
 }  // namespace eonce

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
+#include "common/status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -28,6 +29,13 @@ std::string Flatten(const grpc::ByteBuffer& buffer) {
 
 // How long a forward waits for a connection before it gives up without sending.
 constexpr int64_t kConnectWaitMs = 1000;
+
+ForwardReply NotConnected() {
+  ForwardReply reply;
+  reply.kind = ForwardReply::Kind::kNotApplied;
+  reply.detail = "cannot connect to the business service";
+  return reply;
+}
 
 bool IsTerminalBusinessCode(grpc::StatusCode code) {
   switch (code) {
@@ -52,14 +60,40 @@ bool IsRefusal(grpc::StatusCode code) {
 }  // namespace
 
 GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Clock& clock,
-                           int max_message_bytes)
+                           int max_message_bytes, int batch_calls)
     : clock_(clock),
       // gRPC's own retries would re-send a mutation; the sidecar decides retries.
       channel_(NewChannel(address, tls, max_message_bytes)),
       generic_(channel_),
       outcome_(v1::Outcome::NewStub(channel_)),
       slot_data_(v1::SlotData::NewStub(channel_)),
-      methods_(channel_, clock) {}
+      forwards_(v1::Forwards::NewStub(channel_)),
+      methods_(channel_, clock) {
+  if (batch_calls <= 0) return;
+  CallBatcherOptions options;
+  options.max_calls = batch_calls;
+  options.max_batch = kMaxBatchCommands;
+  // Room in the message for the items' framing and identities.
+  options.max_batch_bytes = static_cast<size_t>(max_message_bytes) / 2;
+  batcher_ = std::make_unique<Batcher>(
+      "the business",
+      options,
+      Batcher::Hooks{
+          [this](std::vector<ForwardCall> calls, int64_t deadline_ms, Batcher::BatchDone done) {
+            ForwardMany(std::move(calls), deadline_ms, std::move(done));
+          },
+          [](const ForwardCall& call) { return call.request.size() + 256; },
+          [](const absl::Status& status) {
+            ForwardReply reply;
+            // Refused for want of room: never sent. Anything else: sent, outcome unknown.
+            reply.kind = ReasonOf(status) == "OVERLOADED" ? ForwardReply::Kind::kNotApplied
+                                                          : ForwardReply::Kind::kUnknown;
+            reply.detail = status.ToString();
+            return reply;
+          }});
+}
+
+GrpcUpstream::~GrpcUpstream() = default;
 
 namespace {
 
@@ -147,19 +181,90 @@ ForwardReply GrpcUpstream::Classify(
   return reply;
 }
 
-void GrpcUpstream::Forward(ForwardCall call, std::function<void(ForwardReply)> done) {
+bool GrpcUpstream::Connected(int64_t deadline_ms) {
   // A call is only sent on a connected channel, so that "could not connect" proves that
   // nothing was sent. (A connection lost after this check is an unknown outcome.)
-  if (channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
-    int64_t wait_ms = std::min<int64_t>(kConnectWaitMs, call.deadline_ms - clock_.NowMs());
-    if (wait_ms <= 0 ||
-        !channel_->WaitForConnected(WallIn(wait_ms))) {
-      ForwardReply reply;
-      reply.kind = ForwardReply::Kind::kNotApplied;
-      reply.detail = "cannot connect to the business service";
-      done(std::move(reply));
-      return;
-    }
+  if (channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) return true;
+  const int64_t wait_ms = std::min<int64_t>(kConnectWaitMs, deadline_ms - clock_.NowMs());
+  return wait_ms > 0 && channel_->WaitForConnected(WallIn(wait_ms));
+}
+
+bool GrpcUpstream::BatchesServed() {
+  return clock_.NowMs() >= no_batches_until_ms_.load(std::memory_order_relaxed) &&
+         methods_.Listed(kForwardBatchMethod);
+}
+
+void GrpcUpstream::Forward(ForwardCall call, std::function<void(ForwardReply)> done) {
+  if (batcher_ == nullptr || !BatchesServed()) {
+    ForwardOne(std::move(call), std::move(done));
+    return;
+  }
+  const int64_t deadline_ms = call.deadline_ms;
+  batcher_->Add(std::move(call), deadline_ms, std::move(done));
+}
+
+void GrpcUpstream::ForwardMany(std::vector<ForwardCall> calls, int64_t deadline_ms,
+                               Batcher::BatchDone done) {
+  if (calls.size() == 1) {
+    // Alone: its own call, which follows the caller's cancellation.
+    ForwardOne(std::move(calls[0]), [done = std::move(done)](ForwardReply reply) {
+      std::vector<ForwardReply> replies;
+      replies.push_back(std::move(reply));
+      done(std::move(replies));
+    });
+    return;
+  }
+  if (!Connected(deadline_ms)) {
+    done(std::vector<ForwardReply>(calls.size(), NotConnected()));
+    return;
+  }
+  struct State {
+    grpc::ClientContext context;
+    v1::ForwardBatchRequest request;
+    v1::ForwardBatchResponse response;
+  };
+  auto state = std::make_shared<State>();
+  state->context.set_deadline(WallDeadline(clock_, deadline_ms));
+  state->request.mutable_calls()->Reserve(static_cast<int>(calls.size()));
+  for (const ForwardCall& call : calls) *state->request.add_calls() = ForwardedCallOf(call);
+  const size_t n = calls.size();
+  forwards_batched_.fetch_add(n, std::memory_order_relaxed);
+  forwards_->async()->ForwardBatch(
+      &state->context, &state->request, &state->response,
+      [this, state, n, done = std::move(done)](grpc::Status status) {
+        if (status.ok()) {
+          std::vector<ForwardReply> replies;
+          replies.reserve(state->response.outcomes_size());
+          for (v1::ForwardOutcome& outcome : *state->response.mutable_outcomes()) {
+            replies.push_back(ForwardReplyOf(std::move(outcome)));
+          }
+          done(std::move(replies));  // a count that does not match: all unknown
+          return;
+        }
+        ForwardReply reply;
+        reply.detail = absl::StrCat("batched business call ended ", status.error_code(), ": ",
+                                    status.error_message());
+        const auto& trailers = state->context.GetServerTrailingMetadata();
+        auto not_applied = trailers.find(kNotAppliedTrailer);
+        if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+          // No such service: nothing ran. Single calls from now on, for a while.
+          no_batches_until_ms_.store(clock_.NowMs() + kBatchRecheckMs, std::memory_order_relaxed);
+          reply.kind = ForwardReply::Kind::kNotApplied;
+        } else if (not_applied != trailers.end() && not_applied->second == "true" &&
+                   (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                    status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)) {
+          reply.kind = ForwardReply::Kind::kNotApplied;
+        } else {
+          reply.kind = ForwardReply::Kind::kUnknown;
+        }
+        done(std::vector<ForwardReply>(n, reply));
+      });
+}
+
+void GrpcUpstream::ForwardOne(ForwardCall call, std::function<void(ForwardReply)> done) {
+  if (!Connected(call.deadline_ms)) {
+    done(NotConnected());
+    return;
   }
   struct State {
     std::unique_ptr<grpc::ClientContext> context;

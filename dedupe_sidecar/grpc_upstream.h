@@ -4,12 +4,25 @@
 // The forward carries the command's identity as metadata and follows the caller's
 // cancellation. The channel reconnects quickly (at most a second of backoff), because a
 // business container restarting in the same pod is the common case. Thread-safe.
+//
+// Batched forwards: when the business serves eonce.v1.Forwards (its reflection catalog
+// lists ForwardBatch) and `batch_calls` > 0, a forward goes at once as its own call while
+// fewer than `batch_calls` calls are in flight; the forwards that arrive meanwhile go
+// together in one ForwardBatch call (a CallBatcher, at most 64 each), whose deadline is
+// the earliest of theirs. A forward in a batch does not follow its caller's cancellation
+// (its deadline still holds). A batch call that fails leaves each of its forwards'
+// outcomes unknown, unless it proves that nothing ran (UNIMPLEMENTED: the business no
+// longer serves batches, and none is sent to it for kBatchRecheckMs; or the
+// `eonce-not-applied` trailer).
 #ifndef EONCE_DEDUPE_SIDECAR_GRPC_UPSTREAM_H_
 #define EONCE_DEDUPE_SIDECAR_GRPC_UPSTREAM_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "common/call_batcher.h"
 #include "common/clock.h"
 #include "common/tls.h"
 #include "dedupe_sidecar/method_catalog.h"
@@ -23,8 +36,11 @@ namespace eonce {
 class GrpcUpstream : public Upstream {
  public:
   // `address` is "host:port" or "unix:/path".
+  static constexpr int64_t kBatchRecheckMs = 60'000;
+
   GrpcUpstream(const std::string& address, const TlsFiles& tls, Clock& clock,
-               int max_message_bytes);
+               int max_message_bytes, int batch_calls = 0);
+  ~GrpcUpstream() override;  // waits for the batch calls in flight
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override;
   void QueryOutcome(const std::string& tenant, const std::string& command_id,
@@ -41,17 +57,33 @@ class GrpcUpstream : public Upstream {
   absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request,
                                                         int64_t deadline_ms) override;
 
+  // Forwards sent inside ForwardBatch calls so far.
+  uint64_t forwards_batched() const { return forwards_batched_.load(std::memory_order_relaxed); }
+
   // How a finished call's status is classified (exposed for tests).
   static ForwardReply Classify(const grpc::Status& status, const std::string& response,
                                const std::multimap<grpc::string_ref, grpc::string_ref>& trailers);
 
  private:
+  using Batcher = CallBatcher<ForwardCall, ForwardReply>;
+  // Waits for a connection until `deadline_ms` (at most kConnectWaitMs); false: none, and
+  // nothing may be sent.
+  bool Connected(int64_t deadline_ms);
+  void ForwardOne(ForwardCall call, std::function<void(ForwardReply)> done);
+  void ForwardMany(std::vector<ForwardCall> calls, int64_t deadline_ms, Batcher::BatchDone done);
+  bool BatchesServed();
+
   Clock& clock_;
   std::shared_ptr<grpc::Channel> channel_;
   grpc::GenericStub generic_;
   std::unique_ptr<v1::Outcome::Stub> outcome_;
   std::unique_ptr<v1::SlotData::Stub> slot_data_;
+  std::unique_ptr<v1::Forwards::Stub> forwards_;
   MethodCatalog methods_;
+  // No batches before this time: the business said it serves none.
+  std::atomic<int64_t> no_batches_until_ms_{0};
+  std::atomic<uint64_t> forwards_batched_{0};
+  std::unique_ptr<Batcher> batcher_;  // null: every forward is its own call
 };
 
 }  // namespace eonce

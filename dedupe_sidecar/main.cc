@@ -57,6 +57,9 @@ ABSL_FLAG(int64_t, block_cache_mb, eonce::StoreOptions().block_cache_bytes >> 20
 ABSL_FLAG(bool, warm_cache, true,
           "at start, read the records into the block cache (up to 7/8 of it) in the "
           "background, so that the retries after a restart are answered from memory");
+ABSL_FLAG(int32_t, forward_batch_calls, 4,
+          "to a business that serves eonce.v1.Forwards: while this many calls are in flight, "
+          "the forwards that arrive meanwhile go together in one call (0: one call each)");
 ABSL_FLAG(int64_t, compaction_interval_ms, 0,
           "a forced full compaction this often (0: none; RocksDB's periodic compaction already "
           "rewrites every file at least every 6 hours, which drops what retention let go)");
@@ -83,6 +86,7 @@ int main(int argc, char** argv) {
   o.deduper.limits.max_key_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_key_bytes));
   o.deduper.limits.max_request_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_bytes));
   o.max_message_bytes = static_cast<int>(o.deduper.limits.max_request_bytes) + (1 << 20);
+  o.forward_batch_calls = absl::GetFlag(FLAGS_forward_batch_calls);
   o.refuse_unkeyed_mutations = absl::GetFlag(FLAGS_refuse_unkeyed_mutations);
   o.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   o.max_in_flight_per_tenant = absl::GetFlag(FLAGS_max_in_flight_per_tenant);

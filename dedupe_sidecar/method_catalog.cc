@@ -47,6 +47,11 @@ std::optional<bool> MethodCatalog::Implements(const std::string& method) {
   return methods_.contains(method);
 }
 
+bool MethodCatalog::Listed(const std::string& method) {
+  absl::MutexLock lock(&mu_);
+  return known_ && !unsupported_ && methods_.contains(method);
+}
+
 absl::Status MethodCatalog::Refresh() {
   absl::MutexLock one_at_a_time(&refresh_mu_);
   {

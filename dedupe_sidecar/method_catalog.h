@@ -40,6 +40,9 @@ class MethodCatalog {
   // Whether the business implements `method` ("/package.Service/Method"); nullopt when
   // that cannot be known.
   std::optional<bool> Implements(const std::string& method);
+  // Whether the last catalog lists `method`, without asking the business again (false
+  // before any catalog, or without reflection).
+  bool Listed(const std::string& method);
 
   // Fetches the catalog now. UNIMPLEMENTED: the business offers no reflection.
   absl::Status Refresh();

@@ -45,6 +45,9 @@ absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
     return absl::InvalidArgumentError(
         "max_in_flight_per_tenant: must be at least 1 and at most max_in_flight");
   }
+  if (o.forward_batch_calls < 0 || o.forward_batch_calls > 64) {
+    return absl::InvalidArgumentError("forward_batch_calls: must be between 0 and 64");
+  }
   if (o.block_cache_bytes < (size_t{8} << 20) || o.block_cache_bytes > (size_t{64} << 30)) {
     return absl::InvalidArgumentError("block_cache_mb: must be between 8 and 65536");
   }
@@ -86,7 +89,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
     const bool local_socket = absl::StartsWith(options.upstream_address, "unix:");
     s->owned_upstream_ = std::make_unique<GrpcUpstream>(
         options.upstream_address, local_socket ? TlsFiles() : options.tls, clock,
-        options.max_message_bytes);
+        options.max_message_bytes, options.forward_batch_calls);
     upstream = s->owned_upstream_.get();
   }
   // For the operator's long scans (audit queries and verification) only: a Submit runs on

@@ -47,6 +47,10 @@ struct SidecarServerOptions {
   DeduperOptions deduper;
   bool refuse_unkeyed_mutations = true;
   int max_message_bytes = 4 << 20;
+  // Forwards to a business that serves eonce.v1.Forwards: while this many calls to it
+  // are in flight, the forwards that arrive meanwhile go together in one ForwardBatch
+  // call (GrpcUpstream). 0: every forward is a call of its own. At most 64.
+  int forward_batch_calls = 4;
   int max_concurrent_streams = 1024;
   // Calls in flight (Submit and transparent mode), in all and per tenant; past either a
   // call is refused with RESOURCE_EXHAUSTED before anything is written (Admission).

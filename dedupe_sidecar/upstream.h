@@ -66,6 +66,15 @@ struct ForwardReply {
   int64_t entity_revision = 0;
 };
 
+// eonce.v1.Forwards/ForwardBatch: several forwards in one call, to a business that serves
+// it (services/inbox's ServiceHost). A forward as one of its items and back; the deadline
+// and the caller's call do not travel with an item (the batch call has one deadline).
+inline constexpr char kForwardBatchMethod[] = "/eonce.v1.Forwards/ForwardBatch";
+v1::ForwardedCall ForwardedCallOf(const ForwardCall& call);
+ForwardCall ForwardCallOf(const v1::ForwardedCall& call);
+v1::ForwardOutcome ForwardOutcomeOf(ForwardReply reply);
+ForwardReply ForwardReplyOf(v1::ForwardOutcome outcome);
+
 class Upstream {
  public:
   virtual ~Upstream() = default;

@@ -58,8 +58,11 @@ grpc::ServerUnaryReactor* CaseServiceImpl::GetCase(grpc::CallbackServerContext* 
 }
 
 ServiceHost::Setup CaseSetup() {
-  return [](RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
-    return std::make_shared<CaseServiceImpl>(std::make_unique<CaseCore>(store, inbox), inbox);
+  // No in-process handlers: a case answer carries its entity's revision as a trailer,
+  // which a batched forward does not, so every forward is a call of its own.
+  return [](RocksStore& store, Inbox& inbox) -> absl::StatusOr<HostedService> {
+    return HostedService{
+        std::make_shared<CaseServiceImpl>(std::make_unique<CaseCore>(store, inbox), inbox), {}};
   };
 }
 

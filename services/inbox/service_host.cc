@@ -47,7 +47,13 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   EONCE_ASSIGN_OR_RETURN(host->store_, RocksStore::Open(options.data_dir, families, store_options));
   host->inbox_ = std::make_unique<Inbox>(*host->store_, clock, options.legacy_mode, options.faults,
                                          options.inbox_retention_ms);
-  EONCE_ASSIGN_OR_RETURN(host->service_, setup(*host->store_, *host->inbox_));
+  EONCE_ASSIGN_OR_RETURN(HostedService hosted, setup(*host->store_, *host->inbox_));
+  host->service_ = std::move(hosted.service);
+  if (!hosted.handlers.empty()) {
+    host->forward_handlers_ =
+        std::make_unique<InboxUpstream>(*host->inbox_, std::move(hosted.handlers));
+    host->forwards_service_ = std::make_unique<ForwardsServiceImpl>(*host->forward_handlers_);
+  }
   host->effects_service_ = std::make_unique<EffectsServiceImpl>(*host->inbox_);
   host->follow_ups_service_ = std::make_unique<FollowUpsServiceImpl>(*host->inbox_);
   host->slot_data_service_ = std::make_unique<SlotDataServiceImpl>(*host->inbox_);
@@ -60,6 +66,7 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   builder.RegisterService(host->effects_service_.get());
   builder.RegisterService(host->follow_ups_service_.get());
   builder.RegisterService(host->slot_data_service_.get());
+  if (host->forwards_service_ != nullptr) builder.RegisterService(host->forwards_service_.get());
   if (!options.legacy_mode) {
     host->outcome_service_ = std::make_unique<OutcomeServiceImpl>(*host->inbox_);
     builder.RegisterService(host->outcome_service_.get());

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,8 +22,10 @@
 #include "common/tls.h"
 #include "grpcpp/impl/codegen/service_type.h"
 #include "grpcpp/server.h"
+#include "services/inbox/forwards_service.h"
 #include "services/inbox/inbox.h"
 #include "services/inbox/inbox_services.h"
+#include "services/inbox/inbox_upstream.h"
 
 namespace eonce {
 
@@ -48,12 +51,21 @@ struct ServiceHostOptions {
   uint64_t min_free_bytes = 256ull << 20;
 };
 
+// What a service adds to its host.
+struct HostedService {
+  // Its own gRPC service; the host keeps it alive until shutdown.
+  std::shared_ptr<grpc::Service> service;
+  // Its mutating methods as in-process handlers, by full method name (InboxUpstream).
+  // Given, the host also serves eonce.v1.Forwards with them, so that a sidecar sends the
+  // forwards it has in flight together, one call for many (ForwardsServiceImpl). Empty:
+  // one call per forward.
+  std::map<std::string, InboxUpstream::Handler> handlers;
+};
+
 class ServiceHost {
  public:
-  // Builds the service's own gRPC service from the opened store and inbox; the host keeps
-  // it alive until shutdown.
-  using Setup = std::function<absl::StatusOr<std::shared_ptr<grpc::Service>>(
-      RocksStore& store, Inbox& inbox)>;
+  // Builds what the service adds from the opened store and inbox.
+  using Setup = std::function<absl::StatusOr<HostedService>(RocksStore& store, Inbox& inbox)>;
 
   // `families` are the service's column families besides the inbox's.
   static absl::StatusOr<std::unique_ptr<ServiceHost>> Start(
@@ -80,6 +92,8 @@ class ServiceHost {
   std::unique_ptr<EffectsServiceImpl> effects_service_;
   std::unique_ptr<FollowUpsServiceImpl> follow_ups_service_;
   std::unique_ptr<SlotDataServiceImpl> slot_data_service_;
+  std::unique_ptr<InboxUpstream> forward_handlers_;  // null: no handlers given
+  std::unique_ptr<ForwardsServiceImpl> forwards_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::unique_ptr<HealthPort> health_port_;

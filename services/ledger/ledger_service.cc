@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "services/inbox/inbox_services.h"
+#include "services/ledger/ledger_in_process.h"
 
 namespace eonce {
 
@@ -66,30 +67,22 @@ absl::StatusOr<std::unique_ptr<LedgerCore>> NewLedgerCore(RocksStore& store, Inb
 }  // namespace
 
 ServiceHost::Setup LedgerSetup(std::function<LedgerOptions()> options, LedgerCore** core_out) {
-  return [options, core_out](RocksStore& store,
-                             Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
+  return [options, core_out](RocksStore& store, Inbox& inbox) -> absl::StatusOr<HostedService> {
     EONCE_ASSIGN_OR_RETURN(std::unique_ptr<LedgerCore> core,
                            NewLedgerCore(store, inbox, options ? options() : LedgerOptions{}));
     auto service = std::make_shared<LedgerServiceImpl>(std::move(core), inbox);
     if (core_out != nullptr) *core_out = &service->core();
-    return service;
+    // The same methods in process, so that a sidecar may batch its forwards.
+    return HostedService{service, LedgerHandlers(service->core())};
   };
 }
 
 absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(
     const LedgerServerOptions& options, Clock& clock) {
   std::unique_ptr<LedgerServer> server(new LedgerServer());
-  LedgerCore** core = &server->core_;
-  auto host = ServiceHost::Start(
-      options, clock, LedgerCore::ColumnFamilies(),
-      [core, ledger = options.ledger](
-          RocksStore& store, Inbox& inbox) -> absl::StatusOr<std::shared_ptr<grpc::Service>> {
-        EONCE_ASSIGN_OR_RETURN(std::unique_ptr<LedgerCore> made,
-                               NewLedgerCore(store, inbox, ledger));
-        auto service = std::make_shared<LedgerServiceImpl>(std::move(made), inbox);
-        *core = &service->core();
-        return service;
-      });
+  auto host = ServiceHost::Start(options, clock, LedgerCore::ColumnFamilies(),
+                                 LedgerSetup([ledger = options.ledger] { return ledger; },
+                                             &server->core_));
   if (!host.ok()) return host.status();
   server->host_ = std::move(*host);
   return server;

@@ -1,0 +1,173 @@
+// CallBatcher: many concurrent calls to one peer, sent as batch calls. An item goes at once
+// while fewer than `max_calls` batches are in flight; the items that arrive meanwhile wait
+// for the next free call and go together (at most `max_batch` and `max_batch_bytes` each;
+// an item larger than that alone goes alone). Alone, an item is never delayed; under load,
+// one call's fixed cost is shared by many items. Each item still gets its own answer,
+// exactly once, on the thread that delivers its batch's answer, and a batch's answers are
+// delivered inside one CallbackBatch, so that what they start may be done once for all.
+//
+// Bounded: at most `max_waiting` items wait; past it an item is refused at once with
+// RESOURCE_EXHAUSTED (OVERLOADED), nothing sent. Thread-safe; the destructor waits for the
+// calls in flight.
+#ifndef EONCE_COMMON_CALL_BATCHER_H_
+#define EONCE_COMMON_CALL_BATCHER_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/callback_batch.h"
+#include "common/status.h"
+
+namespace eonce {
+
+struct CallBatcherOptions {
+  int max_calls = 4;                 // batches in flight at once
+  int max_batch = 64;                // items per batch
+  size_t max_batch_bytes = 4 << 20;  // bytes of items per batch
+  size_t max_waiting = 4096;         // items queued for a free call; past it, refused
+};
+
+template <typename Item, typename Answer>
+class CallBatcher {
+ public:
+  using Done = std::function<void(Answer)>;
+  // The answer to one batch call: one answer per item in the order sent, or the call's
+  // failure.
+  using BatchDone = std::function<void(absl::StatusOr<std::vector<Answer>>)>;
+  struct Hooks {
+    // Sends one batch call, due by `deadline_ms` (the earliest of its items'; 0: none);
+    // `done` runs exactly once, possibly on another thread.
+    std::function<void(std::vector<Item> items, int64_t deadline_ms, BatchDone done)> send;
+    std::function<size_t(const Item&)> size_of;
+    // An item's answer when its batch call failed (the status says how), or when it was
+    // refused for want of room (RESOURCE_EXHAUSTED, OVERLOADED: nothing was sent).
+    std::function<Answer(const absl::Status&)> failed;
+  };
+
+  // `peer` names the peer in errors ("the sidecar").
+  CallBatcher(std::string peer, CallBatcherOptions options, Hooks hooks)
+      : peer_(std::move(peer)), options_(options), hooks_(std::move(hooks)) {}
+
+  ~CallBatcher() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int* calls) { return *calls == 0; }, &calls_));
+  }
+
+  // `done` runs exactly once: with the item's own answer, with its batch's failure, or at
+  // once when max_waiting items wait. `deadline_ms`: when its answer is due (0: none).
+  void Add(Item item, int64_t deadline_ms, Done done) {
+    std::vector<Waiting> batch;
+    bool full = false;
+    {
+      absl::MutexLock lock(&mu_);
+      full = waiting_.size() >= options_.max_waiting;
+      if (!full) {
+        waiting_.push_back(Waiting{std::move(item), deadline_ms, std::move(done)});
+        batch = TakeBatch();
+      }
+    }
+    if (full) {
+      done(hooks_.failed(WithRetryAfter(
+          Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
+                absl::StrCat(options_.max_waiting, " calls already wait for a call to ", peer_,
+                             "; nothing was sent")),
+          10)));
+      return;
+    }
+    if (!batch.empty()) Send(std::move(batch));
+  }
+
+  // Nothing waits and no call is in flight.
+  bool Idle() {
+    absl::MutexLock lock(&mu_);
+    return calls_ == 0 && waiting_.empty();
+  }
+
+ private:
+  struct Waiting {
+    Item item;
+    int64_t deadline_ms;
+    Done done;
+  };
+
+  // Takes the next batch from the queue and counts its call; empty when none may go.
+  std::vector<Waiting> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<Waiting> batch;
+    if (waiting_.empty() || calls_ >= options_.max_calls) return batch;
+    const size_t n =
+        std::min<size_t>(waiting_.size(), static_cast<size_t>(std::max(options_.max_batch, 1)));
+    batch.reserve(n);
+    size_t bytes = 0;
+    while (batch.size() < n) {
+      const size_t size = hooks_.size_of(waiting_.front().item);
+      if (!batch.empty() && bytes + size > options_.max_batch_bytes) break;
+      bytes += size;
+      batch.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+    }
+    ++calls_;
+    return batch;
+  }
+
+  void Send(std::vector<Waiting> batch) {
+    std::vector<Item> items;
+    items.reserve(batch.size());
+    int64_t deadline_ms = 0;
+    for (Waiting& w : batch) {
+      items.push_back(std::move(w.item));
+      if (w.deadline_ms > 0 && (deadline_ms == 0 || w.deadline_ms < deadline_ms)) {
+        deadline_ms = w.deadline_ms;
+      }
+    }
+    auto held = std::make_shared<std::vector<Waiting>>(std::move(batch));
+    hooks_.send(std::move(items), deadline_ms,
+                [this, held](absl::StatusOr<std::vector<Answer>> answers) {
+                  OnAnswer(std::move(*held), std::move(answers));
+                });
+  }
+
+  void OnAnswer(std::vector<Waiting> batch, absl::StatusOr<std::vector<Answer>> answers) {
+    if (answers.ok() && answers->size() != batch.size()) {
+      answers = Error(absl::StatusCode::kInternal, "BATCH_MISMATCH",
+                      absl::StrCat(peer_, " answered ", answers->size(), " of ", batch.size(),
+                                   " calls; their outcome is unknown"));
+    }
+    {
+      CallbackBatch together;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        batch[i].done(answers.ok() ? std::move((*answers)[i]) : hooks_.failed(answers.status()));
+      }
+    }
+    std::vector<Waiting> next;
+    {
+      absl::MutexLock lock(&mu_);
+      --calls_;
+      next = TakeBatch();
+    }
+    if (!next.empty()) Send(std::move(next));
+  }
+
+  const std::string peer_;
+  const CallBatcherOptions options_;
+  const Hooks hooks_;
+  absl::Mutex mu_;
+  std::deque<Waiting> waiting_ ABSL_GUARDED_BY(mu_);
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace eonce
+
+#endif  // EONCE_COMMON_CALL_BATCHER_H_

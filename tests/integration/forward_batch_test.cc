@@ -1,0 +1,212 @@
+// eonce.v1.Forwards, the sidecar's forwards many in one call: the real ledger's host
+// serving it over real gRPC on a loopback port, with a real RocksDB directory, called
+// directly and through the sidecar's GrpcUpstream.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/clock.h"
+#include "common/command.h"
+#include "common/grpc_status.h"
+#include "common/hash.h"
+#include "common/status.h"
+#include "dedupe_sidecar/grpc_upstream.h"
+#include "eonce/ledger/v1/ledger.pb.h"
+#include "eonce/v1/outcome.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "services/ledger/ledger_service.h"
+#include "tests/integration/ledger_calls.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+constexpr char kOpenAccount[] = "/eonce.ledger.v1.Ledger/OpenAccount";
+
+// A forward that opens account `id` as command `command_id` of tenant acme.
+ForwardCall OpenAccount(const std::string& command_id, const std::string& id) {
+  ledger::v1::OpenAccountRequest request;
+  request.set_id(id);
+  request.set_initial_balance(100);
+  ForwardCall call;
+  call.method = kOpenAccount;
+  call.request = request.SerializeAsString();
+  call.command_id = command_id;
+  call.idempotency_key = "key-" + command_id;
+  call.tenant = "acme";
+  call.actor = "alice";
+  call.payload_sha256 = PayloadHashV1(call.method, call.request);
+  call.fencing_token = 1;
+  return call;
+}
+
+// The account id an answered OpenAccount names; empty if it was not answered with one.
+std::string AccountOf(const ForwardReply& reply) {
+  ledger::v1::Account account;
+  if (reply.kind != ForwardReply::Kind::kAnswered || reply.result.code() != 0 ||
+      !account.ParseFromString(reply.result.response())) {
+    return "";
+  }
+  return account.id();
+}
+
+class ForwardBatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartLedger(/*serve_batches=*/true); }
+
+  void StartLedger(bool serve_batches) {
+    LedgerServerOptions options;
+    options.data_dir = testing::FreshDir("ledger");
+    if (serve_batches) {
+      auto ledger = LedgerServer::Start(options, RealClock::Get());
+      ASSERT_TRUE(ledger.ok()) << ledger.status();
+      ledger_ = std::move(*ledger);
+      port_ = ledger_->port();
+    } else {
+      // The ledger without its in-process handlers: a host that serves no batches.
+      ServiceHost::Setup setup = [](RocksStore& store,
+                                    Inbox& inbox) -> absl::StatusOr<HostedService> {
+        absl::StatusOr<HostedService> hosted = LedgerSetup()(store, inbox);
+        if (hosted.ok()) hosted->handlers.clear();
+        return hosted;
+      };
+      auto host =
+          ServiceHost::Start(options, RealClock::Get(), LedgerCore::ColumnFamilies(), setup);
+      ASSERT_TRUE(host.ok()) << host.status();
+      host_ = std::move(*host);
+      port_ = host_->port();
+    }
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                       grpc::InsecureChannelCredentials());
+    forwards_ = v1::Forwards::NewStub(channel);
+    effects_ = v1::Effects::NewStub(channel);
+  }
+
+  grpc::Status Batch(const std::vector<ForwardCall>& calls, v1::ForwardBatchResponse* response) {
+    grpc::ClientContext context;
+    v1::ForwardBatchRequest request;
+    for (const ForwardCall& call : calls) *request.add_calls() = ForwardedCallOf(call);
+    return forwards_->ForwardBatch(&context, request, response);
+  }
+
+  // Forwards every call through `upstream` at once and returns the replies by call.
+  static std::vector<ForwardReply> ForwardAll(GrpcUpstream& upstream,
+                                              std::vector<ForwardCall> calls) {
+    absl::Mutex mu;
+    std::vector<ForwardReply> replies(calls.size());
+    size_t left = calls.size();
+    for (size_t i = 0; i < calls.size(); ++i) {
+      calls[i].deadline_ms = RealClock::Get().NowMs() + 10'000;
+      upstream.Forward(std::move(calls[i]), [&, i](ForwardReply reply) {
+        absl::MutexLock lock(&mu);
+        replies[i] = std::move(reply);
+        --left;
+      });
+    }
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](size_t* n) { return *n == 0; }, &left));
+    return replies;
+  }
+
+  std::unique_ptr<LedgerServer> ledger_;
+  std::unique_ptr<ServiceHost> host_;
+  int port_ = 0;
+  std::unique_ptr<v1::Forwards::Stub> forwards_;
+  std::unique_ptr<v1::Effects::Stub> effects_;
+};
+
+TEST_F(ForwardBatchTest, EachCallRunsOnceAndIsAnsweredInItsOwnPlace) {
+  ForwardCall reused = OpenAccount("c1", "a9");  // c1's key with another payload
+  ForwardCall missing = OpenAccount("c5", "a5");
+  missing.method = "/eonce.ledger.v1.Ledger/Close";
+  const std::vector<ForwardCall> calls = {OpenAccount("c1", "a1"), OpenAccount("c2", "a2"),
+                                          OpenAccount("c3", "a3"), reused, missing};
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "first" : "resent");
+    v1::ForwardBatchResponse response;
+    grpc::Status status = Batch(calls, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(response.outcomes_size(), 5);
+    for (int i = 0; i < 3; ++i) {
+      ForwardReply reply = ForwardReplyOf(response.outcomes(i));
+      EXPECT_EQ(AccountOf(reply), "a" + std::to_string(i + 1)) << i;
+      EXPECT_TRUE(reply.inbox_kept) << i;
+    }
+    ForwardReply conflict = ForwardReplyOf(response.outcomes(3));
+    EXPECT_EQ(conflict.kind, ForwardReply::Kind::kConflict);
+    EXPECT_EQ(conflict.detail, "IDEMPOTENCY_CONFLICT");
+    ForwardReply refused = ForwardReplyOf(response.outcomes(4));
+    EXPECT_EQ(refused.kind, ForwardReply::Kind::kRefused);
+    EXPECT_EQ(refused.result.code(), static_cast<int>(absl::StatusCode::kUnimplemented));
+  }
+  // Sent twice, each command applied once; the conflicting and the refused ones not at all.
+  for (const char* id : {"c1", "c2", "c3"}) EXPECT_EQ(testing::EffectsOf(*effects_, id), 1) << id;
+  EXPECT_EQ(testing::EffectsOf(*effects_, "c5"), 0);
+}
+
+TEST_F(ForwardBatchTest, AMalformedBatchIsRefusedWholeBeforeAnythingRuns) {
+  v1::ForwardBatchResponse response;
+  EXPECT_EQ(Batch({}, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  std::vector<ForwardCall> too_many;
+  for (int i = 0; i < 65; ++i) {
+    too_many.push_back(OpenAccount("m" + std::to_string(i), "m" + std::to_string(i)));
+  }
+  EXPECT_EQ(Batch(too_many, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  ForwardCall bad_hash = OpenAccount("c2", "a2");
+  bad_hash.payload_sha256 = "short";
+  grpc::Status status = Batch({OpenAccount("c1", "a1"), bad_hash}, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("forward 1"), std::string::npos) << status.error_message();
+
+  for (const char* id : {"c1", "c2", "m0", "m63"}) {
+    EXPECT_EQ(testing::EffectsOf(*effects_, id), 0) << id;
+  }
+}
+
+TEST_F(ForwardBatchTest, TheSidecarSendsTheForwardsThatWaitTogether) {
+  // One call in flight at a time: the first forward goes alone, the ones behind it wait
+  // and go together.
+  GrpcUpstream upstream("127.0.0.1:" + std::to_string(port_), TlsFiles(), RealClock::Get(),
+                        4 << 20, /*batch_calls=*/1);
+  ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(true));
+  std::vector<ForwardCall> calls;
+  for (int i = 0; i < 40; ++i) {
+    calls.push_back(OpenAccount("u" + std::to_string(i), "acct" + std::to_string(i)));
+  }
+  std::vector<ForwardReply> replies = ForwardAll(upstream, calls);
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(AccountOf(replies[i]), "acct" + std::to_string(i)) << i;
+    EXPECT_TRUE(replies[i].inbox_kept) << i;
+    EXPECT_EQ(testing::EffectsOf(*effects_, "u" + std::to_string(i)), 1) << i;
+  }
+  EXPECT_GT(upstream.forwards_batched(), 0u);
+  EXPECT_LT(upstream.forwards_batched(), 40u);  // the first went alone
+}
+
+TEST_F(ForwardBatchTest, ABusinessThatServesNoBatchesGetsOneCallPerForward) {
+  ledger_.reset();
+  StartLedger(/*serve_batches=*/false);
+  GrpcUpstream upstream("127.0.0.1:" + std::to_string(port_), TlsFiles(), RealClock::Get(),
+                        4 << 20, /*batch_calls=*/1);
+  ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(false));
+  std::vector<ForwardCall> calls;
+  for (int i = 0; i < 10; ++i) {
+    calls.push_back(OpenAccount("s" + std::to_string(i), "solo" + std::to_string(i)));
+  }
+  std::vector<ForwardReply> replies = ForwardAll(upstream, calls);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(AccountOf(replies[i]), "solo" + std::to_string(i)) << i;
+    EXPECT_TRUE(replies[i].inbox_kept) << i;
+  }
+  EXPECT_EQ(upstream.forwards_batched(), 0u);
+}
+
+}  // namespace
+}  // namespace eonce
