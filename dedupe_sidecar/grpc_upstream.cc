@@ -57,6 +57,16 @@ bool IsRefusal(grpc::StatusCode code) {
          code == grpc::StatusCode::PERMISSION_DENIED;
 }
 
+// A refusal that proves the business applied nothing: UNAVAILABLE or RESOURCE_EXHAUSTED
+// with `eonce-not-applied: true`.
+bool ProvesNotApplied(const grpc::Status& status,
+                      const std::multimap<grpc::string_ref, grpc::string_ref>& trailers) {
+  auto not_applied = trailers.find(kNotAppliedTrailer);
+  return not_applied != trailers.end() && not_applied->second == "true" &&
+         (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+          status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
 }  // namespace
 
 GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Clock& clock,
@@ -171,11 +181,8 @@ ForwardReply GrpcUpstream::Classify(
     }
     return reply;
   }
-  auto not_applied = trailers.find(kNotAppliedTrailer);
-  bool proven = not_applied != trailers.end() && not_applied->second == "true" &&
-                (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                 status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
-  reply.kind = proven ? ForwardReply::Kind::kNotApplied : ForwardReply::Kind::kUnknown;
+  reply.kind = ProvesNotApplied(status, trailers) ? ForwardReply::Kind::kNotApplied
+                                                  : ForwardReply::Kind::kUnknown;
   reply.detail = absl::StrCat("business call ended ", status.error_code(), ": ",
                               status.error_message());
   return reply;
@@ -244,18 +251,14 @@ void GrpcUpstream::ForwardMany(std::vector<ForwardCall> calls, int64_t deadline_
         ForwardReply reply;
         reply.detail = absl::StrCat("batched business call ended ", status.error_code(), ": ",
                                     status.error_message());
-        const auto& trailers = state->context.GetServerTrailingMetadata();
-        auto not_applied = trailers.find(kNotAppliedTrailer);
         if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
           // No such service: nothing ran. Single calls from now on, for a while.
           no_batches_until_ms_.store(clock_.NowMs() + kBatchRecheckMs, std::memory_order_relaxed);
           reply.kind = ForwardReply::Kind::kNotApplied;
-        } else if (not_applied != trailers.end() && not_applied->second == "true" &&
-                   (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                    status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)) {
-          reply.kind = ForwardReply::Kind::kNotApplied;
         } else {
-          reply.kind = ForwardReply::Kind::kUnknown;
+          reply.kind = ProvesNotApplied(status, state->context.GetServerTrailingMetadata())
+                           ? ForwardReply::Kind::kNotApplied
+                           : ForwardReply::Kind::kUnknown;
         }
         done(std::vector<ForwardReply>(n, reply));
       });

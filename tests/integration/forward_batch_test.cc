@@ -58,14 +58,16 @@ class ForwardBatchTest : public ::testing::Test {
  protected:
   void SetUp() override { StartLedger(/*serve_batches=*/true); }
 
-  void StartLedger(bool serve_batches) {
+  // `listen`: where the ledger listens; empty: a loopback port of its own.
+  void StartLedger(bool serve_batches, const std::string& listen = "") {
     LedgerServerOptions options;
     options.data_dir = testing::FreshDir("ledger");
+    if (!listen.empty()) options.listen_address = listen;
     if (serve_batches) {
       auto ledger = LedgerServer::Start(options, RealClock::Get());
       ASSERT_TRUE(ledger.ok()) << ledger.status();
       ledger_ = std::move(*ledger);
-      port_ = ledger_->port();
+      address_ = "127.0.0.1:" + std::to_string(ledger_->port());
     } else {
       // The ledger without its in-process handlers: a host that serves no batches.
       ServiceHost::Setup setup = [](RocksStore& store,
@@ -78,10 +80,10 @@ class ForwardBatchTest : public ::testing::Test {
           ServiceHost::Start(options, RealClock::Get(), LedgerCore::ColumnFamilies(), setup);
       ASSERT_TRUE(host.ok()) << host.status();
       host_ = std::move(*host);
-      port_ = host_->port();
+      address_ = "127.0.0.1:" + std::to_string(host_->port());
     }
-    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
-                                       grpc::InsecureChannelCredentials());
+    if (!listen.empty()) address_ = listen;
+    auto channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
     forwards_ = v1::Forwards::NewStub(channel);
     effects_ = v1::Effects::NewStub(channel);
   }
@@ -115,7 +117,7 @@ class ForwardBatchTest : public ::testing::Test {
 
   std::unique_ptr<LedgerServer> ledger_;
   std::unique_ptr<ServiceHost> host_;
-  int port_ = 0;
+  std::string address_;  // the running ledger's
   std::unique_ptr<v1::Forwards::Stub> forwards_;
   std::unique_ptr<v1::Effects::Stub> effects_;
 };
@@ -173,7 +175,7 @@ TEST_F(ForwardBatchTest, AMalformedBatchIsRefusedWholeBeforeAnythingRuns) {
 TEST_F(ForwardBatchTest, TheSidecarSendsTheForwardsThatWaitTogether) {
   // One call in flight at a time: the first forward goes alone, the ones behind it wait
   // and go together.
-  GrpcUpstream upstream("127.0.0.1:" + std::to_string(port_), TlsFiles(), RealClock::Get(),
+  GrpcUpstream upstream(address_, TlsFiles(), RealClock::Get(),
                         4 << 20, /*batch_calls=*/1);
   ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(true));
   std::vector<ForwardCall> calls;
@@ -193,7 +195,7 @@ TEST_F(ForwardBatchTest, TheSidecarSendsTheForwardsThatWaitTogether) {
 TEST_F(ForwardBatchTest, ABusinessThatServesNoBatchesGetsOneCallPerForward) {
   ledger_.reset();
   StartLedger(/*serve_batches=*/false);
-  GrpcUpstream upstream("127.0.0.1:" + std::to_string(port_), TlsFiles(), RealClock::Get(),
+  GrpcUpstream upstream(address_, TlsFiles(), RealClock::Get(),
                         4 << 20, /*batch_calls=*/1);
   ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(false));
   std::vector<ForwardCall> calls;
@@ -206,6 +208,46 @@ TEST_F(ForwardBatchTest, ABusinessThatServesNoBatchesGetsOneCallPerForward) {
     EXPECT_TRUE(replies[i].inbox_kept) << i;
   }
   EXPECT_EQ(upstream.forwards_batched(), 0u);
+}
+
+TEST_F(ForwardBatchTest, ABatchTheBusinessNoLongerServesRunsNothingAndSingleCallsFollow) {
+  // The sidecar learns that the ledger serves batches; the ledger is then replaced, on the
+  // same socket, by one that serves none, before the sidecar asks again.
+  ledger_.reset();
+  const std::string socket = "unix:" + testing::SocketDir() + "/ledger.sock";
+  StartLedger(/*serve_batches=*/true, socket);
+  GrpcUpstream upstream(address_, TlsFiles(), RealClock::Get(), 4 << 20, /*batch_calls=*/1);
+  ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(true));
+  ledger_.reset();
+  StartLedger(/*serve_batches=*/false, socket);
+
+  std::vector<ForwardCall> calls;
+  for (int i = 0; i < 20; ++i) {
+    calls.push_back(OpenAccount("r" + std::to_string(i), "r" + std::to_string(i)));
+  }
+  std::vector<ForwardReply> replies = ForwardAll(upstream, calls);
+  int not_applied = 0;
+  for (int i = 0; i < 20; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    if (replies[i].kind == ForwardReply::Kind::kNotApplied) {
+      ++not_applied;
+      EXPECT_EQ(testing::EffectsOf(*effects_, id), 0) << id;
+    } else {
+      EXPECT_EQ(AccountOf(replies[i]), id) << replies[i].detail;
+      EXPECT_EQ(testing::EffectsOf(*effects_, id), 1) << id;
+    }
+  }
+  EXPECT_GT(not_applied, 0);
+  EXPECT_EQ(upstream.forwards_batched(), static_cast<uint64_t>(not_applied));
+
+  // Sent again (as the callers' retries would be): one call each, all applied once.
+  replies = ForwardAll(upstream, calls);
+  for (int i = 0; i < 20; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    EXPECT_EQ(AccountOf(replies[i]), id) << replies[i].detail;
+    EXPECT_EQ(testing::EffectsOf(*effects_, id), 1) << id;
+  }
+  EXPECT_EQ(upstream.forwards_batched(), static_cast<uint64_t>(not_applied));
 }
 
 }  // namespace
