@@ -43,6 +43,12 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
   out.push_back(CounterFamily("eonce_sidecar_forwards_total", "Calls forwarded to the business.",
                               {{{}, n(st.forwards)}}));
   out.push_back(CounterFamily(
+      "eonce_sidecar_forwards_batched_total",
+      "Calls forwarded inside ForwardBatch calls, many in one (a business that serves "
+      "eonce.v1.Forwards).",
+      {{{}, static_cast<double>(owned_upstream_ != nullptr ? owned_upstream_->forwards_batched()
+                                                           : 0)}}));
+  out.push_back(CounterFamily(
       "eonce_sidecar_forwards_before_sync_total",
       "Calls forwarded before their started record was synced: the business keeps an inbox "
       "and its write is the commit point.",

@@ -27,6 +27,7 @@
 #include "common/work_pool.h"
 #include "dedupe_sidecar/audit_log.h"
 #include "dedupe_sidecar/deduper.h"
+#include "dedupe_sidecar/grpc_upstream.h"
 #include "dedupe_sidecar/policy.h"
 #include "dedupe_sidecar/record_store.h"
 #include "dedupe_sidecar/shard_gate.h"
@@ -142,7 +143,7 @@ class SidecarServer {
   std::unique_ptr<RecordStore> records_;
   std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<PolicyStore> policy_;
-  std::unique_ptr<Upstream> owned_upstream_;
+  std::unique_ptr<GrpcUpstream> owned_upstream_;  // null when the options hand one in
   // Submits and the work after each forward run here: synced writes off gRPC's threads.
   std::unique_ptr<WorkPool> pool_;
   std::unique_ptr<Admission> admission_;
