@@ -51,9 +51,11 @@ class CallBatcher {
     // `done` runs exactly once, possibly on another thread.
     std::function<void(std::vector<Item> items, int64_t deadline_ms, BatchDone done)> send;
     std::function<size_t(const Item&)> size_of;
-    // An item's answer when its batch call failed (the status says how), or when it was
-    // refused for want of room (RESOURCE_EXHAUSTED, OVERLOADED: nothing was sent).
+    // An item's answer when its batch call failed: sent, and the status says how.
     std::function<Answer(const absl::Status&)> failed;
+    // An item's answer when it was refused for want of room (RESOURCE_EXHAUSTED,
+    // OVERLOADED): never sent.
+    std::function<Answer(const absl::Status&)> refused;
   };
 
   // `peer` names the peer in errors ("the sidecar").
@@ -80,7 +82,7 @@ class CallBatcher {
       }
     }
     if (full) {
-      done(hooks_.failed(WithRetryAfter(
+      done(hooks_.refused(WithRetryAfter(
           Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
                 absl::StrCat(options_.max_waiting, " calls already wait for a call to ", peer_,
                              "; nothing was sent")),

@@ -24,6 +24,7 @@ SubmitBatcher::SubmitBatcher(Options options, SendBatch send)
     : batcher_("the sidecar", BatcherOptions(options),
                Batcher::Hooks{std::move(send),
                               [](const v1::Command& command) { return command.ByteSizeLong(); },
+                              [](const absl::Status& status) { return Answer(status); },
                               [](const absl::Status& status) { return Answer(status); }}) {}
 
 std::vector<SubmitBatcher::Answer> SubmitBatcher::AnswersOf(v1::SubmitBatchResponse& response) {

@@ -8,7 +8,6 @@
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
-#include "common/status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -57,6 +56,13 @@ bool IsRefusal(grpc::StatusCode code) {
          code == grpc::StatusCode::PERMISSION_DENIED;
 }
 
+ForwardReply Reply(ForwardReply::Kind kind, const absl::Status& status) {
+  ForwardReply reply;
+  reply.kind = kind;
+  reply.detail = status.ToString();
+  return reply;
+}
+
 // A refusal that proves the business applied nothing: UNAVAILABLE or RESOURCE_EXHAUSTED
 // with `eonce-not-applied: true`.
 bool ProvesNotApplied(const grpc::Status& status,
@@ -93,13 +99,11 @@ GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Cloc
             ForwardMany(std::move(calls), deadline_ms, std::move(done));
           },
           [](const ForwardCall& call) { return call.request.size() + 256; },
+          // Sent in a batch call that failed: unknown, unless the call proved otherwise.
+          [](const absl::Status& status) { return Reply(ForwardReply::Kind::kUnknown, status); },
+          // Refused for want of room: never sent.
           [](const absl::Status& status) {
-            ForwardReply reply;
-            // Refused for want of room: never sent. Anything else: sent, outcome unknown.
-            reply.kind = ReasonOf(status) == "OVERLOADED" ? ForwardReply::Kind::kNotApplied
-                                                          : ForwardReply::Kind::kUnknown;
-            reply.detail = status.ToString();
-            return reply;
+            return Reply(ForwardReply::Kind::kNotApplied, status);
           }});
 }
 

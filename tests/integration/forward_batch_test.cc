@@ -44,6 +44,18 @@ ForwardCall OpenAccount(const std::string& command_id, const std::string& id) {
   return call;
 }
 
+// `n` forwards, the i-th opening account `<account_prefix>i` as command
+// `<command_prefix>i`.
+std::vector<ForwardCall> OpenAccounts(const std::string& command_prefix,
+                                      const std::string& account_prefix, int n) {
+  std::vector<ForwardCall> calls;
+  for (int i = 0; i < n; ++i) {
+    calls.push_back(OpenAccount(command_prefix + std::to_string(i),
+                                account_prefix + std::to_string(i)));
+  }
+  return calls;
+}
+
 // The account id an answered OpenAccount names; empty if it was not answered with one.
 std::string AccountOf(const ForwardReply& reply) {
   ledger::v1::Account account;
@@ -155,10 +167,7 @@ TEST_F(ForwardBatchTest, AMalformedBatchIsRefusedWholeBeforeAnythingRuns) {
   v1::ForwardBatchResponse response;
   EXPECT_EQ(Batch({}, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
-  std::vector<ForwardCall> too_many;
-  for (int i = 0; i < 65; ++i) {
-    too_many.push_back(OpenAccount("m" + std::to_string(i), "m" + std::to_string(i)));
-  }
+  std::vector<ForwardCall> too_many = OpenAccounts("m", "m", 65);
   EXPECT_EQ(Batch(too_many, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
   ForwardCall bad_hash = OpenAccount("c2", "a2");
@@ -178,10 +187,7 @@ TEST_F(ForwardBatchTest, TheSidecarSendsTheForwardsThatWaitTogether) {
   GrpcUpstream upstream(address_, TlsFiles(), RealClock::Get(),
                         4 << 20, /*batch_calls=*/1);
   ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(true));
-  std::vector<ForwardCall> calls;
-  for (int i = 0; i < 40; ++i) {
-    calls.push_back(OpenAccount("u" + std::to_string(i), "acct" + std::to_string(i)));
-  }
+  std::vector<ForwardCall> calls = OpenAccounts("u", "acct", 40);
   std::vector<ForwardReply> replies = ForwardAll(upstream, calls);
   for (int i = 0; i < 40; ++i) {
     EXPECT_EQ(AccountOf(replies[i]), "acct" + std::to_string(i)) << i;
@@ -198,10 +204,7 @@ TEST_F(ForwardBatchTest, ABusinessThatServesNoBatchesGetsOneCallPerForward) {
   GrpcUpstream upstream(address_, TlsFiles(), RealClock::Get(),
                         4 << 20, /*batch_calls=*/1);
   ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(false));
-  std::vector<ForwardCall> calls;
-  for (int i = 0; i < 10; ++i) {
-    calls.push_back(OpenAccount("s" + std::to_string(i), "solo" + std::to_string(i)));
-  }
+  std::vector<ForwardCall> calls = OpenAccounts("s", "solo", 10);
   std::vector<ForwardReply> replies = ForwardAll(upstream, calls);
   for (int i = 0; i < 10; ++i) {
     EXPECT_EQ(AccountOf(replies[i]), "solo" + std::to_string(i)) << i;
@@ -221,10 +224,7 @@ TEST_F(ForwardBatchTest, ABatchTheBusinessNoLongerServesRunsNothingAndSingleCall
   ledger_.reset();
   StartLedger(/*serve_batches=*/false, socket);
 
-  std::vector<ForwardCall> calls;
-  for (int i = 0; i < 20; ++i) {
-    calls.push_back(OpenAccount("r" + std::to_string(i), "r" + std::to_string(i)));
-  }
+  std::vector<ForwardCall> calls = OpenAccounts("r", "r", 20);
   std::vector<ForwardReply> replies = ForwardAll(upstream, calls);
   int refused_in_batches = 0;
   for (int i = 0; i < 20; ++i) {
