@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "common/callback_batch.h"
 #include "common/status.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/filter_policy.h"
@@ -308,6 +309,9 @@ void RocksStore::CommitterLoop() {
     // Every waiter of the group wrote before it queued, or above: one sync covers them
     // all. Those that queue meanwhile wait for the next round.
     const absl::Status durable = AwaitDurable();
+    // The group's callbacks run back to back: what they start together (the outcome
+    // records of the answers they carry) is done once for all, as the batch closes.
+    CallbackBatch together;
     for (size_t i = 0; i < group.size(); ++i) {
       if (!written[i].ok()) {
         group[i].done(written[i], false);

@@ -28,8 +28,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/fault.h"
@@ -185,9 +188,28 @@ class Deduper {
                  absl::StatusOr<v1::QueryOutcomeResponse> outcome);
   // Stores an outcome if `token` still holds the record; answers the caller either way.
   // `kept`: the business holds the outcome durably in its inbox, so the answer need not
-  // wait for the sidecar's fsync.
+  // wait for the sidecar's fsync. Inside a CallbackBatch (the answers of one batched
+  // business call, delivered back to back) the outcomes wait for the batch to close and
+  // are written together: one RocksDB write for all of them (deduper_finish.cc).
   void Finish(const std::shared_ptr<Context>& ctx, uint64_t token, const v1::CallResult& result,
               int64_t entity_revision, const char* decision, bool kept);
+  struct Finishing {
+    std::shared_ptr<Context> ctx;
+    uint64_t token;
+    v1::CallResult result;
+    int64_t entity_revision;
+    const char* decision;
+    bool kept;
+  };
+  // Finishes what the closing batch queued (those another thread's batch took are done).
+  void FinishQueued();
+  // Finishes each, in rounds of distinct keys: per round, one write under every key's
+  // lock, then the answers.
+  void FinishAll(std::vector<Finishing> finishing);
+  void FinishRound(std::vector<Finishing>& finishing, const std::vector<absl::string_view>& keys);
+  // Answers with a stored outcome once what it rests on is durable (AfterDurable).
+  void AnswerStored(const std::shared_ptr<Context>& ctx, absl::StatusOr<v1::SubmitResponse> answer,
+                    std::optional<Record::State> await, bool wrote);
   // Under the key's lock, for an attempt that holds `token`. FreeAttempt: nothing was
   // applied, so its claim or record goes and the key is free. EndLease: the forward is
   // over with its outcome unknown, so its record (a claim becomes one) gets a lease that
@@ -232,6 +254,9 @@ class Deduper {
   InFlightClaims& claims_;
   StripedLocks locks_;
   PendingDurability not_durable_;  // outcomes written, their fsync still to come
+  absl::Mutex finishing_mu_;
+  // Answers queued by Finish inside a CallbackBatch, until it closes.
+  std::vector<Finishing> finishing_ ABSL_GUARDED_BY(finishing_mu_);
   InboxMethods inbox_methods_;     // methods whose business is the commit point
   DeduperStats stats_;
 };

@@ -61,6 +61,17 @@ class FakeUpstream : public Upstream {
     done(std::move(reply));
   }
 
+  // Answers the newest held forward.
+  void ReleaseNewest(ForwardReply reply) {
+    std::function<void(ForwardReply)> done;
+    {
+      absl::MutexLock lock(&mu_);
+      done = std::move(held_.back());
+      held_.pop_back();
+    }
+    done(std::move(reply));
+  }
+
   static ForwardReply Ok(const std::string& response) {
     ForwardReply reply;
     reply.kind = ForwardReply::Kind::kAnswered;

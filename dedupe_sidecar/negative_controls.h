@@ -42,8 +42,11 @@ class UnsyncedRecordStore : public RecordStore {
   UnsyncedRecordStore(RocksStore& store, Clock& clock, const RetentionOptions& retention,
                       std::set<Record::State> unsynced)
       : RecordStore(store, clock, retention), unsynced_(std::move(unsynced)) {}
-  absl::Status Write(const Record& record, Record::State previous, bool sync) override {
-    return RecordStore::Write(record, previous, sync && unsynced_.count(record.state()) == 0);
+  absl::Status WriteMany(const std::vector<RecordWrite>& writes, bool sync) override {
+    for (const RecordWrite& write : writes) {
+      if (unsynced_.count(write.record->state()) > 0) sync = false;
+    }
+    return RecordStore::WriteMany(writes, sync);
   }
   void WhenDurable(Record::State state, RocksStore::DurableFn done) override {
     if (unsynced_.count(state) == 0) {

@@ -119,16 +119,26 @@ void RecordStore::PutRecord(const Record& record, rocksdb::WriteBatch* batch) co
   }
 }
 
-absl::Status RecordStore::Write(const Record& record, Record::State previous, bool sync) {
+absl::Status RecordStore::WriteMany(const std::vector<RecordWrite>& writes, bool sync) {
   rocksdb::WriteBatch batch;
-  std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
-  PutRecord(record, &batch);
-  bool parked_now = record.state() == Record::PARKED;
-  bool parked_before = previous == Record::PARKED;
-  if (parked_now && !parked_before) batch.Put(store_.cf(kParkedCf), scoped, "");
-  if (!parked_now && parked_before) batch.Delete(store_.cf(kParkedCf), scoped);
-  EONCE_RETURN_IF_ERROR(store_.Write(&batch, sync, "write record"));
-  if (parked_now != parked_before) parked_count_.fetch_add(parked_now ? 1 : -1);
+  int64_t parked_change = 0;
+  for (const RecordWrite& write : writes) {
+    const Record& record = *write.record;
+    PutRecord(record, &batch);
+    const bool parked_now = record.state() == Record::PARKED;
+    const bool parked_before = write.previous == Record::PARKED;
+    if (parked_now == parked_before) continue;
+    const std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
+    if (parked_now) {
+      batch.Put(store_.cf(kParkedCf), scoped, "");
+    } else {
+      batch.Delete(store_.cf(kParkedCf), scoped);
+    }
+    parked_change += parked_now ? 1 : -1;
+  }
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, sync,
+                                     writes.size() == 1 ? "write record" : "write records"));
+  if (parked_change != 0) parked_count_.fetch_add(parked_change);
   return absl::OkStatus();
 }
 

@@ -82,10 +82,18 @@ class RecordStore {
   absl::StatusOr<std::optional<std::string>> KeyOfCommand(const std::string& tenant,
                                                           const std::string& command_id);
 
-  // Writes `record` and its index entries in one batch. `sync` says whether the caller
-  // needs it on disk before going on (a started record before forwarding, an outcome
-  // before answering); `previous` is the state it had, to maintain the parked index.
-  virtual absl::Status Write(const Record& record, Record::State previous, bool sync);
+  // One record to write, and the state it had (to maintain the parked index).
+  struct RecordWrite {
+    const Record* record;
+    Record::State previous;
+  };
+  // Writes the records and their index entries in one batch: one RocksDB write, whose
+  // records all land or none does. `sync` says whether the caller needs them on disk
+  // before going on (a started record before forwarding, an outcome before answering).
+  virtual absl::Status WriteMany(const std::vector<RecordWrite>& writes, bool sync);
+  absl::Status Write(const Record& record, Record::State previous, bool sync) {
+    return WriteMany({RecordWrite{&record, previous}}, sync);
+  }
   // Calls `done` once every record written so far is on disk: at once, or from the store's
   // committer thread after the fsync that serves every call waiting then
   // (RocksStore::WhenDurable). The Deduper writes a record under its key's lock without a

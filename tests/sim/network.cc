@@ -228,7 +228,9 @@ class SimUpstream : public Upstream {
           // control makes a legacy business claim it too.
           reply.inbox_kept = !w_.inbox_->legacy_mode() || w_.options_.legacy_claims_inbox;
         }
-        w_.loop_.After(w_.Delay(w_.config_.business_link), [finish, reply] { finish(reply); });
+        w_.loop_.After(w_.Delay(w_.config_.business_link), [this, finish, reply] {
+          RepliesTogether([finish, reply] { finish(reply); });
+        });
       });
     }
   }
@@ -283,8 +285,25 @@ class SimUpstream : public Upstream {
     return w_.ledger_->Transfer(id, request);
   }
 
+  // The business's answers that reach the sidecar in one millisecond are handed to it
+  // back to back inside one CallbackBatch, as the GrpcUpstream hands over the answers of
+  // one batched call: the Deduper then writes their outcomes together, and every seed's
+  // faults meet that path too.
+  void RepliesTogether(std::function<void()> deliver) {
+    replies_.push_back(std::move(deliver));
+    if (replies_.size() > 1) return;  // the delivery below is queued already
+    w_.loop_.After(0, [this] {
+      std::vector<std::function<void()>> replies = std::move(replies_);
+      replies_.clear();
+      CallbackBatch together;
+      for (auto& deliver : replies) deliver();
+    });
+  }
+
   World& w_;
   const int node_;  // the sidecar that forwards through this
+  // Answers waiting for this millisecond's delivery (RepliesTogether).
+  std::vector<std::function<void()>> replies_;
 };
 
 std::unique_ptr<SidecarClient> NewSimSidecarClient(World& world) {
