@@ -339,7 +339,7 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
     case ForwardReply::Kind::kAnswered: {
       const bool kept = reply.inbox_kept && options_.business_commit_point;
       inbox_methods_.Learn(ctx->command.target_method(), kept);
-      Finish(ctx, token, reply.result, reply.entity_revision,
+      Finish(ctx, token, std::move(reply.result), reply.entity_revision,
              reply.result.code() == 0 ? "committed" : "rejected", kept);
       return;
     }

@@ -191,7 +191,7 @@ class Deduper {
   // wait for the sidecar's fsync. Inside a CallbackBatch (the answers of one batched
   // business call, delivered back to back) the outcomes wait for the batch to close and
   // are written together: one RocksDB write for all of them (deduper_finish.cc).
-  void Finish(const std::shared_ptr<Context>& ctx, uint64_t token, const v1::CallResult& result,
+  void Finish(const std::shared_ptr<Context>& ctx, uint64_t token, v1::CallResult result,
               int64_t entity_revision, const char* decision, bool kept);
   struct Finishing {
     std::shared_ptr<Context> ctx;

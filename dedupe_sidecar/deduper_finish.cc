@@ -15,10 +15,9 @@
 
 namespace eonce {
 
-void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token,
-                     const v1::CallResult& result, int64_t entity_revision,
-                     const char* decision, bool kept) {
-  Finishing finishing{ctx, token, result, entity_revision, decision, kept};
+void Deduper::Finish(const std::shared_ptr<Context>& ctx, uint64_t token, v1::CallResult result,
+                     int64_t entity_revision, const char* decision, bool kept) {
+  Finishing finishing{ctx, token, std::move(result), entity_revision, decision, kept};
   if (CallbackBatch::Defer(this, [this] { FinishQueued(); })) {
     // Bounded by the answers of the batch being delivered on this thread.
     absl::MutexLock lock(&finishing_mu_);
@@ -75,14 +74,15 @@ void Deduper::FinishRound(std::vector<Finishing>& finishing,
     StripedLocks::Guard guard = locks_.Lock(keys);
     std::vector<RecordStore::RecordWrite> writes;
     for (size_t i = 0; i < finishing.size(); ++i) {
-      const Finishing& f = finishing[i];
+      Finishing& f = finishing[i];
       const Context& ctx = *f.ctx;
       Stored& s = stored[i];
       // This attempt's claim, if it still holds one; the stored record otherwise.
       std::optional<Record> claim = claims_.HeldBy(ctx.scoped_key, f.token);
       s.claimed = claim.has_value();
       absl::StatusOr<std::optional<Record>> existing =
-          s.claimed ? std::move(claim) : store_.Get(ctx.caller.tenant, ctx.command.idempotency_key());
+          s.claimed ? std::move(claim)
+                    : store_.Get(ctx.caller.tenant, ctx.command.idempotency_key());
       if (!existing.ok()) {
         stats_.store_errors++;
         s.answer = existing.status();
@@ -103,7 +103,7 @@ void Deduper::FinishRound(std::vector<Finishing>& finishing,
       }
       Record& record = s.record.emplace(std::move(**existing));
       record.set_state(f.result.code() == 0 ? Record::COMMITTED : Record::FAILED);
-      *record.mutable_result() = f.result;
+      *record.mutable_result() = std::move(f.result);
       record.set_entity_revision(f.entity_revision);
       record.set_updated_ms(clock_.NowMs());
       record.clear_lease_owner();
@@ -129,9 +129,10 @@ void Deduper::FinishRound(std::vector<Finishing>& finishing,
       }
       // The outcome is in the store: the claim can go.
       if (s.claimed) claims_.Remove(f.ctx->scoped_key, f.token);
-      (f.result.code() == 0 ? stats_.applied : stats_.rejected)++;
+      const int code = s.record->result().code();
+      (code == 0 ? stats_.applied : stats_.rejected)++;
       if (std::string(f.decision) == "recovered") stats_.recovered++;
-      Audit(*f.ctx, f.decision, CodeName(f.result.code()), f.token);
+      Audit(*f.ctx, f.decision, CodeName(code), f.token);
       s.answer = Response(*f.ctx, *s.record, v1::APPLIED);
       if (!f.kept) {
         s.await = s.record->state();

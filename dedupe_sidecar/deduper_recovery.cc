@@ -42,7 +42,8 @@ void Deduper::OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
                         absl::StatusOr<v1::QueryOutcomeResponse> outcome) {
   if (outcome.ok() && outcome->applied()) {
     // Answered from the business's inbox, which reports an entry only once it is durable.
-    Finish(ctx, token, outcome->result(), 0, "recovered", options_.business_commit_point);
+    Finish(ctx, token, std::move(*outcome->mutable_result()), 0, "recovered",
+           options_.business_commit_point);
     return;
   }
   absl::Status answer;

@@ -51,26 +51,9 @@ class FakeUpstream : public Upstream {
   }
 
   // Answers the oldest held forward.
-  void Release(ForwardReply reply) {
-    std::function<void(ForwardReply)> done;
-    {
-      absl::MutexLock lock(&mu_);
-      done = std::move(held_.front());
-      held_.pop_front();
-    }
-    done(std::move(reply));
-  }
-
+  void Release(ForwardReply reply) { TakeHeld(/*newest=*/false)(std::move(reply)); }
   // Answers the newest held forward.
-  void ReleaseNewest(ForwardReply reply) {
-    std::function<void(ForwardReply)> done;
-    {
-      absl::MutexLock lock(&mu_);
-      done = std::move(held_.back());
-      held_.pop_back();
-    }
-    done(std::move(reply));
-  }
+  void ReleaseNewest(ForwardReply reply) { TakeHeld(/*newest=*/true)(std::move(reply)); }
 
   static ForwardReply Ok(const std::string& response) {
     ForwardReply reply;
@@ -128,6 +111,19 @@ class FakeUpstream : public Upstream {
   }
 
  private:
+  std::function<void(ForwardReply)> TakeHeld(bool newest) {
+    absl::MutexLock lock(&mu_);
+    std::function<void(ForwardReply)> done;
+    if (newest) {
+      done = std::move(held_.back());
+      held_.pop_back();
+    } else {
+      done = std::move(held_.front());
+      held_.pop_front();
+    }
+    return done;
+  }
+
   absl::Mutex mu_;
   std::vector<ForwardCall> calls_ ABSL_GUARDED_BY(mu_);
   std::optional<std::set<std::string>> methods_ ABSL_GUARDED_BY(mu_);

@@ -1,8 +1,11 @@
 // The simulated network: every call between the agent and the sidecar, and between the
 // sidecar and the business, is an event that may be dropped, duplicated, delayed,
 // reordered, partitioned, or lose its answer, as the seed's configuration says.
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/callback_batch.h"
@@ -13,9 +16,33 @@
 
 namespace eonce::sim::internal {
 
+// Answers that arrive in one millisecond are handed over back to back inside one
+// CallbackBatch, as a real client hands over the answers of one batched call: what they
+// start together (the agent's moves, the sidecar's outcome records) is written together,
+// and every seed's faults meet that path too.
+class DeliveredTogether {
+ public:
+  explicit DeliveredTogether(EventLoop& loop) : loop_(loop) {}
+
+  void Add(std::function<void()> deliver) {
+    pending_.push_back(std::move(deliver));
+    if (pending_.size() > 1) return;  // the delivery below is queued already
+    loop_.After(0, [this] {
+      std::vector<std::function<void()>> pending = std::move(pending_);
+      pending_.clear();
+      CallbackBatch together;
+      for (auto& deliver : pending) deliver();
+    });
+  }
+
+ private:
+  EventLoop& loop_;
+  std::vector<std::function<void()>> pending_;  // this millisecond's answers
+};
+
 class SimSidecarClient : public SidecarClient {
  public:
-  explicit SimSidecarClient(World& w) : w_(w) {
+  explicit SimSidecarClient(World& w) : w_(w), answers_(w.loop_) {
     if (w_.options_.shards) {
       absl::StatusOr<SlotMap> map = ReadSlotMapFile(w_.slot_map_file());
       if (map.ok()) map_ = std::make_shared<const SlotMap>(std::move(*map));
@@ -60,28 +87,15 @@ class SimSidecarClient : public SidecarClient {
       if (call->finished) return;
       call->finished = true;
       if (!w_.Alive(kAgent, caller)) return;  // the caller died: nobody hears the answer
-      AnswerTogether([this, call, caller, answer = std::move(answer)]() mutable {
+      // The agent hears them as its SubmitBatcher hands over a batch's answers: the
+      // replayer then writes their moves together (OutboxStore::MutateMany).
+      answers_.Add([this, call, caller, answer = std::move(answer)]() mutable {
         if (!w_.Alive(kAgent, caller)) return;
         call->done(std::move(answer));
       });
     };
     w_.loop_.At(deadline_ms, [finish] { finish(absl::DeadlineExceededError("deadline")); });
     return finish;
-  }
-
-  // The answers that reach the agent in one millisecond are handed to it back to back
-  // inside one CallbackBatch, as the agent's SubmitBatcher hands over a batch's answers:
-  // the replayer then writes their moves together (OutboxStore::MutateMany), and every
-  // seed's faults meet that path too.
-  void AnswerTogether(std::function<void()> deliver) {
-    answers_.push_back(std::move(deliver));
-    if (answers_.size() > 1) return;  // the delivery below is queued already
-    w_.loop_.After(0, [this] {
-      std::vector<std::function<void()>> answers = std::move(answers_);
-      answers_.clear();
-      CallbackBatch together;
-      for (auto& deliver : answers) deliver();
-    });
   }
 
   // Sends `deliver` to the sidecar, which answers through `answer`; applies the link's
@@ -157,8 +171,7 @@ class SimSidecarClient : public SidecarClient {
  private:
   World& w_;
   std::shared_ptr<const SlotMap> map_;  // the agent's cached slot map (sharded worlds)
-  // Answers waiting for this millisecond's delivery (AnswerTogether).
-  std::vector<std::function<void()>> answers_;
+  DeliveredTogether answers_;  // the sidecar's answers to the agent
 };
 
 // ---------------------------------------------------------------------------------------
@@ -166,7 +179,7 @@ class SimSidecarClient : public SidecarClient {
 
 class SimUpstream : public Upstream {
  public:
-  SimUpstream(World& w, int node) : w_(w), node_(node) {}
+  SimUpstream(World& w, int node) : w_(w), node_(node), replies_(w.loop_) {}
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override {
     w_.ForwardIssued(call.tenant, call.command_id, node_);
@@ -228,8 +241,10 @@ class SimUpstream : public Upstream {
           // control makes a legacy business claim it too.
           reply.inbox_kept = !w_.inbox_->legacy_mode() || w_.options_.legacy_claims_inbox;
         }
+        // The sidecar hears them as GrpcUpstream hands over a batch call's answers: the
+        // Deduper then writes their outcome records together.
         w_.loop_.After(w_.Delay(w_.config_.business_link), [this, finish, reply] {
-          RepliesTogether([finish, reply] { finish(reply); });
+          replies_.Add([finish, reply] { finish(reply); });
         });
       });
     }
@@ -285,25 +300,9 @@ class SimUpstream : public Upstream {
     return w_.ledger_->Transfer(id, request);
   }
 
-  // The business's answers that reach the sidecar in one millisecond are handed to it
-  // back to back inside one CallbackBatch, as the GrpcUpstream hands over the answers of
-  // one batched call: the Deduper then writes their outcomes together, and every seed's
-  // faults meet that path too.
-  void RepliesTogether(std::function<void()> deliver) {
-    replies_.push_back(std::move(deliver));
-    if (replies_.size() > 1) return;  // the delivery below is queued already
-    w_.loop_.After(0, [this] {
-      std::vector<std::function<void()>> replies = std::move(replies_);
-      replies_.clear();
-      CallbackBatch together;
-      for (auto& deliver : replies) deliver();
-    });
-  }
-
   World& w_;
   const int node_;  // the sidecar that forwards through this
-  // Answers waiting for this millisecond's delivery (RepliesTogether).
-  std::vector<std::function<void()>> replies_;
+  DeliveredTogether replies_;  // the business's answers to the sidecar
 };
 
 std::unique_ptr<SidecarClient> NewSimSidecarClient(World& world) {
