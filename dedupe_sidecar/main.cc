@@ -54,6 +54,9 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus endpoint, host:port (e.g. 0.0.0.0:9100); empty: no endpoint");
 ABSL_FLAG(int64_t, block_cache_mb, eonce::StoreOptions().block_cache_bytes >> 20,
           "memory for the records' data blocks: size it to the records that retries touch");
+ABSL_FLAG(int64_t, finished_cache_mb, eonce::FinishedAnswers::kDefaultMaxBytes >> 20,
+          "memory for the answers of the commands finished most recently, so that their "
+          "retries are answered without a read of the store; 0: none");
 ABSL_FLAG(bool, warm_cache, true,
           "at start, read the records into the block cache (up to 7/8 of it) in the "
           "background, so that the retries after a restart are answered from memory");
@@ -94,6 +97,7 @@ int main(int argc, char** argv) {
   o.compaction_interval_ms = absl::GetFlag(FLAGS_compaction_interval_ms);
   o.warm_cache = absl::GetFlag(FLAGS_warm_cache);
   o.block_cache_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_block_cache_mb)) << 20;
+  o.finished_cache_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_finished_cache_mb)) << 20;
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   o.shard_id = absl::GetFlag(FLAGS_shard_id);
   o.slot_map_file = absl::GetFlag(FLAGS_slot_map);

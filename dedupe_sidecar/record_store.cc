@@ -56,8 +56,9 @@ std::vector<ColumnFamilySpec> RecordStore::ColumnFamilies(RecordStoreFilters& fi
   return {records, by_command, parked, ColumnFamilySpec{kMetaCf, {}}};
 }
 
-RecordStore::RecordStore(RocksStore& store, Clock& clock, const RetentionOptions& retention)
-    : store_(store), clock_(clock), retention_(retention) {
+RecordStore::RecordStore(RocksStore& store, Clock& clock, const RetentionOptions& retention,
+                         size_t finished_cache_bytes)
+    : store_(store), clock_(clock), retention_(retention), finished_(finished_cache_bytes) {
   promise_.set_advertised_ms(retention.retention_ms);
   promise_.set_configured_ms(retention.retention_ms);
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kParkedCf);
@@ -66,20 +67,38 @@ RecordStore::RecordStore(RocksStore& store, Clock& clock, const RetentionOptions
   parked_count_ = parked;
 }
 
-std::string RecordStore::Encode(const Record& record) const {
-  int64_t drop_at = 0;
-  int64_t trim_at = 0;
+Framed RecordStore::TimesOf(const Record& record) const {
+  Framed times;
   if (IsFinished(record)) {
-    drop_at = record.updated_ms() + retention_.forensic_retention_ms;
-    if (!record.tombstone()) trim_at = record.updated_ms() + retention_.retention_ms;
+    times.drop_at_ms = record.updated_ms() + retention_.forensic_retention_ms;
+    if (!record.tombstone()) times.trim_at_ms = record.updated_ms() + retention_.retention_ms;
   }
-  return EncodeFramed(drop_at, trim_at, record.SerializeAsString());
+  return times;
+}
+
+std::string RecordStore::Encode(const Record& record) const {
+  Framed times = TimesOf(record);
+  return EncodeFramed(times.drop_at_ms, times.trim_at_ms, record.SerializeAsString());
+}
+
+std::optional<Record> RecordStore::AsOf(Record record, const Framed& times, int64_t now_ms) {
+  if (times.DroppedAt(now_ms)) return std::nullopt;
+  if (times.TrimmedAt(now_ms) && IsFinished(record)) MakeTombstone(&record);
+  return record;
 }
 
 absl::StatusOr<std::optional<Record>> RecordStore::Get(const std::string& tenant,
                                                        const std::string& key) {
+  const std::string scoped = ScopedKey(tenant, key);
+  FinishedAnswers::Entry cached;
+  if (finished_.Get(scoped, &cached)) {
+    Framed times;
+    times.drop_at_ms = cached.drop_at_ms;
+    times.trim_at_ms = cached.trim_at_ms;
+    return AsOf(std::move(cached.record), times, clock_.NowMs());
+  }
   std::string value;
-  rocksdb::Status status = store_.Get(kRecordsCf, ScopedKey(tenant, key), &value);
+  rocksdb::Status status = store_.Get(kRecordsCf, scoped, &value);
   if (status.IsNotFound()) return std::optional<Record>();
   EONCE_RETURN_IF_ERROR(FromRocks(status, "read record"));
   Framed framed;
@@ -87,10 +106,7 @@ absl::StatusOr<std::optional<Record>> RecordStore::Get(const std::string& tenant
   if (!ParseFramed(value, &record, &framed)) {
     return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable record");
   }
-  int64_t now = clock_.NowMs();
-  if (framed.DroppedAt(now)) return std::optional<Record>();
-  if (framed.TrimmedAt(now) && IsFinished(record)) MakeTombstone(&record);
-  return std::optional<Record>(std::move(record));
+  return AsOf(std::move(record), framed, clock_.NowMs());
 }
 
 absl::StatusOr<std::optional<std::string>> RecordStore::KeyOfCommand(
@@ -108,15 +124,20 @@ absl::StatusOr<std::optional<std::string>> RecordStore::KeyOfCommand(
 }
 
 void RecordStore::PutRecord(const Record& record, rocksdb::WriteBatch* batch) const {
-  std::string encoded = Encode(record);
-  Framed framed;
-  DecodeFramed(encoded, &framed);
+  Framed times = TimesOf(record);
   batch->Put(store_.cf(kRecordsCf), ScopedKey(record.tenant(), record.idempotency_key()),
-             encoded);
+             EncodeFramed(times.drop_at_ms, times.trim_at_ms, record.SerializeAsString()));
   if (!record.command_id().empty()) {
     batch->Put(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()),
-               EncodeFramed(framed.drop_at_ms, 0, record.idempotency_key()));
+               EncodeFramed(times.drop_at_ms, 0, record.idempotency_key()));
   }
+}
+
+void RecordStore::Remember(const Record& record) {
+  if (!IsFinished(record)) return;
+  Framed times = TimesOf(record);
+  finished_.Put(ScopedKey(record.tenant(), record.idempotency_key()),
+                FinishedAnswers::Entry{record, times.drop_at_ms, times.trim_at_ms});
 }
 
 absl::Status RecordStore::WriteMany(const std::vector<RecordWrite>& writes, bool sync) {
@@ -124,6 +145,8 @@ absl::Status RecordStore::WriteMany(const std::vector<RecordWrite>& writes, bool
   int64_t parked_change = 0;
   for (const RecordWrite& write : writes) {
     const Record& record = *write.record;
+    // Out before the write: should it fail, the next read goes to the store.
+    finished_.Erase(ScopedKey(record.tenant(), record.idempotency_key()));
     PutRecord(record, &batch);
     const bool parked_now = record.state() == Record::PARKED;
     const bool parked_before = write.previous == Record::PARKED;
@@ -138,6 +161,7 @@ absl::Status RecordStore::WriteMany(const std::vector<RecordWrite>& writes, bool
   }
   EONCE_RETURN_IF_ERROR(store_.Write(&batch, sync,
                                      writes.size() == 1 ? "write record" : "write records"));
+  for (const RecordWrite& write : writes) Remember(*write.record);
   if (parked_change != 0) parked_count_.fetch_add(parked_change);
   return absl::OkStatus();
 }
@@ -154,6 +178,7 @@ bool RecordStore::HeldBy(const std::optional<Record>& record, uint64_t token) co
 absl::Status RecordStore::Delete(const Record& record, bool sync) {
   rocksdb::WriteBatch batch;
   std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
+  finished_.Erase(scoped);
   batch.Delete(store_.cf(kRecordsCf), scoped);
   if (!record.command_id().empty()) {
     batch.Delete(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()));
@@ -277,6 +302,7 @@ absl::Status RecordStore::Import(const std::vector<Record>& records) {
   int64_t parked = 0;
   for (const Record& record : records) {
     std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
+    finished_.Erase(scoped);
     PutRecord(record, &batch);
     if (record.state() == Record::PARKED) {
       std::string present;
@@ -303,6 +329,7 @@ absl::StatusOr<int64_t> RecordStore::DropSlots(uint32_t first, uint32_t last) {
     }
     std::optional<uint32_t> slot = SlotOfRecord(record);
     if (!slot.has_value() || *slot < first || *slot > last) continue;
+    finished_.Erase(it->key().ToString());
     batch.Delete(store_.cf(kRecordsCf), it->key());
     if (!record.command_id().empty()) {
       batch.Delete(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()));

@@ -19,6 +19,10 @@
 // old value is too old to be sent; a shortened one applies at once (stored records only
 // live longer than promised). SettleRetention keeps this promise across restarts.
 //
+// The records of commands finished recently are kept in memory too (FinishedAnswers,
+// `finished_cache_bytes`; 0 for none): filled by the writes of finished records, emptied
+// of a key by any other write or delete of it, read with the same retention rules.
+//
 // The store does no locking: the Deduper serializes writers of one key. Thread-safe for
 // concurrent use on different keys. The RocksStore must outlive it. Get, Write and Delete
 // are virtual only so that tests can break the store on purpose (negative_controls.h).
@@ -36,6 +40,7 @@
 #include "common/clock.h"
 #include "common/rocks.h"
 #include "common/ttl.h"
+#include "dedupe_sidecar/finished_answers.h"
 #include "eonce/internal/records.pb.h"
 #include "rocksdb/write_batch.h"
 
@@ -71,7 +76,8 @@ class RecordStore {
  public:
   static std::vector<ColumnFamilySpec> ColumnFamilies(RecordStoreFilters& filters);
 
-  RecordStore(RocksStore& store, Clock& clock, const RetentionOptions& retention);
+  RecordStore(RocksStore& store, Clock& clock, const RetentionOptions& retention,
+              size_t finished_cache_bytes = FinishedAnswers::kDefaultMaxBytes);
   virtual ~RecordStore() = default;
 
   // The record of (tenant, key) as it stands now: absent once dropped, a tombstone once
@@ -141,17 +147,26 @@ class RecordStore {
   int64_t advertised_retention_ms();
   // The stored promise as it stands now.
   internal::RetentionPromise retention_promise();
+  const FinishedAnswers& finished_answers() const { return finished_; }
   int64_t retention_ms() const { return retention_.retention_ms; }
   int64_t forensic_retention_ms() const { return retention_.forensic_retention_ms; }
 
  private:
+  // The drop and trim times a record is stored with (common/ttl.h).
+  Framed TimesOf(const Record& record) const;
   std::string Encode(const Record& record) const;
+  // `record`, stored with `times`, as a read at `now` sees it: absent once dropped, a
+  // tombstone once trimmed.
+  static std::optional<Record> AsOf(Record record, const Framed& times, int64_t now_ms);
   // Adds `record` and its command-id index entry to `batch`.
   void PutRecord(const Record& record, rocksdb::WriteBatch* batch) const;
+  // Keeps a record just written in FinishedAnswers if it is finished.
+  void Remember(const Record& record);
 
   RocksStore& store_;
   Clock& clock_;
   const RetentionOptions retention_;
+  FinishedAnswers finished_;
   std::atomic<int64_t> parked_count_{0};
   absl::Mutex promise_mu_;
   internal::RetentionPromise promise_ ABSL_GUARDED_BY(promise_mu_);

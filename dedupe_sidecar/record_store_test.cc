@@ -17,7 +17,25 @@ class RecordStoreTest : public ::testing::Test {
     auto rocks = RocksStore::Open(testing::FreshDir("records"), families, StoreOptions());
     ASSERT_TRUE(rocks.ok()) << rocks.status();
     rocks_ = std::move(*rocks);
-    store_ = std::make_unique<RecordStore>(*rocks_, clock_, RetentionOptions{1'000, 10'000});
+    // store_ reads RocksDB on every Get (no FinishedAnswers), so that these tests prove the
+    // store's own rules; cached_ is a second reader and writer of the same records that
+    // keeps the answers it writes in memory, checked against store_.
+    store_ = std::make_unique<RecordStore>(*rocks_, clock_, RetentionOptions{1'000, 10'000},
+                                           /*finished_cache_bytes=*/0);
+    cached_ = std::make_unique<RecordStore>(*rocks_, clock_, RetentionOptions{1'000, 10'000});
+  }
+
+  // Both readers give the same answer for (acme, key); returns it.
+  std::optional<Record> ReadBoth(const std::string& key) {
+    auto stored = store_->Get("acme", key);
+    auto cached = cached_->Get("acme", key);
+    EXPECT_TRUE(stored.ok() && cached.ok());
+    if (!stored.ok() || !cached.ok()) return std::nullopt;
+    EXPECT_EQ(stored->has_value(), cached->has_value()) << key;
+    if (stored->has_value() && cached->has_value()) {
+      EXPECT_EQ((*stored)->SerializeAsString(), (*cached)->SerializeAsString()) << key;
+    }
+    return *cached;
   }
 
   Record Committed(const std::string& key, const std::string& response) {
@@ -36,6 +54,7 @@ class RecordStoreTest : public ::testing::Test {
   RecordStoreFilters filters_{clock_};
   std::unique_ptr<RocksStore> rocks_;
   std::unique_ptr<RecordStore> store_;
+  std::unique_ptr<RecordStore> cached_;
 };
 
 TEST_F(RecordStoreTest, NoDedupeMissBeforeExpiryAcrossManyCompactions) {
@@ -166,6 +185,84 @@ TEST_F(RecordStoreTest, ExportsImportsAndDropsTheRecordsOfARunOfSlots) {
   auto kept = store_->Get("acme", "before-sharding");
   ASSERT_TRUE(kept.ok());
   EXPECT_TRUE(kept->has_value());
+}
+
+// FinishedAnswers: what a finished record's writer keeps in memory is what the store would
+// answer, through its trim and its drop.
+TEST_F(RecordStoreTest, FinishedRecordsAreAnsweredFromMemoryAsTheStoreAnswers) {
+  ASSERT_TRUE(cached_->Write(Committed("k", "r"), Record::STATE_UNSPECIFIED, false).ok());
+  Record started = Committed("s", "");
+  started.set_state(Record::STARTED);
+  ASSERT_TRUE(cached_->Write(started, Record::STATE_UNSPECIFIED, false).ok());
+  const FinishedAnswers& answers = cached_->finished_answers();
+
+  std::optional<Record> read = ReadBoth("k");
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->result().response(), "r");
+  EXPECT_EQ(answers.hits(), 1);
+  ASSERT_TRUE(ReadBoth("s").has_value());  // a started record is not kept
+  EXPECT_EQ(answers.hits(), 1);
+  EXPECT_EQ(answers.entries(), 1u);
+
+  clock_.AdvanceMs(1'000);  // the retention: a tombstone now, in memory as on disk
+  ASSERT_TRUE(cached_->CompactAll().ok());
+  read = ReadBoth("k");
+  ASSERT_TRUE(read.has_value());
+  EXPECT_TRUE(read->tombstone());
+  EXPECT_TRUE(read->result().response().empty());
+  EXPECT_EQ(answers.hits(), 2);
+
+  clock_.AdvanceMs(9'000);  // the forensic retention: gone
+  ASSERT_TRUE(cached_->CompactAll().ok());
+  EXPECT_FALSE(ReadBoth("k").has_value());
+  EXPECT_EQ(answers.hits(), 3);
+}
+
+TEST_F(RecordStoreTest, AnyOtherWriteOrDeleteOfAKeyTakesItsAnswerOutOfMemory) {
+  // Rewritten as another state (an operator's park).
+  Record parked = Committed("parked", "r");
+  ASSERT_TRUE(cached_->Write(parked, Record::STATE_UNSPECIFIED, false).ok());
+  parked.set_state(Record::PARKED);
+  ASSERT_TRUE(cached_->Write(parked, Record::COMMITTED, false).ok());
+  std::optional<Record> read = ReadBoth("parked");
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->state(), Record::PARKED);
+
+  // Deleted (the key freed).
+  Record freed = Committed("freed", "r");
+  ASSERT_TRUE(cached_->Write(freed, Record::STATE_UNSPECIFIED, false).ok());
+  ASSERT_TRUE(cached_->Delete(freed, false).ok());
+  EXPECT_FALSE(ReadBoth("freed").has_value());
+
+  // Overwritten by a slot's import.
+  ASSERT_TRUE(cached_->Write(Committed("imported", "old"), Record::STATE_UNSPECIFIED, false).ok());
+  ASSERT_TRUE(cached_->Import({Committed("imported", "new")}).ok());
+  read = ReadBoth("imported");
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->result().response(), "new");
+
+  // Dropped with its slot.
+  Record moved = Committed("moved", "r");
+  moved.mutable_entity()->set_type("account");
+  moved.mutable_entity()->set_id("a1");
+  ASSERT_TRUE(cached_->Write(moved, Record::STATE_UNSPECIFIED, false).ok());
+  const uint32_t slot = SlotOf("acme", "account", "a1");
+  auto dropped = cached_->DropSlots(slot, slot);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(*dropped, 1);
+  EXPECT_FALSE(ReadBoth("moved").has_value());
+  EXPECT_EQ(cached_->finished_answers().entries(), 0u);
+}
+
+// Filled by writes, never by reads: a lookup of a record written before (another process,
+// a restart) reads the store each time and leaves the memory as it was.
+TEST_F(RecordStoreTest, FinishedAnswersAreFilledByWritesNotByReads) {
+  ASSERT_TRUE(store_->Write(Committed("old", "r"), Record::STATE_UNSPECIFIED, false).ok());
+  ASSERT_TRUE(ReadBoth("old").has_value());
+  ASSERT_TRUE(ReadBoth("old").has_value());
+  EXPECT_EQ(cached_->finished_answers().hits(), 0);
+  EXPECT_EQ(cached_->finished_answers().misses(), 2);
+  EXPECT_EQ(cached_->finished_answers().entries(), 0u);
 }
 
 }  // namespace

@@ -78,6 +78,15 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
                               {{{}, static_cast<double>(filters_->stats.dropped.load())}}));
   out.push_back(GaugeFamily("eonce_sidecar_store_size_bytes", "RocksDB live SST and memtable bytes.",
                             {{{}, static_cast<double>(rocks_->ApproximateBytes())}}));
+  const FinishedAnswers& answers = records_->finished_answers();
+  out.push_back(CounterFamily(
+      "eonce_sidecar_finished_answer_lookups_total",
+      "Record lookups by whether the memory of recently finished answers held the record.",
+      {{{{"result", "hit"}}, static_cast<double>(answers.hits())},
+       {{{"result", "miss"}}, static_cast<double>(answers.misses())}}));
+  out.push_back(GaugeFamily("eonce_sidecar_finished_answer_bytes",
+                            "Bytes held by the memory of recently finished answers.",
+                            {{{}, static_cast<double>(answers.bytes())}}));
   out.push_back(GaugeFamily("eonce_sidecar_block_cache_bytes",
                             "Bytes of data blocks the RocksDB block cache holds.",
                             {{{}, static_cast<double>(rocks_->block_cache_usage())}}));

@@ -51,6 +51,9 @@ absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
   if (o.block_cache_bytes < (size_t{8} << 20) || o.block_cache_bytes > (size_t{64} << 30)) {
     return absl::InvalidArgumentError("block_cache_mb: must be between 8 and 65536");
   }
+  if (o.finished_cache_bytes > (size_t{64} << 30)) {
+    return absl::InvalidArgumentError("finished_cache_mb: must be between 0 and 65536");
+  }
   if (o.memory_quota_bytes < (16ll << 20)) {
     return absl::InvalidArgumentError("memory_quota_mb: must be at least 16");
   }
@@ -79,7 +82,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   store_options.block_cache_bytes = options.block_cache_bytes;
   store_options.min_free_bytes = options.store_env == nullptr ? options.min_free_bytes : 0;
   EONCE_ASSIGN_OR_RETURN(s->rocks_, RocksStore::Open(options.data_dir, families, store_options));
-  s->records_ = std::make_unique<RecordStore>(*s->rocks_, clock, options.retention);
+  s->records_ = std::make_unique<RecordStore>(*s->rocks_, clock, options.retention,
+                                              options.finished_cache_bytes);
   EONCE_RETURN_IF_ERROR(s->records_->SettleRetention());
   s->audit_ = std::make_unique<AuditLog>(*s->rocks_, clock, options.audit_retention_ms);
   Upstream* upstream = options.upstream;

@@ -69,6 +69,9 @@ struct SidecarServerOptions {
   bool warm_cache = true;
   // The block cache for the records' data blocks (StoreOptions::block_cache_bytes).
   size_t block_cache_bytes = StoreOptions().block_cache_bytes;
+  // The records of the commands finished most recently, kept in memory for their retries
+  // (FinishedAnswers); 0 for none.
+  size_t finished_cache_bytes = FinishedAnswers::kDefaultMaxBytes;
   // Prometheus endpoint, "host:port"; empty: none.
   std::string metrics_address;
   // How often the store is probed with a synced write; a failure turns readiness false.

@@ -118,6 +118,9 @@ TEST_F(OperabilityTest, MetricsEndpointPassesPromtoolAndCounts) {
   EXPECT_NE(text.find("eonce_sidecar_submits_total{outcome=\"applied\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("eonce_sidecar_dedupe_hits_total 1"), std::string::npos);
   EXPECT_NE(text.find("eonce_sidecar_conflicts_total 1"), std::string::npos);
+  // The duplicate and the reused key were both answered from the finished answer in memory.
+  EXPECT_NE(text.find("eonce_sidecar_finished_answer_lookups_total{result=\"hit\"} 2"),
+            std::string::npos);
   EXPECT_NE(text.find("eonce_sidecar_forward_duration_seconds_count 1"), std::string::npos);
   EXPECT_NE(text.find("eonce_sidecar_parked_records 0"), std::string::npos);
   EXPECT_NE(text.find("eonce_sidecar_ready 1"), std::string::npos);
