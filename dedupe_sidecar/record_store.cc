@@ -76,11 +76,6 @@ Framed RecordStore::TimesOf(const Record& record) const {
   return times;
 }
 
-std::string RecordStore::Encode(const Record& record) const {
-  Framed times = TimesOf(record);
-  return EncodeFramed(times.drop_at_ms, times.trim_at_ms, record.SerializeAsString());
-}
-
 std::optional<Record> RecordStore::AsOf(Record record, const Framed& times, int64_t now_ms) {
   if (times.DroppedAt(now_ms)) return std::nullopt;
   if (times.TrimmedAt(now_ms) && IsFinished(record)) MakeTombstone(&record);
@@ -92,10 +87,8 @@ absl::StatusOr<std::optional<Record>> RecordStore::Get(const std::string& tenant
   const std::string scoped = ScopedKey(tenant, key);
   FinishedAnswers::Entry cached;
   if (finished_.Get(scoped, &cached)) {
-    Framed times;
-    times.drop_at_ms = cached.drop_at_ms;
-    times.trim_at_ms = cached.trim_at_ms;
-    return AsOf(std::move(cached.record), times, clock_.NowMs());
+    return AsOf(std::move(cached.record), Framed{cached.drop_at_ms, cached.trim_at_ms, {}},
+                clock_.NowMs());
   }
   std::string value;
   rocksdb::Status status = store_.Get(kRecordsCf, scoped, &value);

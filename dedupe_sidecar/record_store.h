@@ -154,7 +154,6 @@ class RecordStore {
  private:
   // The drop and trim times a record is stored with (common/ttl.h).
   Framed TimesOf(const Record& record) const;
-  std::string Encode(const Record& record) const;
   // `record`, stored with `times`, as a read at `now` sees it: absent once dropped, a
   // tombstone once trimmed.
   static std::optional<Record> AsOf(Record record, const Framed& times, int64_t now_ms);

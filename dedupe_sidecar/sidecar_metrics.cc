@@ -62,9 +62,11 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
                             "Commands in flight whose started record is claimed in memory.",
                             {{{}, static_cast<double>(deduper_->claims())}}));
   out.push_back(CounterFamily("eonce_sidecar_recovered_total",
-                              "Unknown outcomes resolved through QueryOutcome.", {{{}, n(st.recovered)}}));
+                              "Unknown outcomes resolved through QueryOutcome.",
+                              {{{}, n(st.recovered)}}));
   out.push_back(CounterFamily("eonce_sidecar_fenced_answers_total",
-                              "Late answers refused by their fencing token.", {{{}, n(st.fenced)}}));
+                              "Late answers refused by their fencing token.",
+                              {{{}, n(st.fenced)}}));
   out.push_back(st.forward_latency.Family("eonce_sidecar_forward_duration_seconds",
                                           "Time from forwarding a call to its answer."));
   out.push_back(GaugeFamily("eonce_sidecar_parked_records",
@@ -76,7 +78,8 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
   out.push_back(CounterFamily("eonce_sidecar_compaction_dropped_total",
                               "Entries compaction dropped at the end of their retention.",
                               {{{}, static_cast<double>(filters_->stats.dropped.load())}}));
-  out.push_back(GaugeFamily("eonce_sidecar_store_size_bytes", "RocksDB live SST and memtable bytes.",
+  out.push_back(GaugeFamily("eonce_sidecar_store_size_bytes",
+                            "RocksDB live SST and memtable bytes.",
                             {{{}, static_cast<double>(rocks_->ApproximateBytes())}}));
   const FinishedAnswers& answers = records_->finished_answers();
   out.push_back(CounterFamily(
