@@ -75,6 +75,8 @@ ABSL_FLAG(int64_t, agent_idle_pump_ms, eonce::AgentServerOptions().idle_pump_ms,
           "how long the agent's loop sleeps when nothing wakes it (for A/B; the agent's default)");
 ABSL_FLAG(int32_t, agent_max_in_flight, eonce::ReplayerOptions().max_in_flight,
           "attempts the agent keeps in flight while it drains (for A/B; the agent's default)");
+ABSL_FLAG(int64_t, finished_cache_mb, eonce::FinishedAnswers::kDefaultMaxBytes >> 20,
+          "the in-bench sidecar's memory of finished answers (for A/B; the sidecar's default)");
 ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are (for the memory run)");
 
 namespace eonce::bench {
@@ -179,6 +181,8 @@ int Run() {
   SidecarServerOptions sidecar_options;
   sidecar_options.data_dir = base + "/sidecar";
   sidecar_options.upstream_address = Address((*ledger)->port());
+  sidecar_options.finished_cache_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_finished_cache_mb)) << 20;
   auto sidecar = SidecarServer::Start(sidecar_options, RealClock::Get());
   AgentServerOptions agent_options;
   agent_options.data_dir = base + "/agent";
@@ -238,12 +242,19 @@ int Run() {
     }, echo_run(n), &first_seen_count[n]);
     add("sidecar first-seen", n, f, "grpc echo (limit)");
   }
+  // The duplicates at the most calls in flight answered from the memory of finished
+  // answers, and all of that phase's lookups.
+  int64_t dup_memory_hits = 0, dup_lookups = 0;
+  const FinishedAnswers& answers = (*sidecar)->records().finished_answers();
   for (int n : want("sidecar") ? points : std::vector<int>()) {
     int64_t known = std::max<int64_t>(1, first_seen_count[n]);
+    const int64_t hits_before = answers.hits(), misses_before = answers.misses();
     add("sidecar duplicate", n, MeasurePaired(measure, n, [&, n, known](int64_t i, std::function<void(bool)> done) {
           int64_t j = i % known;
           submit(TransferCommand(absl::StrCat("fs-", n, "-", j), kAccounts, j), done, true);
         }, echo_run(n)), "grpc echo (limit)");
+    dup_memory_hits = answers.hits() - hits_before;
+    dup_lookups = dup_memory_hits + answers.misses() - misses_before;
   }
 
   // The same commands sent as SubmitBatch calls by a batching client (two calls in
@@ -423,6 +434,10 @@ int Run() {
   absl::StrAppend(&table, absl::StrFormat(
       "sidecar forwards before its own sync (the ledger's inbox is the commit point): %d of %d\n",
       forwards_before_sync, forwards));
+  absl::StrAppend(&table, absl::StrFormat(
+      "sidecar duplicates at %d in flight answered from memory (%d MiB): %d of %d lookups\n",
+      points.empty() ? 0 : points.back(), absl::GetFlag(FLAGS_finished_cache_mb),
+      dup_memory_hits, dup_lookups));
   if (sharded.moving_commands > 0) {
     absl::StrAppend(&table, absl::StrFormat(
         "a move of %d slots under load (%d records copied): frozen %d ms; the run's %d commands "
@@ -438,12 +453,14 @@ int Run() {
   absl::StrAppend(&json, absl::StrFormat(
       "  ],\n  \"added_p50_us_at_1\": %.1f,\n  \"added_p50_budget_us\": %.1f,\n"
       "  \"sidecar_forwards\": %d,\n  \"sidecar_forwards_before_sync\": %d,\n"
+      "  \"duplicate_memory_hits\": %d,\n  \"duplicate_lookups\": %d,\n"
       "  \"sidecar_records\": %d,\n  \"sidecar_block_cache_mb\": %d,\n"
       "  \"sidecar_rss_mib\": %.1f,\n  \"sidecar_sst_bytes\": %d,\n"
       "  \"raw_key_hash_response_bytes\": %d,\n  \"disk_ratio\": %.3f,\n"
       "  \"move\": {\"slots\": %d, \"copied\": %d, \"frozen_ms\": %d, \"commands\": %d, "
       "\"pause_p50_ms\": %.1f, \"pause_p99_ms\": %.1f, \"pause_max_ms\": %.1f, \"lost\": %d}\n}\n",
-      added_p50, budget_p50, forwards, forwards_before_sync, records, large_cache_mb,
+      added_p50, budget_p50, forwards, forwards_before_sync, dup_memory_hits, dup_lookups,
+      records, large_cache_mb,
       rss_kb / 1024.0,
       sst_bytes, raw_bytes,
       raw_bytes > 0 ? static_cast<double>(sst_bytes) / raw_bytes : 0, sharded.moved_slots,

@@ -1,15 +1,25 @@
 // FinishedAnswers: the records of the commands finished most recently, in memory, so that
 // a retry of one is answered without a read of the store.
 //
-// Retries come soon after the attempt they repeat: a client's timeout, an agent's
-// backoff, a duplicate submission. The RecordStore fills this cache when it writes a
-// finished record (committed or failed), never on a read, so a lookup of an old key costs
-// one failed probe and leaves the cache as it was. A finished record does not change; it
-// only leaves (the store trims it to a tombstone, then drops it, or a slot moves away, or
-// the key is freed). Each entry carries the trim and drop times stamped on the stored
-// copy, and the RecordStore reads them with the same rules as a stored one; every write
-// or delete of a key through the store takes its entry out first. So an answer from here
-// is the answer the store would have given.
+// Retries come soon after the attempt they repeat, and often more than once: a client's
+// timeout, an agent's backoff, a duplicate submission, many copies at once. The
+// RecordStore puts a finished record (committed or failed) here when it writes one, and
+// fills in one that reads of the store found finished twice in a short while, so that a
+// retried key is served from memory from its third lookup on. (A key read once is only
+// noted, in a fixed array of fingerprints per shard: lookups spread over a large store
+// would otherwise copy every record they read into memory and push the others out.) A
+// finished record does not change; it only
+// leaves (the store trims it to a tombstone, then drops it, or a slot moves away, or the
+// key is freed or taken by a new attempt). Each entry carries the trim and drop times
+// stamped on the stored copy, and the RecordStore reads them with the same rules as a
+// stored one.
+//
+// Writes and fills race: a read may find the old record just before a write replaces it.
+// Each write of a key through the store is bracketed by BeginWrite and EndWrite, and a
+// fill carries the ticket its lookup's miss handed out: a fill is refused if any write of
+// its shard began or ended after that ticket, or is still under way. So an entry is
+// always the store's current record of its key, and an answer from here is the answer
+// the store would give.
 //
 // Bounded by bytes (the record, its key and a fixed overhead per entry): past the bound
 // the least recently used entries leave. 0 bytes turns it off. Thread-safe; 16 shards,
@@ -22,6 +32,7 @@
 #include <cstdint>
 #include <list>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -32,9 +43,10 @@ namespace eonce {
 class FinishedAnswers {
  public:
   static constexpr size_t kDefaultMaxBytes = size_t{16} << 20;
-  // What an entry costs beyond its key and record: list and map nodes, the Record's own
-  // fields and allocations.
-  static constexpr size_t kEntryOverheadBytes = 256;
+  // What an entry costs beyond its key and serialized record: list and map nodes, the
+  // key's two copies, the Record's own fields and allocations. Measured on the heap for a
+  // typical record (finished_answers_test: about 900 bytes an entry, all told).
+  static constexpr size_t kEntryOverheadBytes = 704;
 
   struct Entry {
     internal::IdempotencyRecord record;
@@ -44,8 +56,23 @@ class FinishedAnswers {
 
   explicit FinishedAnswers(size_t max_bytes = kDefaultMaxBytes);
 
-  // Copies the entry of `scoped_key` into `out` and marks it used; false if there is none.
-  bool Get(const std::string& scoped_key, Entry* out);
+  // What a lookup that missed hands to the Fill of the record the store gave it.
+  struct Ticket {
+    uint64_t generation = 0;
+    bool admitted = false;  // the key missed once before, lately
+  };
+  // Copies the entry of `scoped_key` into `out` and marks it used; false if there is none,
+  // and then `*ticket`, if given, is what a Fill of the key read from the store needs.
+  bool Get(const std::string& scoped_key, Entry* out, Ticket* ticket = nullptr);
+  // Stores `entry`, the record the store held for `scoped_key` when a read found it, if
+  // `ticket` admits it, unless a write of the shard began or ended since Get handed out
+  // `ticket` or is still under way, or the key is here already. Evicts as Put does.
+  void Fill(const std::string& scoped_key, Entry entry, const Ticket& ticket);
+  // Bracket every write or delete of `scoped_key` in the store. BeginWrite takes the
+  // key's entry out; EndWrite puts `finished` in (the record written, if it is finished
+  // and the write succeeded) or leaves the key out.
+  void BeginWrite(const std::string& scoped_key);
+  void EndWrite(const std::string& scoped_key, Entry* finished);
   // Stores `entry` under `scoped_key`, replacing what was there; then evicts the least
   // recently used entries of its shard until the shard is within its bound. An entry
   // larger than a shard's bound is not kept.
@@ -56,6 +83,9 @@ class FinishedAnswers {
   size_t entries() const;
   // Which of the kShards shards holds `scoped_key`; each evicts on its own.
   static constexpr int kShards = 16;
+  // Fingerprints of the keys that missed, per shard: a key that misses again while its
+  // fingerprint is still there is admitted.
+  static constexpr size_t kMissesNoted = 4096;
   static int ShardIndexOf(const std::string& scoped_key);
   int64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   int64_t misses() const { return misses_.load(std::memory_order_relaxed); }
@@ -72,9 +102,19 @@ class FinishedAnswers {
     Lru lru ABSL_GUARDED_BY(mu);  // the most recently used first
     absl::flat_hash_map<std::string, Lru::iterator> index ABSL_GUARDED_BY(mu);
     size_t bytes ABSL_GUARDED_BY(mu) = 0;
+    // Moves on at every Put, Erase, BeginWrite and EndWrite: a fill's ticket.
+    uint64_t generation ABSL_GUARDED_BY(mu) = 0;
+    int writing ABSL_GUARDED_BY(mu) = 0;  // writes begun and not yet ended
+    std::vector<uint64_t> missed ABSL_GUARDED_BY(mu);  // kMissesNoted, or none when off
   };
 
+  static size_t HashOf(const std::string& scoped_key);
+  Shard& ShardOf(size_t hash) { return shards_[hash % kShards]; }
   static void EraseLocked(Shard& shard, Lru::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  static void EraseKeyLocked(Shard& shard, const std::string& scoped_key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  void InsertLocked(Shard& shard, const std::string& scoped_key, Entry entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   const size_t max_bytes_per_shard_;
   Shard shards_[kShards];

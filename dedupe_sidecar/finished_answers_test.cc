@@ -1,5 +1,7 @@
 #include "dedupe_sidecar/finished_answers.h"
 
+#include <malloc.h>
+
 #include <string>
 #include <vector>
 
@@ -25,6 +27,17 @@ std::vector<std::string> KeysOfOneShard(int count) {
     if (FinishedAnswers::ShardIndexOf(key) == 0) keys.push_back(key);
   }
   return keys;
+}
+
+// Looks `key` up twice, which both miss: the ticket of the second admits a fill.
+FinishedAnswers::Ticket MissTwice(FinishedAnswers& answers, const std::string& key) {
+  FinishedAnswers::Entry got;
+  FinishedAnswers::Ticket ticket;
+  EXPECT_FALSE(answers.Get(key, &got, &ticket));
+  EXPECT_FALSE(ticket.admitted);
+  EXPECT_FALSE(answers.Get(key, &got, &ticket));
+  EXPECT_TRUE(ticket.admitted);
+  return ticket;
 }
 
 TEST(FinishedAnswersTest, GivesBackWhatWasPutWithItsTimes) {
@@ -82,6 +95,107 @@ TEST(FinishedAnswersTest, StaysWithinItsBytesAndEvictsTheLeastRecentlyUsed) {
   }
   EXPECT_LE(answers.bytes(), FinishedAnswers::kShards * (4 * cost + cost / 2));
   EXPECT_TRUE(answers.Get("many9999", &got));
+
+  // Fills are held to the same bound.
+  for (int i = 0; i < 10'000; ++i) {
+    const std::string key = "filled" + std::to_string(i);
+    answers.Fill(key, Answer(std::string(100, 'x')), MissTwice(answers, key));
+  }
+  EXPECT_LE(answers.bytes(), FinishedAnswers::kShards * (4 * cost + cost / 2));
+  EXPECT_TRUE(answers.Get("filled9999", &got));
+}
+
+// A read of the store found a key's old record; a fill of it is kept only if no write of
+// the key's shard began or ended since the read's lookup missed, and none is under way.
+TEST(FinishedAnswersTest, AFillIsKeptOnlyIfNoWriteCameBetweenItsMissAndIt) {
+  FinishedAnswers answers;
+  FinishedAnswers::Entry got;
+
+  answers.Fill("k", Answer("read"), MissTwice(answers, "k"));
+  ASSERT_TRUE(answers.Get("k", &got));
+  EXPECT_EQ(got.record.result().response(), "read");
+
+  // A write began and ended between the miss and the fill.
+  FinishedAnswers::Ticket ticket = MissTwice(answers, "a");
+  answers.BeginWrite("a");
+  FinishedAnswers::Entry written = Answer("written");
+  answers.EndWrite("a", &written);
+  answers.Fill("a", Answer("stale"), ticket);
+  ASSERT_TRUE(answers.Get("a", &got));
+  EXPECT_EQ(got.record.result().response(), "written");
+
+  // A write of the key began after the miss and has not ended.
+  ticket = MissTwice(answers, "b");
+  answers.BeginWrite("b");
+  answers.Fill("b", Answer("stale"), ticket);
+  EXPECT_FALSE(answers.Get("b", &got));
+
+  // The misses came while that write was under way: the ticket is current, the write is
+  // not over, and the fill is refused all the same.
+  ticket = MissTwice(answers, "b");
+  answers.Fill("b", Answer("stale"), ticket);
+  EXPECT_FALSE(answers.Get("b", &got));
+  answers.EndWrite("b", nullptr);  // the new record is not finished
+  answers.Fill("b", Answer("stale"), ticket);
+  EXPECT_FALSE(answers.Get("b", &got));
+  EXPECT_EQ(answers.entries(), 2u);
+}
+
+// A key read once is only noted; the next miss of it admits its fill. Keys read once each
+// over a large store leave the memory as it was.
+TEST(FinishedAnswersTest, AKeyIsFilledOnlyWhenItMissesTwice) {
+  FinishedAnswers answers;
+  FinishedAnswers::Entry got;
+  FinishedAnswers::Ticket ticket;
+  for (int i = 0; i < 100'000; ++i) {
+    const std::string key = "once" + std::to_string(i);
+    ASSERT_FALSE(answers.Get(key, &got, &ticket));
+    EXPECT_FALSE(ticket.admitted) << key;
+    answers.Fill(key, Answer("r"), ticket);
+  }
+  EXPECT_EQ(answers.entries(), 0u);
+  answers.Fill("twice", Answer("r"), MissTwice(answers, "twice"));
+  EXPECT_TRUE(answers.Get("twice", &got));
+}
+
+TEST(FinishedAnswersTest, AFillNeverReplacesAnEntry) {
+  FinishedAnswers answers;
+  std::vector<std::string> keys = KeysOfOneShard(2);
+  answers.Put(keys[0], Answer("written"));
+  FinishedAnswers::Entry got;
+  FinishedAnswers::Ticket ticket = MissTwice(answers, keys[1]);  // current, admitted
+  answers.Fill(keys[0], Answer("read"), ticket);
+  ASSERT_TRUE(answers.Get(keys[0], &got));
+  EXPECT_EQ(got.record.result().response(), "written");
+}
+
+// The bound in bytes is what the entries take on the heap, within a quarter, for records
+// like the sidecar's own (a transfer's answer).
+TEST(FinishedAnswersTest, ItsBytesAreWhatItsEntriesTakeOnTheHeap) {
+  FinishedAnswers answers(size_t{1} << 30);
+  constexpr int kEntries = 20'000;
+  const size_t before = mallinfo2().uordblks;
+  for (int i = 0; i < kEntries; ++i) {
+    FinishedAnswers::Entry entry = Answer(std::string(24, 'r'));
+    internal::IdempotencyRecord& r = entry.record;
+    r.set_tenant("bench");
+    r.set_idempotency_key("fs-64-" + std::to_string(100'000 + i));
+    r.set_command_id("cmd-" + r.idempotency_key());
+    r.set_actor("bench-agent");
+    r.set_operation("/ledger.v1.Ledger/Transfer");
+    r.set_payload_hash(std::string(32, 'h'));
+    r.set_fencing_token(1);
+    r.set_first_seen_ms(1'700'000'000'000);
+    r.set_updated_ms(1'700'000'000'000);
+    r.set_attempts(1);
+    const std::string key = "bench/" + r.idempotency_key();
+    answers.Put(key, std::move(entry));
+  }
+  const size_t heap = mallinfo2().uordblks - before;
+  if (heap == 0) GTEST_SKIP() << "the allocator does not report through mallinfo2";
+  const double ratio = static_cast<double>(answers.bytes()) / static_cast<double>(heap);
+  EXPECT_GT(ratio, 0.8) << answers.bytes() << " counted for " << heap << " on the heap";
+  EXPECT_LT(ratio, 1.25) << answers.bytes() << " counted for " << heap << " on the heap";
 }
 
 TEST(FinishedAnswersTest, KeepsNothingLargerThanAShardOrWhenTurnedOff) {
@@ -93,6 +207,11 @@ TEST(FinishedAnswersTest, KeepsNothingLargerThanAShardOrWhenTurnedOff) {
 
   FinishedAnswers off(0);
   off.Put("k", Answer("r"));
+  FinishedAnswers::Ticket ticket;
+  EXPECT_FALSE(off.Get("k", &got, &ticket));
+  EXPECT_FALSE(off.Get("k", &got, &ticket));
+  ticket.admitted = true;
+  off.Fill("k", Answer("r"), ticket);
   EXPECT_FALSE(off.Get("k", &got));
   EXPECT_EQ(off.entries(), 0u);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/slots.h"
 #include "common/status.h"
@@ -86,7 +87,8 @@ absl::StatusOr<std::optional<Record>> RecordStore::Get(const std::string& tenant
                                                        const std::string& key) {
   const std::string scoped = ScopedKey(tenant, key);
   FinishedAnswers::Entry cached;
-  if (finished_.Get(scoped, &cached)) {
+  FinishedAnswers::Ticket ticket;
+  if (finished_.Get(scoped, &cached, &ticket)) {
     return AsOf(std::move(cached.record), Framed{cached.drop_at_ms, cached.trim_at_ms, {}},
                 clock_.NowMs());
   }
@@ -99,7 +101,12 @@ absl::StatusOr<std::optional<Record>> RecordStore::Get(const std::string& tenant
   if (!ParseFramed(value, &record, &framed)) {
     return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable record");
   }
-  return AsOf(std::move(record), framed, clock_.NowMs());
+  const int64_t now = clock_.NowMs();
+  if (ticket.admitted && IsFinished(record) && !framed.DroppedAt(now)) {
+    finished_.Fill(scoped, FinishedAnswers::Entry{record, framed.drop_at_ms, framed.trim_at_ms},
+                   ticket);
+  }
+  return AsOf(std::move(record), framed, now);
 }
 
 absl::StatusOr<std::optional<std::string>> RecordStore::KeyOfCommand(
@@ -126,20 +133,24 @@ void RecordStore::PutRecord(const Record& record, rocksdb::WriteBatch* batch) co
   }
 }
 
-void RecordStore::Remember(const Record& record) {
-  if (!IsFinished(record)) return;
+bool RecordStore::FinishedEntry(const Record& record, FinishedAnswers::Entry* entry) const {
+  if (!IsFinished(record)) return false;
   Framed times = TimesOf(record);
-  finished_.Put(ScopedKey(record.tenant(), record.idempotency_key()),
-                FinishedAnswers::Entry{record, times.drop_at_ms, times.trim_at_ms});
+  *entry = FinishedAnswers::Entry{record, times.drop_at_ms, times.trim_at_ms};
+  return true;
 }
 
 absl::Status RecordStore::WriteMany(const std::vector<RecordWrite>& writes, bool sync) {
   rocksdb::WriteBatch batch;
   int64_t parked_change = 0;
+  std::vector<std::string> keys;
+  keys.reserve(writes.size());
   for (const RecordWrite& write : writes) {
     const Record& record = *write.record;
-    // Out before the write: should it fail, the next read goes to the store.
-    finished_.Erase(ScopedKey(record.tenant(), record.idempotency_key()));
+    // Out of memory until the write has ended: should it fail, the next read goes to the
+    // store.
+    keys.push_back(ScopedKey(record.tenant(), record.idempotency_key()));
+    finished_.BeginWrite(keys.back());
     PutRecord(record, &batch);
     const bool parked_now = record.state() == Record::PARKED;
     const bool parked_before = write.previous == Record::PARKED;
@@ -152,9 +163,14 @@ absl::Status RecordStore::WriteMany(const std::vector<RecordWrite>& writes, bool
     }
     parked_change += parked_now ? 1 : -1;
   }
-  EONCE_RETURN_IF_ERROR(store_.Write(&batch, sync,
-                                     writes.size() == 1 ? "write record" : "write records"));
-  for (const RecordWrite& write : writes) Remember(*write.record);
+  absl::Status written =
+      store_.Write(&batch, sync, writes.size() == 1 ? "write record" : "write records");
+  for (size_t i = 0; i < writes.size(); ++i) {
+    FinishedAnswers::Entry entry;
+    const bool keep = written.ok() && FinishedEntry(*writes[i].record, &entry);
+    finished_.EndWrite(keys[i], keep ? &entry : nullptr);
+  }
+  EONCE_RETURN_IF_ERROR(written);
   if (parked_change != 0) parked_count_.fetch_add(parked_change);
   return absl::OkStatus();
 }
@@ -171,7 +187,8 @@ bool RecordStore::HeldBy(const std::optional<Record>& record, uint64_t token) co
 absl::Status RecordStore::Delete(const Record& record, bool sync) {
   rocksdb::WriteBatch batch;
   std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
-  finished_.Erase(scoped);
+  finished_.BeginWrite(scoped);
+  absl::Cleanup end = [&] { finished_.EndWrite(scoped, nullptr); };
   batch.Delete(store_.cf(kRecordsCf), scoped);
   if (!record.command_id().empty()) {
     batch.Delete(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()));
@@ -293,9 +310,14 @@ absl::StatusOr<RecordStore::SlotPage> RecordStore::ExportSlots(uint32_t first, u
 absl::Status RecordStore::Import(const std::vector<Record>& records) {
   rocksdb::WriteBatch batch;
   int64_t parked = 0;
+  std::vector<std::string> keys;
+  absl::Cleanup end = [&] {
+    for (const std::string& key : keys) finished_.EndWrite(key, nullptr);
+  };
   for (const Record& record : records) {
     std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
-    finished_.Erase(scoped);
+    finished_.BeginWrite(scoped);
+    keys.push_back(scoped);
     PutRecord(record, &batch);
     if (record.state() == Record::PARKED) {
       std::string present;
@@ -313,6 +335,13 @@ absl::StatusOr<int64_t> RecordStore::DropSlots(uint32_t first, uint32_t last) {
   int64_t dropped = 0;
   int64_t parked = 0;
   rocksdb::WriteBatch batch;
+  // The keys of the batch being built, out of memory until it is written.
+  std::vector<std::string> keys;
+  auto end_writes = [&] {
+    for (const std::string& key : keys) finished_.EndWrite(key, nullptr);
+    keys.clear();
+  };
+  absl::Cleanup end = end_writes;
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kRecordsCf);
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     Framed framed;
@@ -322,7 +351,8 @@ absl::StatusOr<int64_t> RecordStore::DropSlots(uint32_t first, uint32_t last) {
     }
     std::optional<uint32_t> slot = SlotOfRecord(record);
     if (!slot.has_value() || *slot < first || *slot > last) continue;
-    finished_.Erase(it->key().ToString());
+    keys.push_back(it->key().ToString());
+    finished_.BeginWrite(keys.back());
     batch.Delete(store_.cf(kRecordsCf), it->key());
     if (!record.command_id().empty()) {
       batch.Delete(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()));
@@ -334,6 +364,7 @@ absl::StatusOr<int64_t> RecordStore::DropSlots(uint32_t first, uint32_t last) {
     if (++dropped % kDeletesPerBatch == 0) {
       EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "drop records"));
       batch.Clear();
+      end_writes();
     }
   }
   EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "drop records"));

@@ -20,8 +20,9 @@
 // live longer than promised). SettleRetention keeps this promise across restarts.
 //
 // The records of commands finished recently are kept in memory too (FinishedAnswers,
-// `finished_cache_bytes`; 0 for none): filled by the writes of finished records, emptied
-// of a key by any other write or delete of it, read with the same retention rules.
+// `finished_cache_bytes`; 0 for none): filled by the writes of finished records and by
+// the reads that find one, emptied of a key by any other write or delete of it, read with
+// the same retention rules.
 //
 // The store does no locking: the Deduper serializes writers of one key. Thread-safe for
 // concurrent use on different keys. The RocksStore must outlive it. Get, Write and Delete
@@ -159,8 +160,8 @@ class RecordStore {
   static std::optional<Record> AsOf(Record record, const Framed& times, int64_t now_ms);
   // Adds `record` and its command-id index entry to `batch`.
   void PutRecord(const Record& record, rocksdb::WriteBatch* batch) const;
-  // Keeps a record just written in FinishedAnswers if it is finished.
-  void Remember(const Record& record);
+  // The FinishedAnswers entry of `record` as written now, if it is finished.
+  bool FinishedEntry(const Record& record, FinishedAnswers::Entry* entry) const;
 
   RocksStore& store_;
   Clock& clock_;

@@ -1,5 +1,6 @@
 #include "dedupe_sidecar/record_store.h"
 
+#include <functional>
 #include <set>
 
 #include "common/slots.h"
@@ -254,15 +255,53 @@ TEST_F(RecordStoreTest, AnyOtherWriteOrDeleteOfAKeyTakesItsAnswerOutOfMemory) {
   EXPECT_EQ(cached_->finished_answers().entries(), 0u);
 }
 
-// Filled by writes, never by reads: a lookup of a record written before (another process,
-// a restart) reads the store each time and leaves the memory as it was.
-TEST_F(RecordStoreTest, FinishedAnswersAreFilledByWritesNotByReads) {
+// Reads that find a finished record in the store twice (written before a restart, or
+// pushed out of memory since) keep it, so that the key's next retries are answered from
+// memory.
+TEST_F(RecordStoreTest, ReadsThatFindAFinishedRecordTwiceKeepItsAnswer) {
   ASSERT_TRUE(store_->Write(Committed("old", "r"), Record::STATE_UNSPECIFIED, false).ok());
-  ASSERT_TRUE(ReadBoth("old").has_value());
-  ASSERT_TRUE(ReadBoth("old").has_value());
-  EXPECT_EQ(cached_->finished_answers().hits(), 0);
-  EXPECT_EQ(cached_->finished_answers().misses(), 2);
-  EXPECT_EQ(cached_->finished_answers().entries(), 0u);
+  Record started = Committed("started", "");
+  started.set_state(Record::STARTED);
+  ASSERT_TRUE(store_->Write(started, Record::STATE_UNSPECIFIED, false).ok());
+  const FinishedAnswers& answers = cached_->finished_answers();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(ReadBoth("old").has_value());
+    ASSERT_TRUE(ReadBoth("started").has_value());
+  }
+  EXPECT_EQ(answers.hits(), 1);    // "old" after its second read
+  EXPECT_EQ(answers.misses(), 5);  // "old" twice, "started" each time
+  EXPECT_EQ(answers.entries(), 1u);
+}
+
+// The clock of RecordStore::Get is read between its read of the store and its fill: a
+// write there is one that came between the two.
+class ClockWithAHook : public ManualClock {
+ public:
+  int64_t NowMs() override {
+    std::function<void()> hook = std::move(hook_);
+    hook_ = nullptr;
+    if (hook) hook();
+    return ManualClock::NowMs();
+  }
+  std::function<void()> hook_;
+};
+
+// A read of the old record races a write of the key, here an operator freeing it: its fill
+// must not keep the old answer.
+TEST_F(RecordStoreTest, AReadRacingAWriteOfItsKeyKeepsNothingOld) {
+  ClockWithAHook clock;
+  RecordStore racing(*rocks_, clock, RetentionOptions{1'000, 10'000});
+  const Record committed = Committed("k", "r");
+  ASSERT_TRUE(store_->Write(committed, Record::STATE_UNSPECIFIED, false).ok());
+  ASSERT_TRUE(racing.Get("acme", "k").ok());  // noted: the next read's fill is admitted
+  clock.hook_ = [&] { EXPECT_TRUE(racing.Delete(committed, false).ok()); };
+  auto first = racing.Get("acme", "k");  // read before the delete, filled after it
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->has_value());
+  auto second = racing.Get("acme", "k");
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->has_value());
+  EXPECT_EQ(racing.finished_answers().entries(), 0u);
 }
 
 }  // namespace
