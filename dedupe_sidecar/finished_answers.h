@@ -84,8 +84,11 @@ class FinishedAnswers {
   // Which of the kShards shards holds `scoped_key`; each evicts on its own.
   static constexpr int kShards = 16;
   // Fingerprints of the keys that missed, per shard: a key that misses again while its
-  // fingerprint is still there is admitted.
-  static constexpr size_t kMissesNoted = 4096;
+  // fingerprint is still there is admitted. 8,192 in all, fewer than the entries of the
+  // default bound (about 19,000), so that a key admitted was retried soon enough to be
+  // found here again before it is evicted; keys retried further apart than that are read
+  // from the store, and are not copied in only to be pushed out unread.
+  static constexpr size_t kMissesNoted = 512;
   static int ShardIndexOf(const std::string& scoped_key);
   int64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   int64_t misses() const { return misses_.load(std::memory_order_relaxed); }
