@@ -95,23 +95,6 @@ void FinishedAnswers::EndWrite(const std::string& scoped_key, Entry* finished) {
   if (finished != nullptr) InsertLocked(shard, scoped_key, std::move(*finished));
 }
 
-void FinishedAnswers::Put(const std::string& scoped_key, Entry entry) {
-  if (max_bytes_per_shard_ == 0) return;
-  Shard& shard = ShardOf(HashOf(scoped_key));
-  absl::MutexLock lock(&shard.mu);
-  ++shard.generation;
-  EraseKeyLocked(shard, scoped_key);
-  InsertLocked(shard, scoped_key, std::move(entry));
-}
-
-void FinishedAnswers::Erase(const std::string& scoped_key) {
-  if (max_bytes_per_shard_ == 0) return;
-  Shard& shard = ShardOf(HashOf(scoped_key));
-  absl::MutexLock lock(&shard.mu);
-  ++shard.generation;
-  EraseKeyLocked(shard, scoped_key);
-}
-
 size_t FinishedAnswers::bytes() const {
   size_t total = 0;
   for (const Shard& shard : shards_) {

@@ -8,11 +8,10 @@
 // retried key is served from memory from its third lookup on. (A key read once is only
 // noted, in a fixed array of fingerprints per shard: lookups spread over a large store
 // would otherwise copy every record they read into memory and push the others out.) A
-// finished record does not change; it only
-// leaves (the store trims it to a tombstone, then drops it, or a slot moves away, or the
-// key is freed or taken by a new attempt). Each entry carries the trim and drop times
-// stamped on the stored copy, and the RecordStore reads them with the same rules as a
-// stored one.
+// finished record does not change; it only leaves (the store trims it to a tombstone,
+// then drops it, or a slot moves away, or the key is freed or taken by a new attempt).
+// Each entry carries the trim and drop times stamped on the stored copy, and the
+// RecordStore reads them with the same rules as a stored one.
 //
 // Writes and fills race: a read may find the old record just before a write replaces it.
 // Each write of a key through the store is bracketed by BeginWrite and EndWrite, and a
@@ -66,18 +65,15 @@ class FinishedAnswers {
   bool Get(const std::string& scoped_key, Entry* out, Ticket* ticket = nullptr);
   // Stores `entry`, the record the store held for `scoped_key` when a read found it, if
   // `ticket` admits it, unless a write of the shard began or ended since Get handed out
-  // `ticket` or is still under way, or the key is here already. Evicts as Put does.
+  // `ticket` or is still under way, or the key is here already. Evicts as EndWrite does.
   void Fill(const std::string& scoped_key, Entry entry, const Ticket& ticket);
   // Bracket every write or delete of `scoped_key` in the store. BeginWrite takes the
   // key's entry out; EndWrite puts `finished` in (the record written, if it is finished
-  // and the write succeeded) or leaves the key out.
+  // and the write succeeded) or leaves the key out. Putting one in evicts the least
+  // recently used entries of its shard until the shard is within its bound; an entry
+  // larger than a shard's bound is not kept.
   void BeginWrite(const std::string& scoped_key);
   void EndWrite(const std::string& scoped_key, Entry* finished);
-  // Stores `entry` under `scoped_key`, replacing what was there; then evicts the least
-  // recently used entries of its shard until the shard is within its bound. An entry
-  // larger than a shard's bound is not kept.
-  void Put(const std::string& scoped_key, Entry entry);
-  void Erase(const std::string& scoped_key);
 
   size_t bytes() const;
   size_t entries() const;
@@ -105,7 +101,7 @@ class FinishedAnswers {
     Lru lru ABSL_GUARDED_BY(mu);  // the most recently used first
     absl::flat_hash_map<std::string, Lru::iterator> index ABSL_GUARDED_BY(mu);
     size_t bytes ABSL_GUARDED_BY(mu) = 0;
-    // Moves on at every Put, Erase, BeginWrite and EndWrite: a fill's ticket.
+    // Moves on at every BeginWrite and EndWrite: a fill's ticket.
     uint64_t generation ABSL_GUARDED_BY(mu) = 0;
     int writing ABSL_GUARDED_BY(mu) = 0;  // writes begun and not yet ended
     std::vector<uint64_t> missed ABSL_GUARDED_BY(mu);  // kMissesNoted, or none when off

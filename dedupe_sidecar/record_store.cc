@@ -1,8 +1,8 @@
 #include "dedupe_sidecar/record_store.h"
 
 #include <algorithm>
+#include <functional>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/slots.h"
 #include "common/status.h"
@@ -24,6 +24,34 @@ void MakeTombstone(Record* record) {
   record->clear_lease_owner();
   record->clear_actor();
 }
+
+// Brackets the store writes of some keys in the finished answers (BeginWrite, EndWrite):
+// every key begun is ended, keeping nothing, at EndAll or when the scope ends.
+class KeyWrites {
+ public:
+  explicit KeyWrites(FinishedAnswers& answers) : answers_(answers) {}
+  KeyWrites(const KeyWrites&) = delete;
+  KeyWrites& operator=(const KeyWrites&) = delete;
+  ~KeyWrites() { EndAll(); }
+
+  void Begin(std::string scoped_key) {
+    answers_.BeginWrite(scoped_key);
+    keys_.push_back(std::move(scoped_key));
+  }
+  // Ends every key begun; `kept(i, &entry)`, if given, fills the entry the i-th key's
+  // write left in memory and says whether there is one.
+  void EndAll(const std::function<bool(size_t, FinishedAnswers::Entry*)>& kept = nullptr) {
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      FinishedAnswers::Entry entry;
+      answers_.EndWrite(keys_[i], kept && kept(i, &entry) ? &entry : nullptr);
+    }
+    keys_.clear();
+  }
+
+ private:
+  FinishedAnswers& answers_;
+  std::vector<std::string> keys_;
+};
 
 }  // namespace
 
@@ -143,14 +171,12 @@ bool RecordStore::FinishedEntry(const Record& record, FinishedAnswers::Entry* en
 absl::Status RecordStore::WriteMany(const std::vector<RecordWrite>& writes, bool sync) {
   rocksdb::WriteBatch batch;
   int64_t parked_change = 0;
-  std::vector<std::string> keys;
-  keys.reserve(writes.size());
+  // Out of memory until the write has ended: should it fail, the next read goes to the
+  // store.
+  KeyWrites writing(finished_);
   for (const RecordWrite& write : writes) {
     const Record& record = *write.record;
-    // Out of memory until the write has ended: should it fail, the next read goes to the
-    // store.
-    keys.push_back(ScopedKey(record.tenant(), record.idempotency_key()));
-    finished_.BeginWrite(keys.back());
+    writing.Begin(ScopedKey(record.tenant(), record.idempotency_key()));
     PutRecord(record, &batch);
     const bool parked_now = record.state() == Record::PARKED;
     const bool parked_before = write.previous == Record::PARKED;
@@ -163,14 +189,11 @@ absl::Status RecordStore::WriteMany(const std::vector<RecordWrite>& writes, bool
     }
     parked_change += parked_now ? 1 : -1;
   }
-  absl::Status written =
-      store_.Write(&batch, sync, writes.size() == 1 ? "write record" : "write records");
-  for (size_t i = 0; i < writes.size(); ++i) {
-    FinishedAnswers::Entry entry;
-    const bool keep = written.ok() && FinishedEntry(*writes[i].record, &entry);
-    finished_.EndWrite(keys[i], keep ? &entry : nullptr);
-  }
-  EONCE_RETURN_IF_ERROR(written);
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, sync,
+                                     writes.size() == 1 ? "write record" : "write records"));
+  writing.EndAll([&](size_t i, FinishedAnswers::Entry* entry) {
+    return FinishedEntry(*writes[i].record, entry);
+  });
   if (parked_change != 0) parked_count_.fetch_add(parked_change);
   return absl::OkStatus();
 }
@@ -187,8 +210,8 @@ bool RecordStore::HeldBy(const std::optional<Record>& record, uint64_t token) co
 absl::Status RecordStore::Delete(const Record& record, bool sync) {
   rocksdb::WriteBatch batch;
   std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
-  finished_.BeginWrite(scoped);
-  absl::Cleanup end = [&] { finished_.EndWrite(scoped, nullptr); };
+  KeyWrites writing(finished_);
+  writing.Begin(scoped);
   batch.Delete(store_.cf(kRecordsCf), scoped);
   if (!record.command_id().empty()) {
     batch.Delete(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()));
@@ -310,14 +333,10 @@ absl::StatusOr<RecordStore::SlotPage> RecordStore::ExportSlots(uint32_t first, u
 absl::Status RecordStore::Import(const std::vector<Record>& records) {
   rocksdb::WriteBatch batch;
   int64_t parked = 0;
-  std::vector<std::string> keys;
-  absl::Cleanup end = [&] {
-    for (const std::string& key : keys) finished_.EndWrite(key, nullptr);
-  };
+  KeyWrites writing(finished_);
   for (const Record& record : records) {
     std::string scoped = ScopedKey(record.tenant(), record.idempotency_key());
-    finished_.BeginWrite(scoped);
-    keys.push_back(scoped);
+    writing.Begin(scoped);
     PutRecord(record, &batch);
     if (record.state() == Record::PARKED) {
       std::string present;
@@ -335,13 +354,7 @@ absl::StatusOr<int64_t> RecordStore::DropSlots(uint32_t first, uint32_t last) {
   int64_t dropped = 0;
   int64_t parked = 0;
   rocksdb::WriteBatch batch;
-  // The keys of the batch being built, out of memory until it is written.
-  std::vector<std::string> keys;
-  auto end_writes = [&] {
-    for (const std::string& key : keys) finished_.EndWrite(key, nullptr);
-    keys.clear();
-  };
-  absl::Cleanup end = end_writes;
+  KeyWrites writing(finished_);  // the keys of the batch being built
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kRecordsCf);
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     Framed framed;
@@ -351,8 +364,7 @@ absl::StatusOr<int64_t> RecordStore::DropSlots(uint32_t first, uint32_t last) {
     }
     std::optional<uint32_t> slot = SlotOfRecord(record);
     if (!slot.has_value() || *slot < first || *slot > last) continue;
-    keys.push_back(it->key().ToString());
-    finished_.BeginWrite(keys.back());
+    writing.Begin(it->key().ToString());
     batch.Delete(store_.cf(kRecordsCf), it->key());
     if (!record.command_id().empty()) {
       batch.Delete(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()));
@@ -364,7 +376,7 @@ absl::StatusOr<int64_t> RecordStore::DropSlots(uint32_t first, uint32_t last) {
     if (++dropped % kDeletesPerBatch == 0) {
       EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "drop records"));
       batch.Clear();
-      end_writes();
+      writing.EndAll();
     }
   }
   EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "drop records"));
