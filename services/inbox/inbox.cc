@@ -249,6 +249,7 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     // Not synced here: Run awaits durability once the locks are released.
     EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "apply"));
     ran.wrote = true;
+    if (applied.on_written) applied.on_written();
   }
   (applied.effect.has_value() ? applied_ : rejected_)++;
   follow_ups_pending_ += static_cast<int64_t>(applied.follow_ups.size());

@@ -94,6 +94,9 @@ struct Applied {
   std::optional<v1::Effect> effect;
   // At most kMaxFollowUps, only with an effect, and only for a call with a command id.
   std::vector<FollowUp> follow_ups;
+  // Runs once the batch is written, still under the call's locks (a business keeping
+  // what it wrote in memory); not if the write failed.
+  std::function<void()> on_written;
 };
 
 class Inbox {
@@ -166,6 +169,12 @@ class Inbox {
   absl::StatusOr<v1::ImportSlotDataResponse> ImportSlotData(
       const v1::ImportSlotDataRequest& request);
   absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request);
+  // Called after every write of ImportSlotData and DropSlotData, whatever its result: they
+  // replace a business's rows without its entity locks, so what it keeps in memory of
+  // them must go. Set before the inbox serves, or with nothing serving; empty: none.
+  void SetSlotRowsReplaced(std::function<void()> replaced) {
+    slot_rows_replaced_ = std::move(replaced);
+  }
 
   // --- The transactional outbox (inbox_slots.cc) ---
   static constexpr int kMaxFollowUps = 16;
@@ -221,7 +230,13 @@ class Inbox {
                 const std::string& key, int64_t drop_at_ms);
   int64_t CountFollowUps();
 
+  // After each write of ImportSlotData or DropSlotData (a write attempt, ended).
+  void SlotRowsReplaced() const {
+    if (slot_rows_replaced_) slot_rows_replaced_();
+  }
+
   const int64_t entry_retention_ms_;
+  std::function<void()> slot_rows_replaced_;
   std::atomic<int64_t> follow_ups_pending_{0};
   absl::Mutex ack_mu_;  // one AckFollowUps at a time, so each deletion is counted once
   StripedLocks locks_;

@@ -160,7 +160,11 @@ absl::StatusOr<v1::ImportSlotDataResponse> Inbox::ImportSlotData(
     }
     IndexRow(&batch, row.slot(), row.column_family(), row.key(), drop_at);
   }
-  if (batch.Count() > 0) EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "import slots"));
+  if (batch.Count() > 0) {
+    absl::Status written = store_.Write(&batch, /*sync=*/true, "import slots");
+    SlotRowsReplaced();
+    EONCE_RETURN_IF_ERROR(written);
+  }
   v1::ImportSlotDataResponse response;
   response.set_imported(request.rows_size());
   return response;
@@ -190,7 +194,9 @@ absl::StatusOr<v1::DropSlotDataResponse> Inbox::DropSlotData(
     }
     EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "drop slot data"));
     if (in_batch == 0) break;
-    EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "drop slots"));
+    absl::Status written = store_.Write(&batch, /*sync=*/true, "drop slots");
+    SlotRowsReplaced();
+    EONCE_RETURN_IF_ERROR(written);
     response.set_dropped(response.dropped() + in_batch);
   }
   return response;

@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
                                          options.inbox_retention_ms);
   EONCE_ASSIGN_OR_RETURN(HostedService hosted, setup(*host->store_, *host->inbox_));
   host->service_ = std::move(hosted.service);
+  host->collect_ = std::move(hosted.collect);
   if (!hosted.handlers.empty()) {
     host->forward_handlers_ =
         std::make_unique<InboxUpstream>(*host->inbox_, std::move(hosted.handlers));
@@ -117,6 +118,9 @@ std::vector<prometheus::MetricFamily> ServiceHost::Collect() const {
                             {{{}, static_cast<double>(store_->ApproximateBytes())}}));
   out.push_back(GaugeFamily(p + "ready", "1 when serving, 0 when not ready.",
                             {{{}, ready_.load() ? 1.0 : 0.0}}));
+  if (collect_) {
+    for (prometheus::MetricFamily& family : collect_(p)) out.push_back(std::move(family));
+  }
   return out;
 }
 

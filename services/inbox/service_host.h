@@ -60,6 +60,9 @@ struct HostedService {
   // forwards it has in flight together, one call for many (ForwardsServiceImpl). Empty:
   // one call per forward.
   std::map<std::string, InboxUpstream::Handler> handlers;
+  // The service's own metrics, exported with the host's (the names taking the host's
+  // prefix); empty: none.
+  std::function<std::vector<prometheus::MetricFamily>(const std::string& prefix)> collect;
 };
 
 class ServiceHost {
@@ -88,6 +91,7 @@ class ServiceHost {
   std::unique_ptr<Inbox> inbox_;
   // Mutations run here, off gRPC's threads, so concurrent ones share fsyncs.
   std::shared_ptr<grpc::Service> service_;
+  std::function<std::vector<prometheus::MetricFamily>(const std::string& prefix)> collect_;
   std::unique_ptr<OutcomeServiceImpl> outcome_service_;
   std::unique_ptr<EffectsServiceImpl> effects_service_;
   std::unique_ptr<FollowUpsServiceImpl> follow_ups_service_;

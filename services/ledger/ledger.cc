@@ -74,9 +74,17 @@ std::vector<ColumnFamilySpec> LedgerCore::ColumnFamilies() {
 }
 
 LedgerCore::LedgerCore(RocksStore& store, Inbox& inbox, LedgerOptions options)
-    : store_(store), inbox_(inbox), options_(options) {}
+    : store_(store),
+      inbox_(inbox),
+      options_(options),
+      accounts_(options.account_cache_entries) {
+  inbox_.SetSlotRowsReplaced([this] { accounts_.Clear(); });
+}
+
+LedgerCore::~LedgerCore() { inbox_.SetSlotRowsReplaced(nullptr); }
 
 void LedgerCore::PutAccount(rocksdb::WriteBatch* batch, const ledger::v1::Account& account) {
+  accounts_.Forget(account.id());
   if (!options_.cross_slot_credits) {
     // Unsharded: nothing moves, so nothing is filed by slot (FileAccounts files every
     // account at the first start with sharding on).
@@ -97,7 +105,9 @@ absl::Status LedgerCore::AddToCounter(rocksdb::WriteBatch* batch, const char* ke
 }
 
 absl::StatusOr<std::optional<ledger::v1::Account>> LedgerCore::ReadAccount(
-    const std::string& id) {
+    const std::string& id, bool locked) {
+  if (std::optional<ledger::v1::Account> kept = accounts_.Get(id)) return kept;
+  const uint64_t generation = accounts_.Generation();
   std::string value;
   rocksdb::Status status = store_.Get(kAccountsCf, id, &value);
   if (status.IsNotFound()) return std::optional<ledger::v1::Account>();
@@ -106,6 +116,7 @@ absl::StatusOr<std::optional<ledger::v1::Account>> LedgerCore::ReadAccount(
   if (!account.ParseFromString(value)) {
     return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable account");
   }
+  if (locked) accounts_.Fill(account, generation);
   return std::optional<ledger::v1::Account>(std::move(account));
 }
 
@@ -132,6 +143,7 @@ absl::StatusOr<v1::CallResult> LedgerCore::OpenAccount(
     PutAccount(batch, account);
     EONCE_RETURN_IF_ERROR(AddToCounter(batch, kMintedKey, request.initial_balance()));
     Applied applied;
+    applied.on_written = accounts_.KeepWhenWritten({account});
     applied.result.set_response(account.SerializeAsString());
     applied.effect = AccountEffect(entity, "/eonce.ledger.v1.Ledger/OpenAccount",
                                    request.initial_balance(), 1);
@@ -182,6 +194,7 @@ absl::StatusOr<v1::CallResult> LedgerCore::Transfer(const CallIdentity& identity
     response.set_to_balance(to->balance());
     response.set_effect_seq(seq);
     Applied applied;
+    applied.on_written = accounts_.KeepWhenWritten({*from, *to});
     applied.result.set_response(response.SerializeAsString());
     applied.effect = AccountEffect(from_entity, "/eonce.ledger.v1.Ledger/Transfer",
                                    request.amount(), from->revision());
@@ -191,7 +204,7 @@ absl::StatusOr<v1::CallResult> LedgerCore::Transfer(const CallIdentity& identity
 
 absl::StatusOr<ledger::v1::Account> LedgerCore::GetAccount(const std::string& tenant,
                                                           const std::string& id) {
-  EONCE_ASSIGN_OR_RETURN(auto account, ReadAccount(id));
+  EONCE_ASSIGN_OR_RETURN(auto account, ReadAccount(id, /*locked=*/false));
   if (!account.has_value() || !Reaches(tenant, *account)) {
     return Error(absl::StatusCode::kNotFound, "NO_SUCH_ACCOUNT", absl::StrCat("no account ", id));
   }
@@ -266,7 +279,12 @@ absl::StatusOr<int64_t> LedgerCore::AdoptTenantsFromEffects() {
     if (effects.last_seq() <= after) break;
     after = effects.last_seq();
   }
-  if (adopted > 0) EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "account tenants"));
+  if (adopted > 0) {
+    // Without the accounts' locks: what memory kept of any account goes.
+    absl::Status written = store_.Write(&batch, /*sync=*/true, "account tenants");
+    accounts_.Clear();
+    EONCE_RETURN_IF_ERROR(written);
+  }
   return adopted;
 }
 
@@ -284,7 +302,9 @@ absl::Status LedgerCore::FileAccounts() {
   }
   EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "scan accounts"));
   if (batch.Count() == 0) return absl::OkStatus();
-  return store_.Write(&batch, /*sync=*/true, "file accounts");
+  absl::Status written = store_.Write(&batch, /*sync=*/true, "file accounts");
+  accounts_.Clear();  // as above
+  return written;
 }
 
 absl::StatusOr<v1::CallResult> LedgerCore::Debit(const CallIdentity& identity,
@@ -322,6 +342,7 @@ absl::StatusOr<v1::CallResult> LedgerCore::Debit(const CallIdentity& identity,
     credit.set_from(request.from());
     credit.set_transfer_command_id(identity.command_id);
     Applied applied;
+    applied.on_written = accounts_.KeepWhenWritten({*from});
     applied.follow_ups.push_back(
         FollowUp{kCreditMethod, credit.SerializeAsString(), "account", request.to()});
     ledger::v1::TransferResponse response;
@@ -353,6 +374,7 @@ absl::StatusOr<v1::CallResult> LedgerCore::Credit(const CallIdentity& identity,
       to->set_balance(to->balance() + request.amount());
       to->set_revision(to->revision() + 1);
       PutAccount(batch, *to);
+      applied.on_written = accounts_.KeepWhenWritten({*to});
       response.set_to_balance(to->balance());
     } else if (!request.refund() && !identity.command_id.empty()) {
       // Bounced: the amount goes back to where it came from, as a refund.

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/rocks.h"
 #include "eonce/ledger/v1/ledger.pb.h"
+#include "services/ledger/account_cache.h"
 #include "services/inbox/inbox.h"
 
 namespace eonce {
@@ -23,6 +24,8 @@ struct LedgerOptions {
   // two accounts may live on two shards; and every account is filed under its slot, to
   // move with it. Off: every transfer is one atomic batch, and nothing is filed.
   bool cross_slot_credits = false;
+  // Accounts kept in memory as last written (AccountCache); 0: none.
+  size_t account_cache_entries = AccountCache::kDefaultEntries;
 };
 
 class LedgerCore {
@@ -34,6 +37,9 @@ class LedgerCore {
   static std::vector<ColumnFamilySpec> ColumnFamilies();
 
   LedgerCore(RocksStore& store, Inbox& inbox, LedgerOptions options = {});
+  ~LedgerCore();
+  LedgerCore(const LedgerCore&) = delete;
+  LedgerCore& operator=(const LedgerCore&) = delete;
 
   absl::StatusOr<v1::CallResult> OpenAccount(const CallIdentity& identity,
                                              const ledger::v1::OpenAccountRequest& request);
@@ -60,9 +66,15 @@ class LedgerCore {
   // at start; unsharded, it does nothing.
   absl::Status FileAccounts();
 
+  const AccountCache& account_cache() const { return accounts_; }
+
  private:
-  absl::StatusOr<std::optional<ledger::v1::Account>> ReadAccount(const std::string& id);
-  // Writes `account` (filed under its slot) in `batch`.
+  // From memory, or from the store; `locked`: the caller holds the account's entity lock,
+  // and what the store returns is kept (AccountCache).
+  absl::StatusOr<std::optional<ledger::v1::Account>> ReadAccount(const std::string& id,
+                                                                 bool locked = true);
+  // Writes `account` (filed under its slot) in `batch`, and forgets what memory kept of it
+  // (the caller keeps the new value once the batch is written, or clears the cache).
   void PutAccount(rocksdb::WriteBatch* batch, const ledger::v1::Account& account);
   // The debit half of a transfer to another slot (cross_slot_credits).
   absl::StatusOr<v1::CallResult> Debit(const CallIdentity& identity,
@@ -73,6 +85,7 @@ class LedgerCore {
   RocksStore& store_;
   Inbox& inbox_;
   const LedgerOptions options_;
+  AccountCache accounts_;
 };
 
 }  // namespace eonce

@@ -54,6 +54,10 @@ namespace {
 // and every account filed under its slot.
 absl::StatusOr<std::unique_ptr<LedgerCore>> NewLedgerCore(RocksStore& store, Inbox& inbox,
                                                           const LedgerOptions& options) {
+  if (options.account_cache_entries > AccountCache::kMaxEntries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("account_cache_entries: must be at most ", AccountCache::kMaxEntries));
+  }
   auto core = std::make_unique<LedgerCore>(store, inbox, options);
   absl::StatusOr<int64_t> adopted = core->AdoptTenantsFromEffects();
   if (!adopted.ok()) return adopted.status();
@@ -73,7 +77,18 @@ ServiceHost::Setup LedgerSetup(std::function<LedgerOptions()> options, LedgerCor
     auto service = std::make_shared<LedgerServiceImpl>(std::move(core), inbox);
     if (core_out != nullptr) *core_out = &service->core();
     // The same methods in process, so that a sidecar may batch its forwards.
-    return HostedService{service, LedgerHandlers(service->core())};
+    HostedService hosted{service, LedgerHandlers(service->core())};
+    hosted.collect = [service](const std::string& prefix) {
+      const AccountCache& cache = service->core().account_cache();
+      return std::vector<prometheus::MetricFamily>{
+          CounterFamily(prefix + "account_cache_lookups_total",
+                        "Account reads answered from memory (hit) or from the store (miss).",
+                        {{{{"result", "hit"}}, static_cast<double>(cache.hits())},
+                         {{{"result", "miss"}}, static_cast<double>(cache.misses())}}),
+          GaugeFamily(prefix + "account_cache_entries", "Accounts kept in memory.",
+                      {{{}, static_cast<double>(cache.size())}})};
+    };
+    return hosted;
   };
 }
 

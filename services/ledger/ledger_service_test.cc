@@ -65,6 +65,16 @@ class LedgerServiceTest : public ::testing::Test {
   std::unique_ptr<v1::Outcome::Stub> outcome_;
 };
 
+TEST_F(LedgerServiceTest, AnAccountCacheBeyondItsBoundIsRefusedAtStart) {
+  LedgerServerOptions options;
+  options.data_dir = testing::FreshDir("ledger_service");
+  options.ledger.account_cache_entries = AccountCache::kMaxEntries + 1;
+  auto server = LedgerServer::Start(options, clock_);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(server.status().message().find("account_cache_entries"), std::string::npos);
+}
+
 TEST_F(LedgerServiceTest, DuplicateCallReturnsStoredAnswerAndOutcomeIsExact) {
   Start(/*legacy=*/false);
   ASSERT_TRUE(Open("a", 100).ok());
@@ -103,6 +113,12 @@ TEST_F(LedgerServiceTest, MetricsCountEffectsRepeatsAndRejectionsAndPassPromtool
   EXPECT_NE(text.find("eonce_ledger_effects_applied_total 3"), std::string::npos) << text;
   EXPECT_NE(text.find("eonce_ledger_inbox_repeats_total 1"), std::string::npos) << text;
   EXPECT_NE(text.find("eonce_ledger_rejections_total 1"), std::string::npos) << text;
+  // The two opens found nothing; both transfers read both accounts from memory.
+  EXPECT_NE(text.find("eonce_ledger_account_cache_lookups_total{result=\"hit\"} 4"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("eonce_ledger_account_cache_lookups_total{result=\"miss\"} 2"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("eonce_ledger_account_cache_entries 2"), std::string::npos) << text;
   EXPECT_NE(text.find("eonce_ledger_ready 1"), std::string::npos) << text;
   std::string output;
   int promtool = testing::PromtoolCheck(text, &output);

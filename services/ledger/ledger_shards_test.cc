@@ -231,5 +231,49 @@ TEST_F(LedgerShardsTest, ADebitIsRefusedWithoutFundsOrACommandId) {
   EXPECT_EQ(a_.inbox->follow_ups_pending(), 0);
 }
 
+// Moves `slot`'s rows from one shard to the other, as the reshard tool does: copy, then
+// drop the old copy.
+void MoveSlot(LedgerShard& from, LedgerShard& to, uint32_t slot) {
+  v1::ExportSlotDataRequest out;
+  out.set_first_slot(slot);
+  out.set_last_slot(slot);
+  auto exported = from.inbox->ExportSlotData(out);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  ASSERT_TRUE(exported->next_after().empty());
+  v1::ImportSlotDataRequest in;
+  in.set_first_slot(slot);
+  in.set_last_slot(slot);
+  *in.mutable_rows() = exported->rows();
+  ASSERT_TRUE(to.inbox->ImportSlotData(in).ok());
+  v1::DropSlotDataRequest drop;
+  drop.set_first_slot(slot);
+  drop.set_last_slot(slot);
+  ASSERT_TRUE(from.inbox->DropSlotData(drop).ok());
+}
+
+// What a ledger keeps of its accounts in memory (AccountCache) follows its slots: an
+// account that moved away is no longer read there, and one that came back is read as it
+// left the other shard, not as it was before it went.
+TEST_F(LedgerShardsTest, AnAccountThatMovedAwayAndBackIsNotReadFromMemory) {
+  const uint32_t slot = SlotOf("acme", "account", "alice");
+  ASSERT_EQ(Balance(a_, "alice"), 100);  // kept in a_'s memory since it was opened
+  ASSERT_GT(a_.core->account_cache().size(), 0u);
+  MoveSlot(a_, b_, slot);
+  EXPECT_EQ(Balance(a_, "alice"), -1);
+  EXPECT_EQ(ReasonOf(Transfer(a_, "t0", "alice", "bob", 1)), "NO_SUCH_ACCOUNT");
+
+  ASSERT_EQ(Transfer(b_, "t1", "alice", "bob", 30).code(), 0);  // a debit there
+  EXPECT_EQ(Balance(b_, "alice"), 70);
+  MoveSlot(b_, a_, slot);
+  EXPECT_EQ(Balance(b_, "alice"), -1);
+  EXPECT_EQ(Balance(a_, "alice"), 70);
+  EXPECT_EQ(ReasonOf(Transfer(a_, "t2", "alice", "bob", 80)), "INSUFFICIENT_FUNDS");
+  ASSERT_EQ(Transfer(a_, "t3", "alice", "bob", 70).code(), 0);
+  EXPECT_EQ(Balance(a_, "alice"), 0);
+  EXPECT_EQ(Relay(b_, b_) + Relay(a_, b_), 2);
+  EXPECT_EQ(Balance(b_, "bob"), 150);
+  ExpectConserved();
+}
+
 }  // namespace
 }  // namespace eonce

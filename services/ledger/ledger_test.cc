@@ -21,6 +21,12 @@ class LedgerTest : public ::testing::TestWithParam<bool> {
     Open("bob", 50);
   }
 
+  // A new LedgerCore on the same store and inbox, as after a restart.
+  void Restart() {
+    core_.reset();
+    core_ = std::make_unique<LedgerCore>(*store_, *inbox_);
+  }
+
   CallIdentity Id(const std::string& command_id, const std::string& tenant = "acme") {
     CallIdentity id;
     id.command_id = command_id;
@@ -123,14 +129,49 @@ TEST_P(LedgerTest, AnAccountOpenedBeforeTenantsWereKeptGetsItsTenantFromTheEffec
                   ->Put(rocksdb::WriteOptions(), store_->cf("accounts"), "alice",
                         old.SerializeAsString())
                   .ok());
+  Restart();  // the old data is what the ledger finds at start
   EXPECT_TRUE(core_->GetAccount("globex", "alice").ok());  // what the old data allowed
+  // A transfer keeps the account without a tenant in memory; adopting it must not leave
+  // that copy there.
+  ASSERT_EQ(Transfer("t-old", "alice", "bob", 10).code(), 0);
   absl::StatusOr<int64_t> adopted = core_->AdoptTenantsFromEffects();
   ASSERT_TRUE(adopted.ok()) << adopted.status();
   EXPECT_EQ(*adopted, 1);
   EXPECT_EQ(core_->GetAccount("globex", "alice").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(core_->GetAccount("acme", "alice")->tenant(), "acme");
-  EXPECT_EQ(core_->GetAccount("acme", "alice")->balance(), 100);
+  EXPECT_EQ(core_->GetAccount("acme", "alice")->balance(), 90);
+  ledger::v1::TransferRequest steal;
+  steal.set_from("alice");
+  steal.set_to("bob");
+  steal.set_amount(1);
+  auto stolen = core_->Transfer(Id("t-steal", "globex"), steal);
+  ASSERT_TRUE(stolen.ok());
+  EXPECT_EQ(ReasonOf(*stolen), "NO_SUCH_ACCOUNT");
   EXPECT_EQ(*core_->AdoptTenantsFromEffects(), 0);
+}
+
+// The accounts kept in memory (AccountCache) are the store's: after transfers, refusals
+// and repeats, each reads as a ledger with no memory reads it from the same store.
+TEST_P(LedgerTest, AccountsReadFromMemoryAreTheStoresAfterEveryKindOfCall) {
+  Open("carol", 5);
+  for (int i = 0; i < 40; ++i) {
+    const char* from = i % 3 == 0 ? "alice" : (i % 3 == 1 ? "bob" : "carol");
+    const char* to = i % 3 == 0 ? "carol" : (i % 3 == 1 ? "alice" : "bob");
+    Transfer("m" + std::to_string(i), from, to, 1 + (i * 7) % 40);  // some are refused
+    Transfer("m" + std::to_string(i / 2), from, to, 1 + (i * 7) % 40);  // and some repeats
+  }
+  LedgerOptions no_memory;
+  no_memory.account_cache_entries = 0;
+  LedgerCore plain(*store_, *inbox_, no_memory);
+  for (const char* id : {"alice", "bob", "carol"}) {
+    auto kept = core_->GetAccount("acme", id);
+    auto stored = plain.GetAccount("acme", id);
+    ASSERT_TRUE(kept.ok() && stored.ok());
+    EXPECT_EQ(kept->SerializeAsString(), stored->SerializeAsString()) << id;
+  }
+  EXPECT_GT(core_->account_cache().hits(), 40);
+  EXPECT_EQ(plain.account_cache().hits(), 0);
+  ExpectConserved();
 }
 
 TEST_P(LedgerTest, RejectionsAreDistinctAndMachineReadable) {

@@ -11,6 +11,9 @@
 ABSL_FLAG(bool, cross_slot_credits, false,
           "sharded: a transfer to an account of another slot debits here and sends a Credit "
           "through the outbox (a relay must run: outbox_agent --relay_from)");
+ABSL_FLAG(uint64_t, account_cache_entries, eonce::AccountCache::kDefaultEntries,
+          "accounts kept in memory as last written, so that a transfer reads them without a "
+          "search of the store (at most 16777216; 0: none)");
 ABSL_FLAG(std::string, sidecar_listen, "",
           "run the dedupe sidecar in this process, callers reaching it here (one hop instead "
           "of two; --listen is then the business's own port); empty: none");
@@ -25,6 +28,7 @@ int main(int argc, char** argv) {
   auto options = [] {
     eonce::LedgerOptions options;
     options.cross_slot_credits = absl::GetFlag(FLAGS_cross_slot_credits);
+    options.account_cache_entries = absl::GetFlag(FLAGS_account_cache_entries);
     return options;
   };
   auto sidecar = [&core](eonce::ServiceHost& host)
