@@ -230,10 +230,9 @@ class Inbox {
                 const std::string& key, int64_t drop_at_ms);
   int64_t CountFollowUps();
 
-  // After each write of ImportSlotData or DropSlotData (a write attempt, ended).
-  void SlotRowsReplaced() const {
-    if (slot_rows_replaced_) slot_rows_replaced_();
-  }
+  // Writes a batch of ImportSlotData or DropSlotData, synced, then tells the business
+  // (SetSlotRowsReplaced), whatever the write's result.
+  absl::Status WriteSlotRows(rocksdb::WriteBatch* batch, const char* what);
 
   const int64_t entry_retention_ms_;
   std::function<void()> slot_rows_replaced_;

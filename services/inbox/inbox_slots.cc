@@ -160,14 +160,16 @@ absl::StatusOr<v1::ImportSlotDataResponse> Inbox::ImportSlotData(
     }
     IndexRow(&batch, row.slot(), row.column_family(), row.key(), drop_at);
   }
-  if (batch.Count() > 0) {
-    absl::Status written = store_.Write(&batch, /*sync=*/true, "import slots");
-    SlotRowsReplaced();
-    EONCE_RETURN_IF_ERROR(written);
-  }
+  if (batch.Count() > 0) EONCE_RETURN_IF_ERROR(WriteSlotRows(&batch, "import slots"));
   v1::ImportSlotDataResponse response;
   response.set_imported(request.rows_size());
   return response;
+}
+
+absl::Status Inbox::WriteSlotRows(rocksdb::WriteBatch* batch, const char* what) {
+  absl::Status written = store_.Write(batch, /*sync=*/true, what);
+  if (slot_rows_replaced_) slot_rows_replaced_();
+  return written;
 }
 
 absl::StatusOr<v1::DropSlotDataResponse> Inbox::DropSlotData(
@@ -194,9 +196,7 @@ absl::StatusOr<v1::DropSlotDataResponse> Inbox::DropSlotData(
     }
     EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "drop slot data"));
     if (in_batch == 0) break;
-    absl::Status written = store_.Write(&batch, /*sync=*/true, "drop slots");
-    SlotRowsReplaced();
-    EONCE_RETURN_IF_ERROR(written);
+    EONCE_RETURN_IF_ERROR(WriteSlotRows(&batch, "drop slots"));
     response.set_dropped(response.dropped() + in_batch);
   }
   return response;

@@ -8,11 +8,13 @@ namespace eonce {
 AccountCache::AccountCache(size_t max_entries)
     : max_entries_(std::min(max_entries, kMaxEntries)) {}
 
-std::optional<ledger::v1::Account> AccountCache::Get(const std::string& id) {
+std::optional<ledger::v1::Account> AccountCache::Get(const std::string& id,
+                                                     uint64_t* generation) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) {
     misses_.fetch_add(1, std::memory_order_relaxed);
+    if (generation != nullptr) *generation = generation_;
     return std::nullopt;
   }
   hits_.fetch_add(1, std::memory_order_relaxed);

@@ -37,12 +37,13 @@ class AccountCache {
 
   explicit AccountCache(size_t max_entries = kDefaultEntries);
 
-  // The account kept for `id`, if any (counted as a hit or a miss).
-  std::optional<ledger::v1::Account> Get(const std::string& id);
-  // Taken before a read of the store that may Fill.
+  // The account kept for `id`, if any (counted as a hit or a miss); on a miss,
+  // `*generation`, if given, is what a Fill of the account read from the store needs.
+  std::optional<ledger::v1::Account> Get(const std::string& id, uint64_t* generation = nullptr);
   uint64_t Generation() const;
   // Keeps what the store returned for `account.id()`, unless a Clear came after
-  // `generation` or an entry is already there (a write under the same lock put it).
+  // `generation` (from the Get that missed) or an entry is already there (a write under
+  // the same lock put it).
   void Fill(const ledger::v1::Account& account, uint64_t generation);
   void Forget(const std::string& id);
   // To run once the batch that writes `accounts` is written: keeps each of them, unless a

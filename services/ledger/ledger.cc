@@ -95,6 +95,12 @@ void LedgerCore::PutAccount(rocksdb::WriteBatch* batch, const ledger::v1::Accoun
                       account.SerializeAsString());
 }
 
+absl::Status LedgerCore::WriteWithoutLocks(rocksdb::WriteBatch* batch, const char* what) {
+  absl::Status written = store_.Write(batch, /*sync=*/true, what);
+  accounts_.Clear();
+  return written;
+}
+
 absl::Status LedgerCore::AddToCounter(rocksdb::WriteBatch* batch, const char* key,
                                       int64_t delta) {
   std::string value;
@@ -106,8 +112,8 @@ absl::Status LedgerCore::AddToCounter(rocksdb::WriteBatch* batch, const char* ke
 
 absl::StatusOr<std::optional<ledger::v1::Account>> LedgerCore::ReadAccount(
     const std::string& id, bool locked) {
-  if (std::optional<ledger::v1::Account> kept = accounts_.Get(id)) return kept;
-  const uint64_t generation = accounts_.Generation();
+  uint64_t generation = 0;
+  if (std::optional<ledger::v1::Account> kept = accounts_.Get(id, &generation)) return kept;
   std::string value;
   rocksdb::Status status = store_.Get(kAccountsCf, id, &value);
   if (status.IsNotFound()) return std::optional<ledger::v1::Account>();
@@ -279,12 +285,7 @@ absl::StatusOr<int64_t> LedgerCore::AdoptTenantsFromEffects() {
     if (effects.last_seq() <= after) break;
     after = effects.last_seq();
   }
-  if (adopted > 0) {
-    // Without the accounts' locks: what memory kept of any account goes.
-    absl::Status written = store_.Write(&batch, /*sync=*/true, "account tenants");
-    accounts_.Clear();
-    EONCE_RETURN_IF_ERROR(written);
-  }
+  if (adopted > 0) EONCE_RETURN_IF_ERROR(WriteWithoutLocks(&batch, "account tenants"));
   return adopted;
 }
 
@@ -302,9 +303,7 @@ absl::Status LedgerCore::FileAccounts() {
   }
   EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "scan accounts"));
   if (batch.Count() == 0) return absl::OkStatus();
-  absl::Status written = store_.Write(&batch, /*sync=*/true, "file accounts");
-  accounts_.Clear();  // as above
-  return written;
+  return WriteWithoutLocks(&batch, "file accounts");
 }
 
 absl::StatusOr<v1::CallResult> LedgerCore::Debit(const CallIdentity& identity,

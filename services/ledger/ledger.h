@@ -79,6 +79,9 @@ class LedgerCore {
   // The debit half of a transfer to another slot (cross_slot_credits).
   absl::StatusOr<v1::CallResult> Debit(const CallIdentity& identity,
                                        const ledger::v1::TransferRequest& request);
+  // Writes `batch`, synced, from a pass that holds no account's lock (the passes at
+  // start), then clears what memory kept of the accounts, whatever the write's result.
+  absl::Status WriteWithoutLocks(rocksdb::WriteBatch* batch, const char* what);
   // Adds `delta` to the counter at `key` in `batch`.
   absl::Status AddToCounter(rocksdb::WriteBatch* batch, const char* key, int64_t delta);
 
