@@ -420,17 +420,23 @@ int Run() {
                                r.figures.paired_ratio, r.figures.paired_limit_ops_per_s, r.limit,
                                k + 1 < rows.size() ? "," : ""));
   }
-  // Added latency at 1 in flight: sidecar first-seen p50 minus the ledger's p50.
-  double added_p50 = 0, budget_p50 = 0;
+  // Added latency at 1 in flight: a first seen's p50 through the sidecar (two hops, and
+  // with the sidecar in the ledger's process) minus the ledger's p50.
+  double added_p50 = 0, added_in_process_p50 = 0, budget_p50 = 0;
   for (const Row& r : rows) {
     if (r.in_flight != 1) continue;
     if (r.path == "sidecar first-seen") added_p50 += r.figures.p50_us;
-    if (r.path == "ledger direct") added_p50 -= r.figures.p50_us;
+    if (r.path == "first-seen, in process") added_in_process_p50 += r.figures.p50_us;
+    if (r.path == "ledger direct") {
+      added_p50 -= r.figures.p50_us;
+      added_in_process_p50 -= r.figures.p50_us;
+    }
     if (r.path == "grpc echo (limit)" || r.path == "synced put (limit)") budget_p50 += r.figures.p50_us;
   }
   absl::StrAppend(&table, absl::StrFormat(
-      "\nadded p50 at 1 in flight: %.0f us through the sidecar (budget: echo + synced put = %.0f us)\n",
-      added_p50, budget_p50));
+      "\nadded p50 at 1 in flight: %.0f us through the sidecar, %.0f us with the sidecar in the "
+      "ledger's process (budget: echo + synced put = %.0f us)\n",
+      added_p50, added_in_process_p50, budget_p50));
   absl::StrAppend(&table, absl::StrFormat(
       "sidecar forwards before its own sync (the ledger's inbox is the commit point): %d of %d\n",
       forwards_before_sync, forwards));
@@ -451,7 +457,8 @@ int Run() {
       sst_bytes / 1048576.0, raw_bytes / 1048576.0,
       raw_bytes > 0 ? static_cast<double>(sst_bytes) / raw_bytes : 0));
   absl::StrAppend(&json, absl::StrFormat(
-      "  ],\n  \"added_p50_us_at_1\": %.1f,\n  \"added_p50_budget_us\": %.1f,\n"
+      "  ],\n  \"added_p50_us_at_1\": %.1f,\n  \"added_p50_in_process_us_at_1\": %.1f,\n"
+      "  \"added_p50_budget_us\": %.1f,\n"
       "  \"sidecar_forwards\": %d,\n  \"sidecar_forwards_before_sync\": %d,\n"
       "  \"duplicate_memory_hits\": %d,\n  \"duplicate_lookups\": %d,\n"
       "  \"sidecar_records\": %d,\n  \"sidecar_block_cache_mb\": %d,\n"
@@ -459,7 +466,7 @@ int Run() {
       "  \"raw_key_hash_response_bytes\": %d,\n  \"disk_ratio\": %.3f,\n"
       "  \"move\": {\"slots\": %d, \"copied\": %d, \"frozen_ms\": %d, \"commands\": %d, "
       "\"pause_p50_ms\": %.1f, \"pause_p99_ms\": %.1f, \"pause_max_ms\": %.1f, \"lost\": %d}\n}\n",
-      added_p50, budget_p50, forwards, forwards_before_sync, dup_memory_hits, dup_lookups,
+      added_p50, added_in_process_p50, budget_p50, forwards, forwards_before_sync, dup_memory_hits, dup_lookups,
       records, large_cache_mb,
       rss_kb / 1024.0,
       sst_bytes, raw_bytes,

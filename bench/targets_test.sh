@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# bench/targets.py turns the bench's figures into met or missed: a ratio bound is met from
+# below, a latency, memory or disk bound from above, and the added latency at 1 in flight
+# is a first seen's p50 less the ledger's, through two hops and in process, each against
+# echo's p50 + a synced put's. Fed figures made up here, one side of each bound, then the
+# other (the negative control: the same figures past the bound are reported missed).
+set -euo pipefail
+targets="$(cd "$(dirname "$0")" && pwd)/targets.py"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+figures() {  # figures SIDECAR_P50_AT_1 IN_PROCESS_P50_AT_1 DUPLICATE_RATIO
+  row() {  # row PATH IN_FLIGHT OPS P50 PAIRED
+    echo "{\"path\": \"$1\", \"in_flight\": $2, \"ops_per_s\": $3, \"p50_us\": $4,"
+    echo " \"p99_us\": 300.0, \"ratio_to_limit\": 1.0, \"paired_ratio\": $5}"
+  }
+  {
+    echo '{"machine": {"cores": 2}, "rows": ['
+    row "grpc echo (limit)" 1 5000.0 100.0 0; echo ,
+    row "synced put (limit)" 1 4000.0 200.0 0; echo ,
+    row "ledger direct" 1 2000.0 400.0 0; echo ,
+    row "sidecar first-seen" 1 1000.0 "$1" 0; echo ,
+    row "first-seen, in process" 1 1500.0 "$2" 0; echo ,
+    row "grpc echo (limit)" 64 1000.0 1000.0 0; echo ,
+    row "sidecar duplicate" 64 700.0 1000.0 "$3"
+    echo '], "sidecar_rss_mib": 250.0, "disk_ratio": 0.8}'
+  } > "$work/latest.json"
+  : > "$work/latest.txt"
+  python3 "$targets" --results "$work" > /dev/null
+}
+
+verdict() {  # verdict TARGET: met or MISSED, from latest.txt
+  local line
+  line="$(grep -E "^  $1 +[0-9]" "$work/latest.txt")" || { echo "no line for $1" >&2; exit 1; }
+  echo "${line##* }"
+}
+
+expect() {  # expect TARGET VERDICT
+  local got
+  got="$(verdict "$1")"
+  [ "$got" = "$2" ] || { echo "FAIL: $1: $got, expected $2"; cat "$work/latest.txt"; exit 1; }
+}
+
+figures 850 650 0.80   # added 450 and 250 against 300
+expect "added p50 at 1 in flight" MISSED
+expect "added p50 at 1 in flight, sidecar in process" met
+expect "duplicates, 64 in flight" met
+expect "sidecar RSS with 1M records" met
+
+# The other side of each bound.
+figures 650 750 0.70   # added 250 and 350
+expect "added p50 at 1 in flight" met
+expect "added p50 at 1 in flight, sidecar in process" MISSED
+expect "duplicates, 64 in flight" MISSED
+# A figure the run did not measure meets no bound: without the in-process row at 1 in
+# flight there is no added latency in process, and without a 1M-record row no p99 ratio.
+python3 - "$work/latest.json" <<'PY'
+import json, sys
+f = json.load(open(sys.argv[1]))
+f["rows"] = [r for r in f["rows"] if r["path"] != "first-seen, in process"]
+f.pop("targets", None)
+json.dump(f, open(sys.argv[1], "w"))
+PY
+: > "$work/latest.txt"
+python3 "$targets" --results "$work" > /dev/null
+expect "added p50 at 1 in flight, sidecar in process" MISSED
+expect "duplicates with 1M records, p99" MISSED
+echo "PASS"
