@@ -113,7 +113,7 @@ def targets(figures):
         # A figure the run did not measure (0, or None) meets no bound, from below or above.
         measured = value is not None and value != 0
         met = measured and bound > 0 and (value <= bound if kind == "max" else value >= bound)
-        out.append({"target": name, "value": round(value or 0, 3), "bound": round(bound, 1),
+        out.append({"target": name, "value": round(value or 0, 3), "bound": round(bound, 3),
                     "unit": unit, "met": met})
     return out
 

@@ -46,6 +46,9 @@ expect "added p50 at 1 in flight" MISSED
 expect "added p50 at 1 in flight, sidecar in process" met
 expect "duplicates, 64 in flight" met
 expect "sidecar RSS with 1M records" met
+# Each bound is printed as it is checked: 0.75, not rounded to 0.8.
+grep -Eq "^  duplicates, 64 in flight .* bound 0\.75 " "$work/latest.txt" || {
+  echo "FAIL: the duplicates' bound is not printed as 0.75"; cat "$work/latest.txt"; exit 1; }
 
 # The other side of each bound.
 figures 650 750 0.70   # added 250 and 350
