@@ -466,7 +466,8 @@ int Run() {
       "  \"raw_key_hash_response_bytes\": %d,\n  \"disk_ratio\": %.3f,\n"
       "  \"move\": {\"slots\": %d, \"copied\": %d, \"frozen_ms\": %d, \"commands\": %d, "
       "\"pause_p50_ms\": %.1f, \"pause_p99_ms\": %.1f, \"pause_max_ms\": %.1f, \"lost\": %d}\n}\n",
-      added_p50, added_in_process_p50, budget_p50, forwards, forwards_before_sync, dup_memory_hits, dup_lookups,
+      added_p50, added_in_process_p50, budget_p50, forwards, forwards_before_sync,
+      dup_memory_hits, dup_lookups,
       records, large_cache_mb,
       rss_kb / 1024.0,
       sst_bytes, raw_bytes,
