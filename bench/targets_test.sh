@@ -9,7 +9,7 @@ targets="$(cd "$(dirname "$0")" && pwd)/targets.py"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-figures() {  # figures SIDECAR_P50_AT_1 IN_PROCESS_P50_AT_1 DUPLICATE_RATIO
+figures() {  # figures SIDECAR_P50_AT_1 IN_PROCESS_P50_AT_1 DUPLICATE_RATIO DRAIN_PAIRED
   row() {  # row PATH IN_FLIGHT OPS P50 PAIRED
     echo "{\"path\": \"$1\", \"in_flight\": $2, \"ops_per_s\": $3, \"p50_us\": $4,"
     echo " \"p99_us\": 300.0, \"ratio_to_limit\": 1.0, \"paired_ratio\": $5}"
@@ -22,7 +22,9 @@ figures() {  # figures SIDECAR_P50_AT_1 IN_PROCESS_P50_AT_1 DUPLICATE_RATIO
     row "sidecar first-seen" 1 1000.0 "$1" 0; echo ,
     row "first-seen, in process" 1 1500.0 "$2" 0; echo ,
     row "grpc echo (limit)" 64 1000.0 1000.0 0; echo ,
-    row "sidecar duplicate" 64 700.0 1000.0 "$3"
+    row "sidecar duplicate" 64 700.0 1000.0 "$3"; echo ,
+    row "sidecar first-seen" 64 500.0 1000.0 0; echo ,
+    row "pipeline drain" 64 300.0 0 "$4"
     echo '], "sidecar_rss_mib": 250.0, "disk_ratio": 0.8}'
   } > "$work/latest.json"
   : > "$work/latest.txt"
@@ -41,8 +43,11 @@ expect() {  # expect TARGET VERDICT
   [ "$got" = "$2" ] || { echo "FAIL: $1: $got, expected $2"; cat "$work/latest.txt"; exit 1; }
 }
 
-figures 850 650 0.80   # added 450 and 250 against 300
+figures 850 650 0.80 0.85   # added 450 and 250 against 300
 expect "added p50 at 1 in flight" MISSED
+# The drain against first seen run around it (paired: 0.85), not against the first-seen
+# row (300 / 500 = 0.6).
+expect "whole-pipeline drain" met
 expect "added p50 at 1 in flight, sidecar in process" met
 expect "duplicates, 64 in flight" met
 expect "sidecar RSS with 1M records" met
@@ -51,10 +56,16 @@ grep -Eq "^  duplicates, 64 in flight .* bound 0\.75 " "$work/latest.txt" || {
   echo "FAIL: the duplicates' bound is not printed as 0.75"; cat "$work/latest.txt"; exit 1; }
 
 # The other side of each bound.
-figures 650 750 0.70   # added 250 and 350
+figures 650 750 0.70 0.75   # added 250 and 350
 expect "added p50 at 1 in flight" met
 expect "added p50 at 1 in flight, sidecar in process" MISSED
 expect "duplicates, 64 in flight" MISSED
+expect "whole-pipeline drain" MISSED
+# A drain the bench did not pair is divided by the first-seen row.
+figures 650 750 0.70 0
+expect "whole-pipeline drain" MISSED
+grep -Eq "^  whole-pipeline drain +0\.60 " "$work/latest.txt" || {
+  echo "FAIL: an unpaired drain is not 300 / 500"; cat "$work/latest.txt"; exit 1; }
 # A figure the run did not measure meets no bound: without the in-process row at 1 in
 # flight there is no added latency in process, and without a 1M-record row no p99 ratio.
 python3 - "$work/latest.json" <<'PY'
