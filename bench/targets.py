@@ -199,7 +199,8 @@ def main():
             ("sidecar dup, 1M records", "duplicates, a sidecar process holding 1M records",
              "the small store, paired"),
             ("agent enqueue", "agent `Enqueue`", "synced put"),
-            ("pipeline drain", "the whole pipeline drains (agent → sidecar → ledger)", "echo")):
+            ("pipeline drain", "the whole pipeline drains (agent → sidecar → ledger)",
+             "first seen run around it, paired")):
         r = row(figures["rows"], name, 64) or {"ops_per_s": 0, "p99_us": 0,
                                               "ratio_to_limit": 0}
         ratio = "%.2f of %s" % (r["ratio_to_limit"], limit) if limit else "1.00"

@@ -48,6 +48,8 @@ expect "added p50 at 1 in flight" MISSED
 # The drain against first seen run around it (paired: 0.85), not against the first-seen
 # row (300 / 500 = 0.6).
 expect "whole-pipeline drain" met
+grep -q "drains (agent → sidecar → ledger) | 300 | .* of first seen run around it, paired |" \
+  "$work/latest.md" || { echo "FAIL: the drain's line in latest.md"; cat "$work/latest.md"; exit 1; }
 expect "added p50 at 1 in flight, sidecar in process" met
 expect "duplicates, 64 in flight" met
 expect "sidecar RSS with 1M records" met
