@@ -116,8 +116,9 @@ int Run() {
   std::vector<Row> rows;
   auto add = [&](const std::string& path, int n, Figures f, const std::string& limit) {
     rows.push_back(Row{path, n, f, limit});
-    std::printf("  %-28s %3d in flight  %9.0f ops/s  p50 %8.0f us  p99 %8.0f us  cpu %5.0f us/op%s\n",
-                path.c_str(), n, f.ops_per_s, f.p50_us, f.p99_us, f.cpu_us_per_op,
+    std::printf("  %-28s %3d in flight  %9.0f ops/s  p50 %8.0f us  p99 %8.0f us  cpu %5.0f us/op"
+                "  steal %3.0f%%%s\n",
+                path.c_str(), n, f.ops_per_s, f.p50_us, f.p99_us, f.cpu_us_per_op, f.steal_pct,
                 f.errors ? absl::StrCat("  (", f.errors, " errors)").c_str() : "");
     std::fflush(stdout);
   };
@@ -361,6 +362,7 @@ int Run() {
     const double first_seen_before = first_seen_run("fs-before-drain-");
     auto drain_start = Clock::now();
     const double drain_cpu_start = ProcessCpuUs();
+    const MachineTicks drain_ticks_start = ReadMachineTicks();
     (*agent)->credential().Set(2, false).IgnoreError();
     (*agent)->Kick();
     int64_t acked = 0;
@@ -374,6 +376,7 @@ int Run() {
     drain.ops = acked;
     drain.ops_per_s = acked / drain_s;
     drain.cpu_us_per_op = acked > 0 ? (ProcessCpuUs() - drain_cpu_start) / acked : 0;
+    drain.steal_pct = StealPct(drain_ticks_start, ReadMachineTicks());
     const double first_seen_around = (first_seen_before + first_seen_run("fs-after-drain-")) / 2;
     drain.paired_limit_ops_per_s = first_seen_around;
     drain.paired_ratio = first_seen_around > 0 ? drain.ops_per_s / first_seen_around : 0;
@@ -407,8 +410,9 @@ int Run() {
   for (const Row& r : rows) limit[{r.path, r.in_flight}] = r.figures.ops_per_s;
   std::string out_dir = absl::GetFlag(FLAGS_out_dir);
   fs::create_directories(out_dir);
-  std::string table = absl::StrFormat("%-28s %9s %12s %10s %10s %14s %11s\n", "path", "in flight",
-                                      "ops/s", "p50 us", "p99 us", "x its limit", "cpu us/op");
+  std::string table = absl::StrFormat("%-28s %9s %12s %10s %10s %14s %11s %8s\n", "path",
+                                      "in flight", "ops/s", "p50 us", "p99 us", "x its limit",
+                                      "cpu us/op", "steal %");
   std::string json = "{\n  \"machine\": {\"cores\": " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) +
                      "},\n  \"rows\": [\n";
   std::string dat;
@@ -419,17 +423,20 @@ int Run() {
     double ratio = r.figures.paired_ratio > 0 ? r.figures.paired_ratio
                    : lim > 0                  ? r.figures.ops_per_s / lim
                                               : 0;
-    absl::StrAppend(&table, absl::StrFormat("%-28s %9d %12.0f %10.0f %10.0f %14.2f %11.0f\n", r.path,
-                                            r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
-                                            r.figures.p99_us, ratio, r.figures.cpu_us_per_op));
+    absl::StrAppend(&table, absl::StrFormat("%-28s %9d %12.0f %10.0f %10.0f %14.2f %11.0f %8.0f\n",
+                                            r.path, r.in_flight, r.figures.ops_per_s,
+                                            r.figures.p50_us, r.figures.p99_us, ratio,
+                                            r.figures.cpu_us_per_op, r.figures.steal_pct));
     absl::StrAppend(&json, absl::StrFormat(
                                "    {\"path\": \"%s\", \"in_flight\": %d, \"ops_per_s\": %.1f, "
                                "\"p50_us\": %.1f, \"p99_us\": %.1f, \"ratio_to_limit\": %.3f, "
                                "\"cpu_us_per_op\": %.1f, \"paired_ratio\": %.3f, "
-                               "\"paired_limit_ops_per_s\": %.1f, \"limit\": \"%s\"}%s\n",
+                               "\"paired_limit_ops_per_s\": %.1f, \"steal_pct\": %.1f, "
+                               "\"limit\": \"%s\"}%s\n",
                                r.path, r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
                                r.figures.p99_us, ratio, r.figures.cpu_us_per_op,
-                               r.figures.paired_ratio, r.figures.paired_limit_ops_per_s, r.limit,
+                               r.figures.paired_ratio, r.figures.paired_limit_ops_per_s,
+                               r.figures.steal_pct, r.limit,
                                k + 1 < rows.size() ? "," : ""));
   }
   // Added latency at 1 in flight: a first seen's p50 through the sidecar (two hops, and

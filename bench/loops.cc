@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <time.h>
 #include <vector>
@@ -54,6 +57,35 @@ double ProcessCpuUs() {
   timespec now{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
   return now.tv_sec * 1e6 + now.tv_nsec / 1e3;
+}
+
+MachineTicks ParseMachineTicks(const std::string& proc_stat) {
+  std::istringstream in(proc_stat);
+  std::string label;
+  in >> label;
+  if (label != "cpu") return MachineTicks();
+  // user nice system idle iowait irq softirq steal; guest time is counted in user.
+  uint64_t fields[8] = {};
+  for (uint64_t& field : fields) {
+    if (!(in >> field)) return MachineTicks();
+  }
+  MachineTicks ticks;
+  for (uint64_t field : fields) ticks.total += field;
+  ticks.steal = fields[7];
+  return ticks;
+}
+
+MachineTicks ReadMachineTicks() {
+  std::ifstream file("/proc/stat");
+  std::string line;
+  std::getline(file, line);
+  return ParseMachineTicks(line);
+}
+
+double StealPct(const MachineTicks& before, const MachineTicks& after) {
+  if (after.total <= before.total || after.steal < before.steal) return 0;
+  return 100.0 * static_cast<double>(after.steal - before.steal) /
+         static_cast<double>(after.total - before.total);
 }
 
 namespace {
@@ -109,6 +141,7 @@ Figures ClosedLoop(int in_flight, double seconds, const IssueFn& issue, int64_t 
   loop->end = After(seconds);
   loop->issue = &issue;
   const double cpu_start = ProcessCpuUs();
+  const MachineTicks ticks_start = ReadMachineTicks();
   const auto start = SteadyClock::now();
   for (int k = 0; k < in_flight; ++k) Launch(loop);
   std::vector<double> latencies;
@@ -123,7 +156,9 @@ Figures ClosedLoop(int in_flight, double seconds, const IssueFn& issue, int64_t 
     errors = loop->errors;
   }
   double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  return Summarize(std::move(latencies), errors, elapsed, ProcessCpuUs() - cpu_start);
+  Figures f = Summarize(std::move(latencies), errors, elapsed, ProcessCpuUs() - cpu_start);
+  f.steal_pct = StealPct(ticks_start, ReadMachineTicks());
+  return f;
 }
 
 Figures Threads(int threads, double seconds, const BlockingFn& op, int64_t first) {
@@ -131,6 +166,7 @@ Figures Threads(int threads, double seconds, const BlockingFn& op, int64_t first
   std::vector<std::vector<double>> per(threads);
   std::atomic<int64_t> errors{0};
   const double cpu_start = ProcessCpuUs();
+  const MachineTicks ticks_start = ReadMachineTicks();
   const auto start = SteadyClock::now();
   const auto end = After(seconds);
   std::vector<std::thread> pool;
@@ -149,7 +185,9 @@ Figures Threads(int threads, double seconds, const BlockingFn& op, int64_t first
   double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
   std::vector<double> all;
   for (auto& v : per) all.insert(all.end(), v.begin(), v.end());
-  return Summarize(std::move(all), errors.load(), elapsed, cpu_us);
+  Figures f = Summarize(std::move(all), errors.load(), elapsed, cpu_us);
+  f.steal_pct = StealPct(ticks_start, ReadMachineTicks());
+  return f;
 }
 
 Figures Measure(const MeasureOptions& options, int in_flight, const IssueFn& issue,

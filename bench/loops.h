@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace eonce::bench {
@@ -22,10 +23,26 @@ struct Figures {
   // just before it), and the limit's median rate.
   double paired_ratio = 0;
   double paired_limit_ops_per_s = 0;
+  // The share of the machine's CPU time, in percent, that the hypervisor gave to other
+  // guests during the run (steal); a VM's limits and rates fall with it.
+  double steal_pct = 0;
 };
 
 // The process's CPU time so far, in microseconds (CLOCK_PROCESS_CPUTIME_ID).
 double ProcessCpuUs();
+
+// The machine's CPU time so far, all CPUs, in the kernel's clock ticks: in all, and the
+// part stolen by the hypervisor.
+struct MachineTicks {
+  uint64_t total = 0;
+  uint64_t steal = 0;
+};
+// From the first line of /proc/stat ("cpu  user nice system idle iowait irq softirq
+// steal ..."); zeros for a line that is not one (then no steal is reported).
+MachineTicks ParseMachineTicks(const std::string& proc_stat);
+MachineTicks ReadMachineTicks();
+// The stolen share of the time between two readings, in percent; 0 if none passed.
+double StealPct(const MachineTicks& before, const MachineTicks& after);
 
 // Starts operation `i` and calls `done(ok)` when it ends, on any thread.
 using IssueFn = std::function<void(int64_t i, std::function<void(bool)> done)>;
