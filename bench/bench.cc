@@ -429,8 +429,8 @@ int Run() {
                                             r.figures.cpu_us_per_op, r.figures.steal_pct));
     absl::StrAppend(&json, absl::StrFormat(
                                "    {\"path\": \"%s\", \"in_flight\": %d, \"ops_per_s\": %.1f, "
-                               "\"p50_us\": %.1f, \"p99_us\": %.1f, \"ratio_to_limit\": %.3f, "
-                               "\"cpu_us_per_op\": %.1f, \"paired_ratio\": %.3f, "
+                               "\"p50_us\": %.1f, \"p99_us\": %.1f, \"ratio_to_limit\": %.4f, "
+                               "\"cpu_us_per_op\": %.1f, \"paired_ratio\": %.4f, "
                                "\"paired_limit_ops_per_s\": %.1f, \"steal_pct\": %.1f, "
                                "\"limit\": \"%s\"}%s\n",
                                r.path, r.in_flight, r.figures.ops_per_s, r.figures.p50_us,

@@ -24,6 +24,7 @@ figures() {  # figures SIDECAR_P50_AT_1 IN_PROCESS_P50_AT_1 DUPLICATE_RATIO DRAI
     row "grpc echo (limit)" 64 1000.0 1000.0 0; echo ,
     row "sidecar duplicate" 64 700.0 1000.0 "$3"; echo ,
     row "sidecar first-seen" 64 500.0 1000.0 0; echo ,
+    row "first-seen, in process" 64 274.8 1000.0 0; echo ,
     row "pipeline drain" 64 300.0 0 "$4"
     echo '], "sidecar_rss_mib": 250.0, "disk_ratio": 0.8}'
   } > "$work/latest.json"
@@ -56,6 +57,10 @@ expect "sidecar RSS with 1M records" met
 # Each bound is printed as it is checked: 0.75, not rounded to 0.8.
 grep -Eq "^  duplicates, 64 in flight .* bound 0\.75 " "$work/latest.txt" || {
   echo "FAIL: the duplicates' bound is not printed as 0.75"; cat "$work/latest.txt"; exit 1; }
+
+# A figure is printed from its own value: 274.8 / 1000 is 0.27, not 0.275 rounded again.
+grep -Eq "^  first seen, sidecar in the ledger's process +0\.27 " "$work/latest.txt" || {
+  echo "FAIL: 0.2748 is not printed as 0.27"; cat "$work/latest.txt"; exit 1; }
 
 # The other side of each bound.
 figures 650 750 0.70 0.75   # added 250 and 350
