@@ -361,8 +361,7 @@ int Run() {
     };
     const double first_seen_before = first_seen_run("fs-before-drain-");
     auto drain_start = Clock::now();
-    const double drain_cpu_start = ProcessCpuUs();
-    const MachineTicks drain_ticks_start = ReadMachineTicks();
+    const RunStart drain_run;
     (*agent)->credential().Set(2, false).IgnoreError();
     (*agent)->Kick();
     int64_t acked = 0;
@@ -375,8 +374,8 @@ int Run() {
     Figures drain;
     drain.ops = acked;
     drain.ops_per_s = acked / drain_s;
-    drain.cpu_us_per_op = acked > 0 ? (ProcessCpuUs() - drain_cpu_start) / acked : 0;
-    drain.steal_pct = StealPct(drain_ticks_start, ReadMachineTicks());
+    drain.cpu_us_per_op = acked > 0 ? drain_run.CpuUsSince() / acked : 0;
+    drain.steal_pct = drain_run.StealPctSince();
     const double first_seen_around = (first_seen_before + first_seen_run("fs-after-drain-")) / 2;
     drain.paired_limit_ops_per_s = first_seen_around;
     drain.paired_ratio = first_seen_around > 0 ? drain.ops_per_s / first_seen_around : 0;

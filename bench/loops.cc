@@ -140,8 +140,7 @@ Figures ClosedLoop(int in_flight, double seconds, const IssueFn& issue, int64_t 
   }
   loop->end = After(seconds);
   loop->issue = &issue;
-  const double cpu_start = ProcessCpuUs();
-  const MachineTicks ticks_start = ReadMachineTicks();
+  const RunStart run;
   const auto start = SteadyClock::now();
   for (int k = 0; k < in_flight; ++k) Launch(loop);
   std::vector<double> latencies;
@@ -156,8 +155,8 @@ Figures ClosedLoop(int in_flight, double seconds, const IssueFn& issue, int64_t 
     errors = loop->errors;
   }
   double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  Figures f = Summarize(std::move(latencies), errors, elapsed, ProcessCpuUs() - cpu_start);
-  f.steal_pct = StealPct(ticks_start, ReadMachineTicks());
+  Figures f = Summarize(std::move(latencies), errors, elapsed, run.CpuUsSince());
+  f.steal_pct = run.StealPctSince();
   return f;
 }
 
@@ -165,8 +164,7 @@ Figures Threads(int threads, double seconds, const BlockingFn& op, int64_t first
   std::atomic<int64_t> next{first};
   std::vector<std::vector<double>> per(threads);
   std::atomic<int64_t> errors{0};
-  const double cpu_start = ProcessCpuUs();
-  const MachineTicks ticks_start = ReadMachineTicks();
+  const RunStart run;
   const auto start = SteadyClock::now();
   const auto end = After(seconds);
   std::vector<std::thread> pool;
@@ -181,12 +179,12 @@ Figures Threads(int threads, double seconds, const BlockingFn& op, int64_t first
     });
   }
   for (auto& thread : pool) thread.join();
-  const double cpu_us = ProcessCpuUs() - cpu_start;
+  const double cpu_us = run.CpuUsSince();
   double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
   std::vector<double> all;
   for (auto& v : per) all.insert(all.end(), v.begin(), v.end());
   Figures f = Summarize(std::move(all), errors.load(), elapsed, cpu_us);
-  f.steal_pct = StealPct(ticks_start, ReadMachineTicks());
+  f.steal_pct = run.StealPctSince();
   return f;
 }
 

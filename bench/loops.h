@@ -44,6 +44,15 @@ MachineTicks ReadMachineTicks();
 // The stolen share of the time between two readings, in percent; 0 if none passed.
 double StealPct(const MachineTicks& before, const MachineTicks& after);
 
+// Where a run began, for what it cost: the process's CPU time and the share of the
+// machine's time stolen since then.
+struct RunStart {
+  double cpu_us = ProcessCpuUs();
+  MachineTicks ticks = ReadMachineTicks();
+  double CpuUsSince() const { return ProcessCpuUs() - cpu_us; }
+  double StealPctSince() const { return StealPct(ticks, ReadMachineTicks()); }
+};
+
 // Starts operation `i` and calls `done(ok)` when it ends, on any thread.
 using IssueFn = std::function<void(int64_t i, std::function<void(bool)> done)>;
 // Runs operation `i` on the calling thread; true when it succeeded.

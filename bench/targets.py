@@ -180,6 +180,7 @@ def main():
     md = ["| path, 64 in flight | ops/s | p99 ms | x its limit |", "| --- | --- | --- | --- |"]
     ledger = rate(figures["rows"], "ledger direct")
     echo = rate(figures["rows"], "grpc echo (limit)")
+    limit_rate = {"echo": echo, "synced put": rate(figures["rows"], "synced put (limit)")}
     for name, label, limit in (
             ("grpc echo (limit)", "loopback gRPC echo (limit)", ""),
             ("grpc echo, two hops (limit)",
@@ -207,8 +208,7 @@ def main():
                                               "ratio_to_limit": 0}
         # The paired ratio where the bench measured one; else the rates' own ratio, not the
         # bench's rounded one.
-        limit_rate = {"echo": echo, "synced put": rate(figures["rows"], "synced put (limit)")}
-        own = (r.get("paired_ratio") or r["ops_per_s"] / limit_rate[limit]
+        own = (versus_limit(figures["rows"], name, limit_rate[limit])
                if limit_rate.get(limit) else r["ratio_to_limit"])
         ratio = "%.2f of %s" % (own, limit) if limit else "1.00"
         if name.startswith(("sidecar first-seen", "first-seen")) and ledger:
