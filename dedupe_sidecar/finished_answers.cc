@@ -1,6 +1,7 @@
 #include "dedupe_sidecar/finished_answers.h"
 
 #include <functional>
+#include <optional>
 #include <utility>
 
 namespace eonce {
@@ -21,23 +22,27 @@ int FinishedAnswers::ShardIndexOf(const std::string& scoped_key) {
   return static_cast<int>(HashOf(scoped_key) % kShards);
 }
 
+FinishedAnswers::Stored FinishedAnswers::StoredOf(const Entry& entry) {
+  return Stored{entry.record.SerializeAsString(), entry.drop_at_ms, entry.trim_at_ms};
+}
+
 void FinishedAnswers::EraseLocked(Shard& shard, Lru::iterator it) {
   shard.bytes -= it->cost;
-  shard.index.erase(it->scoped_key);
+  shard.index.erase(absl::string_view(it->scoped_key));
   shard.lru.erase(it);
 }
 
 void FinishedAnswers::EraseKeyLocked(Shard& shard, const std::string& scoped_key) {
-  if (auto found = shard.index.find(scoped_key); found != shard.index.end()) {
+  if (auto found = shard.index.find(absl::string_view(scoped_key)); found != shard.index.end()) {
     EraseLocked(shard, found->second);
   }
 }
 
-void FinishedAnswers::InsertLocked(Shard& shard, const std::string& scoped_key, Entry entry) {
-  const size_t cost = scoped_key.size() + entry.record.ByteSizeLong() + kEntryOverheadBytes;
+void FinishedAnswers::InsertLocked(Shard& shard, const std::string& scoped_key, Stored stored) {
+  const size_t cost = scoped_key.size() + stored.record.size() + kEntryOverheadBytes;
   if (cost > max_bytes_per_shard_) return;
-  shard.lru.push_front(Node{scoped_key, std::move(entry), cost});
-  shard.index.emplace(scoped_key, shard.lru.begin());
+  shard.lru.push_front(Node{scoped_key, std::move(stored), cost});
+  shard.index.emplace(absl::string_view(shard.lru.front().scoped_key), shard.lru.begin());
   shard.bytes += cost;
   while (shard.bytes > max_bytes_per_shard_) EraseLocked(shard, std::prev(shard.lru.end()));
 }
@@ -46,34 +51,46 @@ bool FinishedAnswers::Get(const std::string& scoped_key, Entry* out, Ticket* tic
   if (max_bytes_per_shard_ == 0) return false;
   const size_t hash = HashOf(scoped_key);
   Shard& shard = ShardOf(hash);
+  Stored found_copy;
   {
     absl::MutexLock lock(&shard.mu);
-    auto found = shard.index.find(scoped_key);
-    if (found != shard.index.end()) {
-      shard.lru.splice(shard.lru.begin(), shard.lru, found->second);
-      *out = found->second->entry;
-      hits_.fetch_add(1, std::memory_order_relaxed);
-      return true;
+    auto found = shard.index.find(absl::string_view(scoped_key));
+    if (found == shard.index.end()) {
+      if (ticket != nullptr) {
+        ticket->generation = shard.generation;
+        uint64_t& noted = shard.missed[(hash / kShards) % kMissesNoted];
+        const uint64_t fingerprint = static_cast<uint64_t>(hash) | 1;  // never 0, the empty
+        ticket->admitted = noted == fingerprint;
+        noted = ticket->admitted ? 0 : fingerprint;
+      }
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      return false;
     }
-    if (ticket != nullptr) {
-      ticket->generation = shard.generation;
-      uint64_t& noted = shard.missed[(hash / kShards) % kMissesNoted];
-      const uint64_t fingerprint = static_cast<uint64_t>(hash) | 1;  // never 0, the empty
-      ticket->admitted = noted == fingerprint;
-      noted = ticket->admitted ? 0 : fingerprint;
-    }
+    shard.lru.splice(shard.lru.begin(), shard.lru, found->second);
+    found_copy = found->second->stored;
   }
-  misses_.fetch_add(1, std::memory_order_relaxed);
-  return false;
+  // Serialized here from a parsed record, so it parses back; were it not to, the caller
+  // reads the store (with no fill).
+  if (!out->record.ParseFromString(found_copy.record)) {
+    if (ticket != nullptr) *ticket = Ticket{};
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  out->drop_at_ms = found_copy.drop_at_ms;
+  out->trim_at_ms = found_copy.trim_at_ms;
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
-void FinishedAnswers::Fill(const std::string& scoped_key, Entry entry, const Ticket& ticket) {
+void FinishedAnswers::Fill(const std::string& scoped_key, const Entry& entry,
+                           const Ticket& ticket) {
   if (max_bytes_per_shard_ == 0 || !ticket.admitted) return;
+  Stored stored = StoredOf(entry);
   Shard& shard = ShardOf(HashOf(scoped_key));
   absl::MutexLock lock(&shard.mu);
   if (shard.generation != ticket.generation || shard.writing > 0) return;
-  if (shard.index.contains(scoped_key)) return;
-  InsertLocked(shard, scoped_key, std::move(entry));
+  if (shard.index.contains(absl::string_view(scoped_key))) return;
+  InsertLocked(shard, scoped_key, std::move(stored));
 }
 
 void FinishedAnswers::BeginWrite(const std::string& scoped_key) {
@@ -85,14 +102,16 @@ void FinishedAnswers::BeginWrite(const std::string& scoped_key) {
   EraseKeyLocked(shard, scoped_key);
 }
 
-void FinishedAnswers::EndWrite(const std::string& scoped_key, Entry* finished) {
+void FinishedAnswers::EndWrite(const std::string& scoped_key, const Entry* finished) {
   if (max_bytes_per_shard_ == 0) return;
+  std::optional<Stored> stored;
+  if (finished != nullptr) stored = StoredOf(*finished);
   Shard& shard = ShardOf(HashOf(scoped_key));
   absl::MutexLock lock(&shard.mu);
   ++shard.generation;
   --shard.writing;
   EraseKeyLocked(shard, scoped_key);
-  if (finished != nullptr) InsertLocked(shard, scoped_key, std::move(*finished));
+  if (stored.has_value()) InsertLocked(shard, scoped_key, std::move(*stored));
 }
 
 size_t FinishedAnswers::bytes() const {

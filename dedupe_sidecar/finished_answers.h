@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "eonce/internal/records.pb.h"
 
@@ -42,10 +43,10 @@ namespace eonce {
 class FinishedAnswers {
  public:
   static constexpr size_t kDefaultMaxBytes = size_t{16} << 20;
-  // What an entry costs beyond its key and serialized record: list and map nodes, the
-  // key's two copies, the Record's own fields and allocations. Measured on the heap for a
-  // typical record (finished_answers_test: about 900 bytes an entry, all told).
-  static constexpr size_t kEntryOverheadBytes = 704;
+  // What an entry costs beyond its key and serialized record: the list node, the map's
+  // slot, and the allocations of the key and the record's bytes. Measured on the heap for
+  // a typical record (finished_answers_test: about 360 bytes an entry, all told).
+  static constexpr size_t kEntryOverheadBytes = 180;
 
   struct Entry {
     internal::IdempotencyRecord record;
@@ -61,19 +62,20 @@ class FinishedAnswers {
     bool admitted = false;  // the key missed once before, lately
   };
   // Copies the entry of `scoped_key` into `out` and marks it used; false if there is none,
-  // and then `*ticket`, if given, is what a Fill of the key read from the store needs.
+  // and then `*ticket`, if given, is what a Fill of the key read from the store needs. The
+  // record is kept serialized, and parsed into `out` outside the shard's lock.
   bool Get(const std::string& scoped_key, Entry* out, Ticket* ticket = nullptr);
   // Stores `entry`, the record the store held for `scoped_key` when a read found it, if
   // `ticket` admits it, unless a write of the shard began or ended since Get handed out
   // `ticket` or is still under way, or the key is here already. Evicts as EndWrite does.
-  void Fill(const std::string& scoped_key, Entry entry, const Ticket& ticket);
+  void Fill(const std::string& scoped_key, const Entry& entry, const Ticket& ticket);
   // Bracket every write or delete of `scoped_key` in the store. BeginWrite takes the
   // key's entry out; EndWrite puts `finished` in (the record written, if it is finished
   // and the write succeeded) or leaves the key out. Putting one in evicts the least
   // recently used entries of its shard until the shard is within its bound; an entry
   // larger than a shard's bound is not kept.
   void BeginWrite(const std::string& scoped_key);
-  void EndWrite(const std::string& scoped_key, Entry* finished);
+  void EndWrite(const std::string& scoped_key, const Entry* finished);
 
   size_t bytes() const;
   size_t entries() const;
@@ -81,7 +83,7 @@ class FinishedAnswers {
   static constexpr int kShards = 16;
   // Fingerprints of the keys that missed, per shard: a key that misses again while its
   // fingerprint is still there is admitted. 8,192 in all, fewer than the entries of the
-  // default bound (about 19,000), so that a key admitted was retried soon enough to be
+  // default bound (about 46,000), so that a key admitted was retried soon enough to be
   // found here again before it is evicted; keys retried further apart than that are read
   // from the store, and are not copied in only to be pushed out unread.
   static constexpr size_t kMissesNoted = 512;
@@ -90,16 +92,24 @@ class FinishedAnswers {
   int64_t misses() const { return misses_.load(std::memory_order_relaxed); }
 
  private:
+  // An entry as kept: the record serialized (a third of a parsed one's heap), its times.
+  struct Stored {
+    std::string record;
+    int64_t drop_at_ms = 0;
+    int64_t trim_at_ms = 0;
+  };
+  static Stored StoredOf(const Entry& entry);
   struct Node {
     std::string scoped_key;
-    Entry entry;
+    Stored stored;
     size_t cost;
   };
   using Lru = std::list<Node>;
   struct Shard {
     mutable absl::Mutex mu;
     Lru lru ABSL_GUARDED_BY(mu);  // the most recently used first
-    absl::flat_hash_map<std::string, Lru::iterator> index ABSL_GUARDED_BY(mu);
+    // Keyed by a view of its node's key: list nodes do not move.
+    absl::flat_hash_map<absl::string_view, Lru::iterator> index ABSL_GUARDED_BY(mu);
     size_t bytes ABSL_GUARDED_BY(mu) = 0;
     // Moves on at every BeginWrite and EndWrite: a fill's ticket.
     uint64_t generation ABSL_GUARDED_BY(mu) = 0;
@@ -112,7 +122,7 @@ class FinishedAnswers {
   static void EraseLocked(Shard& shard, Lru::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   static void EraseKeyLocked(Shard& shard, const std::string& scoped_key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-  void InsertLocked(Shard& shard, const std::string& scoped_key, Entry entry)
+  void InsertLocked(Shard& shard, const std::string& scoped_key, Stored stored)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   const size_t max_bytes_per_shard_;

@@ -53,10 +53,17 @@ FinishedAnswers::Ticket MissTwice(FinishedAnswers& answers, const std::string& k
 
 TEST(FinishedAnswersTest, GivesBackWhatWasPutWithItsTimes) {
   FinishedAnswers answers;
-  Put(answers, "acme-k", Answer("r"));
+  FinishedAnswers::Entry put = Answer("r");
+  put.record.set_tenant("acme");
+  put.record.set_idempotency_key("k");
+  put.record.set_payload_hash(std::string(32, 'h'));
+  put.record.set_attempts(3);
+  Put(answers, "acme-k", put);
   FinishedAnswers::Entry got;
+  got.record.set_actor("left from before");  // replaced, not merged into
   ASSERT_TRUE(answers.Get("acme-k", &got));
   EXPECT_EQ(got.record.result().response(), "r");
+  EXPECT_EQ(got.record.SerializeAsString(), put.record.SerializeAsString());
   EXPECT_EQ(got.trim_at_ms, 1'000);
   EXPECT_EQ(got.drop_at_ms, 2'000);
   EXPECT_FALSE(answers.Get("other", &got));
