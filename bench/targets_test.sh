@@ -68,6 +68,12 @@ expect "added p50 at 1 in flight" met
 expect "added p50 at 1 in flight, sidecar in process" MISSED
 expect "duplicates, 64 in flight" MISSED
 expect "whole-pipeline drain" MISSED
+# A figure that two decimals would round onto its bound is printed with three: a drain at
+# 0.7961 of a 0.8 bound is missed, and shown as 0.796, not 0.80.
+figures 650 750 0.70 0.7961
+expect "whole-pipeline drain" MISSED
+grep -Eq "^  whole-pipeline drain +0\.796 " "$work/latest.txt" || {
+  echo "FAIL: a drain of 0.7961 is not printed as 0.796"; cat "$work/latest.txt"; exit 1; }
 # A drain the bench did not pair is divided by the first-seen row.
 figures 650 750 0.70 0
 expect "whole-pipeline drain" MISSED

@@ -159,8 +159,8 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
   Deduper& deduper_;
   Clock& clock_;
   std::atomic<bool>& draining_;
-  const bool identity_from_headers_;
   Admission& admission_;
+  const bool identity_from_headers_;
 };
 
 class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
