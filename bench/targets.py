@@ -154,8 +154,9 @@ def shown(t):
         text = "%.*f" % (places, t["value"])
         looks_met = float(text) <= t["bound"] if at_most else float(text) >= t["bound"]
         if looks_met == t["met"]:
-            break
-    return text
+            return text
+    # A figure the run did not measure (0, and missed): no rounding of it says so.
+    return "%.2f" % t["value"]
 
 
 def main():

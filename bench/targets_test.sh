@@ -92,4 +92,7 @@ PY
 python3 "$targets" --results "$work" > /dev/null
 expect "added p50 at 1 in flight, sidecar in process" MISSED
 expect "duplicates with 1M records, p99" MISSED
+# ... and is printed as the 0 it is, not with more places in search of a rounding.
+grep -Eq "^  duplicates with 1M records, p99 +0\.00 " "$work/latest.txt" || {
+  echo "FAIL: an unmeasured p99 ratio is not printed 0.00"; cat "$work/latest.txt"; exit 1; }
 echo "PASS"
