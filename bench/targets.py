@@ -147,16 +147,13 @@ def peer_lines(figures, peers):
 
 
 def shown(t):
-    """A target's figure with two decimals, or three where two would round it onto the
-    other side of its bound (0.796 of a 0.8 bound is missed, and not printed 0.80)."""
-    at_most = "(at most)" in t["unit"]
+    """A target's figure with two decimals, or more where two would round a missed one onto
+    its bound (0.796 of a 0.8 bound is missed, and not printed 0.80)."""
     for places in (2, 3, 4):
         text = "%.*f" % (places, t["value"])
-        looks_met = float(text) <= t["bound"] if at_most else float(text) >= t["bound"]
-        if looks_met == t["met"]:
-            return text
-    # A figure the run did not measure (0, and missed): no rounding of it says so.
-    return "%.2f" % t["value"]
+        if t["met"] or float(text) != t["bound"]:
+            break
+    return text
 
 
 def main():

@@ -1,7 +1,6 @@
 #include "dedupe_sidecar/finished_answers.h"
 
 #include <functional>
-#include <optional>
 #include <utility>
 
 namespace eonce {
@@ -20,10 +19,6 @@ size_t FinishedAnswers::HashOf(const std::string& scoped_key) {
 
 int FinishedAnswers::ShardIndexOf(const std::string& scoped_key) {
   return static_cast<int>(HashOf(scoped_key) % kShards);
-}
-
-FinishedAnswers::Stored FinishedAnswers::StoredOf(const Entry& entry) {
-  return Stored{entry.record.SerializeAsString(), entry.drop_at_ms, entry.trim_at_ms};
 }
 
 void FinishedAnswers::EraseLocked(Shard& shard, Lru::iterator it) {
@@ -69,8 +64,8 @@ bool FinishedAnswers::Get(const std::string& scoped_key, Entry* out, Ticket* tic
     shard.lru.splice(shard.lru.begin(), shard.lru, found->second);
     found_copy = found->second->stored;
   }
-  // Serialized here from a parsed record, so it parses back; were it not to, the caller
-  // reads the store (with no fill).
+  // The bytes of a stored copy, so they parse; were they not to, the caller reads the store
+  // (with no fill).
   if (!out->record.ParseFromString(found_copy.record)) {
     if (ticket != nullptr) *ticket = Ticket{};
     misses_.fetch_add(1, std::memory_order_relaxed);
@@ -82,10 +77,8 @@ bool FinishedAnswers::Get(const std::string& scoped_key, Entry* out, Ticket* tic
   return true;
 }
 
-void FinishedAnswers::Fill(const std::string& scoped_key, const Entry& entry,
-                           const Ticket& ticket) {
+void FinishedAnswers::Fill(const std::string& scoped_key, Stored stored, const Ticket& ticket) {
   if (max_bytes_per_shard_ == 0 || !ticket.admitted) return;
-  Stored stored = StoredOf(entry);
   Shard& shard = ShardOf(HashOf(scoped_key));
   absl::MutexLock lock(&shard.mu);
   if (shard.generation != ticket.generation || shard.writing > 0) return;
@@ -102,16 +95,14 @@ void FinishedAnswers::BeginWrite(const std::string& scoped_key) {
   EraseKeyLocked(shard, scoped_key);
 }
 
-void FinishedAnswers::EndWrite(const std::string& scoped_key, const Entry* finished) {
+void FinishedAnswers::EndWrite(const std::string& scoped_key, Stored* finished) {
   if (max_bytes_per_shard_ == 0) return;
-  std::optional<Stored> stored;
-  if (finished != nullptr) stored = StoredOf(*finished);
   Shard& shard = ShardOf(HashOf(scoped_key));
   absl::MutexLock lock(&shard.mu);
   ++shard.generation;
   --shard.writing;
   EraseKeyLocked(shard, scoped_key);
-  if (stored.has_value()) InsertLocked(shard, scoped_key, std::move(*stored));
+  if (finished != nullptr) InsertLocked(shard, scoped_key, std::move(*finished));
 }
 
 size_t FinishedAnswers::bytes() const {

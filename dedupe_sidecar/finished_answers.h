@@ -48,9 +48,17 @@ class FinishedAnswers {
   // a typical record (finished_answers_test: about 360 bytes an entry, all told).
   static constexpr size_t kEntryOverheadBytes = 180;
 
+  // A finished record as a lookup gives it back, parsed.
   struct Entry {
     internal::IdempotencyRecord record;
     int64_t drop_at_ms = 0;  // as framed in the store (common/ttl.h); 0: never
+    int64_t trim_at_ms = 0;
+  };
+  // A finished record as it is put in and kept: the bytes its stored copy holds (a third of
+  // a parsed record's heap), with that copy's times.
+  struct Stored {
+    std::string record;
+    int64_t drop_at_ms = 0;
     int64_t trim_at_ms = 0;
   };
 
@@ -65,17 +73,17 @@ class FinishedAnswers {
   // and then `*ticket`, if given, is what a Fill of the key read from the store needs. The
   // record is kept serialized, and parsed into `out` outside the shard's lock.
   bool Get(const std::string& scoped_key, Entry* out, Ticket* ticket = nullptr);
-  // Stores `entry`, the record the store held for `scoped_key` when a read found it, if
+  // Stores `stored`, the record the store held for `scoped_key` when a read found it, if
   // `ticket` admits it, unless a write of the shard began or ended since Get handed out
   // `ticket` or is still under way, or the key is here already. Evicts as EndWrite does.
-  void Fill(const std::string& scoped_key, const Entry& entry, const Ticket& ticket);
+  void Fill(const std::string& scoped_key, Stored stored, const Ticket& ticket);
   // Bracket every write or delete of `scoped_key` in the store. BeginWrite takes the
   // key's entry out; EndWrite puts `finished` in (the record written, if it is finished
   // and the write succeeded) or leaves the key out. Putting one in evicts the least
   // recently used entries of its shard until the shard is within its bound; an entry
   // larger than a shard's bound is not kept.
   void BeginWrite(const std::string& scoped_key);
-  void EndWrite(const std::string& scoped_key, const Entry* finished);
+  void EndWrite(const std::string& scoped_key, Stored* finished);
 
   size_t bytes() const;
   size_t entries() const;
@@ -92,13 +100,6 @@ class FinishedAnswers {
   int64_t misses() const { return misses_.load(std::memory_order_relaxed); }
 
  private:
-  // An entry as kept: the record serialized (a third of a parsed one's heap), its times.
-  struct Stored {
-    std::string record;
-    int64_t drop_at_ms = 0;
-    int64_t trim_at_ms = 0;
-  };
-  static Stored StoredOf(const Entry& entry);
   struct Node {
     std::string scoped_key;
     Stored stored;

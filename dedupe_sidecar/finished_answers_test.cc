@@ -19,11 +19,18 @@ FinishedAnswers::Entry Answer(const std::string& response) {
   return entry;
 }
 
+// `entry` as the store holds it, and as it is put in memory.
+FinishedAnswers::Stored Kept(const FinishedAnswers::Entry& entry) {
+  return FinishedAnswers::Stored{entry.record.SerializeAsString(), entry.drop_at_ms,
+                                 entry.trim_at_ms};
+}
+
 // A write of `key` through the store that leaves `entry` in memory, and one that leaves
 // nothing.
-void Put(FinishedAnswers& answers, const std::string& key, FinishedAnswers::Entry entry) {
+void Put(FinishedAnswers& answers, const std::string& key, const FinishedAnswers::Entry& entry) {
+  FinishedAnswers::Stored stored = Kept(entry);
   answers.BeginWrite(key);
-  answers.EndWrite(key, &entry);
+  answers.EndWrite(key, &stored);
 }
 void Erase(FinishedAnswers& answers, const std::string& key) {
   answers.BeginWrite(key);
@@ -117,7 +124,7 @@ TEST(FinishedAnswersTest, StaysWithinItsBytesAndEvictsTheLeastRecentlyUsed) {
   // Fills are held to the same bound.
   for (int i = 0; i < 10'000; ++i) {
     const std::string key = "filled" + std::to_string(i);
-    answers.Fill(key, Answer(std::string(100, 'x')), MissTwice(answers, key));
+    answers.Fill(key, Kept(Answer(std::string(100, 'x'))), MissTwice(answers, key));
   }
   EXPECT_LE(answers.bytes(), FinishedAnswers::kShards * (4 * cost + cost / 2));
   EXPECT_TRUE(answers.Get("filled9999", &got));
@@ -129,32 +136,32 @@ TEST(FinishedAnswersTest, AFillIsKeptOnlyIfNoWriteCameBetweenItsMissAndIt) {
   FinishedAnswers answers;
   FinishedAnswers::Entry got;
 
-  answers.Fill("k", Answer("read"), MissTwice(answers, "k"));
+  answers.Fill("k", Kept(Answer("read")), MissTwice(answers, "k"));
   ASSERT_TRUE(answers.Get("k", &got));
   EXPECT_EQ(got.record.result().response(), "read");
 
   // A write began and ended between the miss and the fill.
   FinishedAnswers::Ticket ticket = MissTwice(answers, "a");
   answers.BeginWrite("a");
-  FinishedAnswers::Entry written = Answer("written");
+  FinishedAnswers::Stored written = Kept(Answer("written"));
   answers.EndWrite("a", &written);
-  answers.Fill("a", Answer("stale"), ticket);
+  answers.Fill("a", Kept(Answer("stale")), ticket);
   ASSERT_TRUE(answers.Get("a", &got));
   EXPECT_EQ(got.record.result().response(), "written");
 
   // A write of the key began after the miss and has not ended.
   ticket = MissTwice(answers, "b");
   answers.BeginWrite("b");
-  answers.Fill("b", Answer("stale"), ticket);
+  answers.Fill("b", Kept(Answer("stale")), ticket);
   EXPECT_FALSE(answers.Get("b", &got));
 
   // The misses came while that write was under way: the ticket is current, the write is
   // not over, and the fill is refused all the same.
   ticket = MissTwice(answers, "b");
-  answers.Fill("b", Answer("stale"), ticket);
+  answers.Fill("b", Kept(Answer("stale")), ticket);
   EXPECT_FALSE(answers.Get("b", &got));
   answers.EndWrite("b", nullptr);  // the new record is not finished
-  answers.Fill("b", Answer("stale"), ticket);
+  answers.Fill("b", Kept(Answer("stale")), ticket);
   EXPECT_FALSE(answers.Get("b", &got));
   EXPECT_EQ(answers.entries(), 2u);
 }
@@ -169,10 +176,10 @@ TEST(FinishedAnswersTest, AKeyIsFilledOnlyWhenItMissesTwice) {
     const std::string key = "once" + std::to_string(i);
     ASSERT_FALSE(answers.Get(key, &got, &ticket));
     EXPECT_FALSE(ticket.admitted) << key;
-    answers.Fill(key, Answer("r"), ticket);
+    answers.Fill(key, Kept(Answer("r")), ticket);
   }
   EXPECT_EQ(answers.entries(), 0u);
-  answers.Fill("twice", Answer("r"), MissTwice(answers, "twice"));
+  answers.Fill("twice", Kept(Answer("r")), MissTwice(answers, "twice"));
   EXPECT_TRUE(answers.Get("twice", &got));
 }
 
@@ -182,7 +189,7 @@ TEST(FinishedAnswersTest, AFillNeverReplacesAnEntry) {
   Put(answers, keys[0], Answer("written"));
   FinishedAnswers::Entry got;
   FinishedAnswers::Ticket ticket = MissTwice(answers, keys[1]);  // current, admitted
-  answers.Fill(keys[0], Answer("read"), ticket);
+  answers.Fill(keys[0], Kept(Answer("read")), ticket);
   ASSERT_TRUE(answers.Get(keys[0], &got));
   EXPECT_EQ(got.record.result().response(), "written");
 }
@@ -207,7 +214,7 @@ TEST(FinishedAnswersTest, ItsBytesAreWhatItsEntriesTakeOnTheHeap) {
     r.set_updated_ms(1'700'000'000'000);
     r.set_attempts(1);
     const std::string key = "bench/" + r.idempotency_key();
-    Put(answers, key, std::move(entry));
+    Put(answers, key, entry);
   }
   const size_t heap = mallinfo2().uordblks - before;
   if (heap == 0) GTEST_SKIP() << "the allocator does not report through mallinfo2";
@@ -229,7 +236,7 @@ TEST(FinishedAnswersTest, KeepsNothingLargerThanAShardOrWhenTurnedOff) {
   EXPECT_FALSE(off.Get("k", &got, &ticket));
   EXPECT_FALSE(off.Get("k", &got, &ticket));
   ticket.admitted = true;
-  off.Fill("k", Answer("r"), ticket);
+  off.Fill("k", Kept(Answer("r")), ticket);
   EXPECT_FALSE(off.Get("k", &got));
   EXPECT_EQ(off.entries(), 0u);
 }

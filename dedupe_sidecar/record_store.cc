@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/slots.h"
@@ -38,12 +39,11 @@ class KeyWrites {
     answers_.BeginWrite(scoped_key);
     keys_.push_back(std::move(scoped_key));
   }
-  // Ends every key begun; `kept(i, &entry)`, if given, fills the entry the i-th key's
-  // write left in memory and says whether there is one.
-  void EndAll(const std::function<bool(size_t, FinishedAnswers::Entry*)>& kept = nullptr) {
+  // Ends every key begun; the i-th keeps `(*kept)[i]` in memory, if given and set.
+  void EndAll(std::vector<std::optional<FinishedAnswers::Stored>>* kept = nullptr) {
     for (size_t i = 0; i < keys_.size(); ++i) {
-      FinishedAnswers::Entry entry;
-      answers_.EndWrite(keys_[i], kept && kept(i, &entry) ? &entry : nullptr);
+      const bool keep = kept != nullptr && i < kept->size() && (*kept)[i].has_value();
+      answers_.EndWrite(keys_[i], keep ? &*(*kept)[i] : nullptr);
     }
     keys_.clear();
   }
@@ -131,7 +131,9 @@ absl::StatusOr<std::optional<Record>> RecordStore::Get(const std::string& tenant
   }
   const int64_t now = clock_.NowMs();
   if (ticket.admitted && IsFinished(record) && !framed.DroppedAt(now)) {
-    finished_.Fill(scoped, FinishedAnswers::Entry{record, framed.drop_at_ms, framed.trim_at_ms},
+    finished_.Fill(scoped,
+                   FinishedAnswers::Stored{std::string(framed.payload), framed.drop_at_ms,
+                                           framed.trim_at_ms},
                    ticket);
   }
   return AsOf(std::move(record), framed, now);
@@ -151,21 +153,18 @@ absl::StatusOr<std::optional<std::string>> RecordStore::KeyOfCommand(
   return std::optional<std::string>(std::string(framed.payload));
 }
 
-void RecordStore::PutRecord(const Record& record, rocksdb::WriteBatch* batch) const {
+FinishedAnswers::Stored RecordStore::PutRecord(const Record& record,
+                                               rocksdb::WriteBatch* batch) const {
   Framed times = TimesOf(record);
+  FinishedAnswers::Stored stored{record.SerializeAsString(), times.drop_at_ms,
+                                 times.trim_at_ms};
   batch->Put(store_.cf(kRecordsCf), ScopedKey(record.tenant(), record.idempotency_key()),
-             EncodeFramed(times.drop_at_ms, times.trim_at_ms, record.SerializeAsString()));
+             EncodeFramed(times.drop_at_ms, times.trim_at_ms, stored.record));
   if (!record.command_id().empty()) {
     batch->Put(store_.cf(kByCommandCf), ScopedKey(record.tenant(), record.command_id()),
                EncodeFramed(times.drop_at_ms, 0, record.idempotency_key()));
   }
-}
-
-bool RecordStore::FinishedEntry(const Record& record, FinishedAnswers::Entry* entry) const {
-  if (!IsFinished(record)) return false;
-  Framed times = TimesOf(record);
-  *entry = FinishedAnswers::Entry{record, times.drop_at_ms, times.trim_at_ms};
-  return true;
+  return stored;
 }
 
 absl::Status RecordStore::WriteMany(const std::vector<RecordWrite>& writes, bool sync) {
@@ -174,10 +173,14 @@ absl::Status RecordStore::WriteMany(const std::vector<RecordWrite>& writes, bool
   // Out of memory until the write has ended: should it fail, the next read goes to the
   // store.
   KeyWrites writing(finished_);
-  for (const RecordWrite& write : writes) {
+  // What each write leaves in memory once it has ended: a finished record, as stored.
+  std::vector<std::optional<FinishedAnswers::Stored>> kept(writes.size());
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const RecordWrite& write = writes[i];
     const Record& record = *write.record;
     writing.Begin(ScopedKey(record.tenant(), record.idempotency_key()));
-    PutRecord(record, &batch);
+    FinishedAnswers::Stored stored = PutRecord(record, &batch);
+    if (IsFinished(record)) kept[i] = std::move(stored);
     const bool parked_now = record.state() == Record::PARKED;
     const bool parked_before = write.previous == Record::PARKED;
     if (parked_now == parked_before) continue;
@@ -191,9 +194,7 @@ absl::Status RecordStore::WriteMany(const std::vector<RecordWrite>& writes, bool
   }
   EONCE_RETURN_IF_ERROR(store_.Write(&batch, sync,
                                      writes.size() == 1 ? "write record" : "write records"));
-  writing.EndAll([&](size_t i, FinishedAnswers::Entry* entry) {
-    return FinishedEntry(*writes[i].record, entry);
-  });
+  writing.EndAll(&kept);
   if (parked_change != 0) parked_count_.fetch_add(parked_change);
   return absl::OkStatus();
 }

@@ -158,10 +158,9 @@ class RecordStore {
   // `record`, stored with `times`, as a read at `now` sees it: absent once dropped, a
   // tombstone once trimmed.
   static std::optional<Record> AsOf(Record record, const Framed& times, int64_t now_ms);
-  // Adds `record` and its command-id index entry to `batch`.
-  void PutRecord(const Record& record, rocksdb::WriteBatch* batch) const;
-  // The FinishedAnswers entry of `record` as written now, if it is finished.
-  bool FinishedEntry(const Record& record, FinishedAnswers::Entry* entry) const;
+  // Adds `record` and its command-id index entry to `batch`; returns the record as it is
+  // stored there (its bytes and times), for the finished answers.
+  FinishedAnswers::Stored PutRecord(const Record& record, rocksdb::WriteBatch* batch) const;
 
   RocksStore& store_;
   Clock& clock_;
