@@ -13,6 +13,7 @@
 #define EONCE_COMMON_CALL_BATCHER_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -169,6 +170,36 @@ class CallBatcher {
   std::deque<Waiting> waiting_ ABSL_GUARDED_BY(mu_);
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// Sends each item as a call of its own (`one`, whose callback runs exactly once), all at
+// once, and calls `done` once with every answer in the items' order, after the last: the
+// way back for a batch that a peer could not take, or answer, as one call.
+template <typename Item, typename Answer>
+void SendEachAlone(std::vector<Item> items,
+                   const std::function<void(Item, std::function<void(Answer)>)>& one,
+                   std::function<void(std::vector<Answer>)> done) {
+  struct Gather {
+    std::vector<Answer> answers;
+    std::atomic<size_t> open;
+    std::function<void(std::vector<Answer>)> done;
+  };
+  if (items.empty()) {
+    done({});
+    return;
+  }
+  auto gather = std::make_shared<Gather>();
+  gather->answers.resize(items.size());
+  gather->open.store(items.size());
+  gather->done = std::move(done);
+  for (size_t i = 0; i < items.size(); ++i) {
+    one(std::move(items[i]), [gather, i](Answer answer) {
+      gather->answers[i] = std::move(answer);
+      if (gather->open.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        gather->done(std::move(gather->answers));
+      }
+    });
+  }
+}
 
 }  // namespace eonce
 

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -36,6 +37,11 @@ absl::Status StatusFromParts(int code, const std::string& message, const std::st
   bool have_reason = false, have_retry = false;
   ApplyStatusDetails(details, &out, &have_reason, &have_retry);
   return out;
+}
+
+bool PastMessageLimit(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted && ReasonOf(status).empty() &&
+         absl::StrContains(status.message(), "larger than max");
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status, const grpc::ClientContext* context) {

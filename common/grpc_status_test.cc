@@ -89,5 +89,26 @@ TEST(GrpcStatusTest, ARejectionIsPackedAndOlderBareOnesStillRead) {
   EXPECT_FALSE(RejectionOf("").has_value());
 }
 
+
+TEST(GrpcStatusTest, OnlyGrpcsOwnMessageLimitIsPastMessageLimit) {
+  // As gRPC ends a call whose request or answer is too large, on either side.
+  EXPECT_TRUE(PastMessageLimit(FromGrpcStatus(
+      grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                   "Received message larger than max (4194310 vs. 2097152)"),
+      nullptr)));
+  EXPECT_TRUE(PastMessageLimit(FromGrpcStatus(
+      grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                   "Sent message larger than max (4096202 vs. 716800)"),
+      nullptr)));
+  // eonce's own refusals carry a reason, whatever their message says.
+  EXPECT_FALSE(PastMessageLimit(FromGrpcStatus(
+      ToGrpcStatus(Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
+                         "a request larger than max is not the point here"),
+                   nullptr),
+      nullptr)));
+  EXPECT_FALSE(PastMessageLimit(absl::ResourceExhaustedError("memory quota")));
+  EXPECT_FALSE(PastMessageLimit(absl::UnavailableError("larger than max")));
+}
+
 }  // namespace
 }  // namespace eonce

@@ -1,13 +1,16 @@
 // SubmitBatcher over a fake sender that holds each batch until the test answers it: a lone
 // command goes at once, commands that arrive while every call is busy go together in the
 // next one, each gets its own answer, a failed call fails each of its commands, and the
-// queue has a limit.
+// queue has a limit. And SendEachAlone, the way back for a batch sent one item at a time.
 #include "common/submit_batcher.h"
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/call_batcher.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
 
@@ -146,6 +149,32 @@ TEST_F(SubmitBatcherTest, ABatchStaysUnderItsByteLimitAndAnOversizedCommandGoesA
   AnswerEach(3);
   AnswerEach(4);
   EXPECT_EQ(answers_.size(), 6u);
+}
+
+
+TEST(SendEachAloneTest, EachItemGoesAloneAndTheAnswersComeTogetherInOrder) {
+  // The calls answer in the reverse of the order they were made.
+  std::vector<std::pair<int, std::function<void(std::string)>>> calls;
+  std::vector<std::vector<std::string>> delivered;
+  SendEachAlone<int, std::string>(
+      {1, 2, 3},
+      [&](int item, std::function<void(std::string)> answered) {
+        calls.emplace_back(item, std::move(answered));
+      },
+      [&](std::vector<std::string> answers) { delivered.push_back(std::move(answers)); });
+  ASSERT_EQ(calls.size(), 3u);  // all sent at once, one call each
+  for (int i = 2; i >= 0; --i) {
+    EXPECT_TRUE(delivered.empty()) << "answered before its last call was";
+    calls[i].second(absl::StrCat("answer ", calls[i].first));
+  }
+  ASSERT_EQ(delivered.size(), 1u);
+  EXPECT_EQ(delivered[0], (std::vector<std::string>{"answer 1", "answer 2", "answer 3"}));
+
+  SendEachAlone<int, std::string>(
+      {}, [&](int, std::function<void(std::string)>) { ADD_FAILURE() << "no item, no call"; },
+      [&](std::vector<std::string> answers) { delivered.push_back(std::move(answers)); });
+  ASSERT_EQ(delivered.size(), 2u);
+  EXPECT_TRUE(delivered[1].empty());
 }
 
 }  // namespace

@@ -242,7 +242,7 @@ void GrpcUpstream::ForwardMany(std::vector<ForwardCall> calls, int64_t deadline_
   forwards_batched_.fetch_add(n, std::memory_order_relaxed);
   forwards_->async()->ForwardBatch(
       &state->context, &state->request, &state->response,
-      [this, state, n, done = std::move(done)](grpc::Status status) {
+      [this, state, n, calls = std::move(calls), done = std::move(done)](grpc::Status status) {
         if (status.ok()) {
           std::vector<ForwardReply> replies;
           replies.reserve(state->response.outcomes_size());
@@ -250,6 +250,20 @@ void GrpcUpstream::ForwardMany(std::vector<ForwardCall> calls, int64_t deadline_
             replies.push_back(ForwardReplyOf(std::move(outcome)));
           }
           done(std::move(replies));  // a count that does not match: all unknown
+          return;
+        }
+        if (PastMessageLimit(FromGrpcStatus(status, &state->context))) {
+          // The batch, or its answer, was past a message limit that each forward and each
+          // answer alone fits: each goes again as its own call. A batch refused as it
+          // arrived ran nothing; one whose answer could not travel ran each forward once,
+          // and the business's inbox answers the second call from the entry it wrote.
+          forwards_split_.fetch_add(n, std::memory_order_relaxed);
+          SendEachAlone<ForwardCall, ForwardReply>(
+              calls,
+              [this](ForwardCall call, std::function<void(ForwardReply)> answered) {
+                ForwardOne(std::move(call), std::move(answered));
+              },
+              [done](std::vector<ForwardReply> replies) { done(std::move(replies)); });
           return;
         }
         ForwardReply reply;

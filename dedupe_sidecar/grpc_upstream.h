@@ -59,6 +59,9 @@ class GrpcUpstream : public Upstream {
 
   // Forwards sent inside ForwardBatch calls so far.
   uint64_t forwards_batched() const { return forwards_batched_.load(std::memory_order_relaxed); }
+  // Of those, forwards sent again one call each because their batch, or its answer, was
+  // past a message limit.
+  uint64_t forwards_split() const { return forwards_split_.load(std::memory_order_relaxed); }
 
   // How a finished call's status is classified (exposed for tests).
   static ForwardReply Classify(const grpc::Status& status, const std::string& response,
@@ -83,6 +86,7 @@ class GrpcUpstream : public Upstream {
   // No batches before this time: the business said it serves none.
   std::atomic<int64_t> no_batches_until_ms_{0};
   std::atomic<uint64_t> forwards_batched_{0};
+  std::atomic<uint64_t> forwards_split_{0};
   std::unique_ptr<Batcher> batcher_;  // null: every forward is its own call
 };
 

@@ -49,6 +49,12 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
       {{{}, static_cast<double>(owned_upstream_ != nullptr ? owned_upstream_->forwards_batched()
                                                            : 0)}}));
   out.push_back(CounterFamily(
+      "eonce_sidecar_forwards_split_total",
+      "Batched forwards sent again one call each because their batch, or its answer, was "
+      "past a message limit.",
+      {{{}, static_cast<double>(owned_upstream_ != nullptr ? owned_upstream_->forwards_split()
+                                                           : 0)}}));
+  out.push_back(CounterFamily(
       "eonce_sidecar_forwards_before_sync_total",
       "Calls forwarded before their started record was synced: the business keeps an inbox "
       "and its write is the commit point.",

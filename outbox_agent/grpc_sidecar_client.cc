@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/call_batcher.h"
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
@@ -24,6 +25,10 @@ constexpr int64_t kInfoRefreshMs = 60'000;
 constexpr int64_t kInfoTimeoutMs = 2'000;
 
 constexpr int kMaxMessageBytes = 8 << 20;
+// Bytes of commands per SubmitBatch: within the smallest message limit a sidecar's binary
+// sets (its max_request_bytes plus 1 MiB), so a batch of commands it takes one by one
+// fits in one message too. A command larger than this goes alone.
+constexpr size_t kMaxBatchBytes = 1 << 20;
 // SubmitBatch calls in flight to one sidecar under one session, and the batchers kept.
 constexpr int kBatchCallsInFlight = 2;
 constexpr size_t kMaxBatchers = 64;
@@ -170,7 +175,7 @@ SubmitBatcher* GrpcSidecarClient::BatcherFor(Route* route,
   }
   SubmitBatcher::Options options;
   options.max_calls = kBatchCallsInFlight;
-  options.max_batch_bytes = kMaxMessageBytes / 2;
+  options.max_batch_bytes = kMaxBatchBytes;
   auto batcher = std::make_unique<SubmitBatcher>(
       options, [this, route, stub, session](std::vector<v1::Command> commands,
                                             int64_t deadline_ms, SubmitBatcher::BatchDone done) {
@@ -211,6 +216,22 @@ void GrpcSidecarClient::SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stu
           SubmitEach(std::move(again), session, deadline_ms, std::move(done));
         } else if (!status.ok()) {
           absl::Status failed = FromGrpcStatus(status, &state->context);
+          if (PastMessageLimit(failed) && state->request.commands_size() > 1) {
+            // The batch, or its answer, did not fit the sidecar's message limit, which
+            // each command and each answer alone does. A batch refused as it arrived
+            // started nothing; one whose answer could not be sent ran its commands, and
+            // the sidecar answers each one's second call from its record.
+            if (!route->split_logged.exchange(true)) {
+              LogWarn("a batch was past the sidecar's message limit; its commands go one "
+                      "Submit each",
+                      {{"sidecar", route->address}, {"error", failed.ToString()}});
+            }
+            std::vector<v1::Command> again(state->request.commands().begin(),
+                                           state->request.commands().end());
+            SubmitEach(std::move(again), session, deadline_ms, std::move(done));
+            Finished(id);
+            return;
+          }
           if (route->sharded) OnSlotRefusal(route, failed);
           done(std::move(failed));
         } else {
@@ -228,24 +249,15 @@ void GrpcSidecarClient::SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stu
 
 void GrpcSidecarClient::SubmitEach(std::vector<v1::Command> commands, const Session& session,
                                    int64_t deadline_ms, SubmitBatcher::BatchDone done) {
-  struct Gather {
-    std::vector<SubmitBatcher::Answer> answers;
-    std::atomic<size_t> open;
-    SubmitBatcher::BatchDone done;
-  };
-  auto gather = std::make_shared<Gather>();
-  gather->answers.assign(commands.size(), SubmitBatcher::Answer(absl::UnknownError("")));
-  gather->open.store(commands.size());
-  gather->done = std::move(done);
-  for (size_t i = 0; i < commands.size(); ++i) {
-    SubmitOne(commands[i], session, deadline_ms,
-              [gather, i](absl::StatusOr<v1::SubmitResponse> answer) {
-                gather->answers[i] = std::move(answer);
-                if (gather->open.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-                  gather->done(std::move(gather->answers));
-                }
-              });
-  }
+  SendEachAlone<v1::Command, SubmitBatcher::Answer>(
+      std::move(commands),
+      [this, session, deadline_ms](v1::Command command,
+                                   std::function<void(SubmitBatcher::Answer)> answered) {
+        SubmitOne(command, session, deadline_ms, std::move(answered));
+      },
+      [done = std::move(done)](std::vector<SubmitBatcher::Answer> answers) {
+        done(std::move(answers));
+      });
 }
 
 void GrpcSidecarClient::SubmitOne(const v1::Command& command, const Session& session,

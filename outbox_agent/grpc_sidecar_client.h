@@ -86,6 +86,8 @@ class GrpcSidecarClient : public SidecarClient {
     bool asking_map ABSL_GUARDED_BY(mu) = false;
     // False once a sidecar of this route answered SubmitBatch with UNIMPLEMENTED.
     std::atomic<bool> batches{true};
+    // Set once a batch past the sidecar's message limit was sent again one by one.
+    std::atomic<bool> split_logged{false};
   };
   // A batcher per sidecar and session: (stub, tenant, actor, epoch).
   using BatcherKey = std::tuple<const v1::Sidecar::Stub*, std::string, std::string, int64_t>;
@@ -97,7 +99,8 @@ class GrpcSidecarClient : public SidecarClient {
                  std::function<void(absl::StatusOr<v1::SubmitResponse>)> done);
   SubmitBatcher* BatcherFor(Route* route, std::shared_ptr<v1::Sidecar::Stub> stub,
                             const Session& session);
-  // One SubmitBatch call; on UNIMPLEMENTED, the commands again one Submit each.
+  // One SubmitBatch call; on UNIMPLEMENTED, or when the batch or its answer was past the
+  // sidecar's message limit, the commands again one Submit each.
   void SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stub> stub, const Session& session,
                  std::vector<v1::Command> commands, int64_t deadline_ms,
                  SubmitBatcher::BatchDone done);

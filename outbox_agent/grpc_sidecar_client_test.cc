@@ -1,10 +1,12 @@
 // GrpcSidecarClient's batching, against a stand-in Sidecar served over real loopback gRPC:
 // concurrent Submits share SubmitBatch calls and each gets its own answer; a sidecar
 // without SubmitBatch (one from before it) gets one Submit per command, the refused
-// batch's commands included, and never a command twice.
+// batch's commands included, and never a command twice; a batch past the sidecar's
+// message limit, either way, goes again one Submit per command.
 #include "outbox_agent/grpc_sidecar_client.h"
 
 #include <atomic>
+#include <ostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,18 +23,19 @@
 namespace eonce {
 namespace {
 
-// Answers each command APPLIED with its command id as the response. With `batches`, it
-// serves SubmitBatch too, and holds the first call it gets until `release` is notified,
-// so that the commands sent meanwhile queue behind it.
+// Answers each command APPLIED with its command id as the response, followed by
+// `answer_pad` bytes. With `batches`, it serves SubmitBatch too, and holds the first call
+// it gets until `release` is notified, so that the commands sent meanwhile queue behind it.
 class StandIn : public v1::Sidecar::CallbackService {
  public:
-  explicit StandIn(bool batches) : batches_(batches) {}
+  explicit StandIn(bool batches, size_t answer_pad = 0)
+      : batches_(batches), answer_pad_(answer_pad) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
                                    const v1::SubmitRequest* request,
                                    v1::SubmitResponse* response) override {
     Count(request->command().command_id(), /*batch_size=*/0);
-    *response = Applied(request->command());
+    *response = Applied(request->command(), answer_pad_);
     auto* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
@@ -49,16 +52,16 @@ class StandIn : public v1::Sidecar::CallbackService {
     if (first_.exchange(false)) release_.WaitForNotification();
     for (const v1::Command& c : request->commands()) {
       Count(c.command_id(), request->commands_size());
-      *response->add_items()->mutable_response() = Applied(c);
+      *response->add_items()->mutable_response() = Applied(c, answer_pad_);
     }
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
 
-  static v1::SubmitResponse Applied(const v1::Command& c) {
+  static v1::SubmitResponse Applied(const v1::Command& c, size_t pad) {
     v1::SubmitResponse r;
     r.set_disposition(v1::APPLIED);
-    r.mutable_result()->set_response(c.command_id());
+    r.mutable_result()->set_response(c.command_id() + std::string(pad, '.'));
     return r;
   }
 
@@ -77,6 +80,7 @@ class StandIn : public v1::Sidecar::CallbackService {
 
  private:
   const bool batches_;
+  const size_t answer_pad_;
   std::atomic<bool> first_{true};
 };
 
@@ -146,6 +150,71 @@ INSTANTIATE_TEST_SUITE_P(SidecarKinds, GrpcSidecarClientTest, ::testing::Values(
                          [](const auto& info) {
                            return info.param ? "WithSubmitBatch" : "FromBeforeSubmitBatch";
                          });
+
+// A sidecar whose message limit a batch exceeds, in either direction, while each command
+// and each answer alone fits: every command still gets its own answer, at its first try,
+// each batch's commands then going one call each (the sidecar answers a retry from its
+// record, so a command that a batch whose answer was too large had run is not run again).
+struct Oversize {
+  const char* name;
+  size_t request_pad;  // bytes each command's request carries
+  size_t answer_pad;   // bytes each answer carries beyond the command id
+};
+
+void PrintTo(const Oversize& oversize, std::ostream* os) { *os << oversize.name; }
+
+class OversizeTest : public ::testing::TestWithParam<Oversize> {};
+
+TEST_P(OversizeTest, ABatchPastTheSidecarsMessageLimitGoesOneCommandAtATime) {
+  constexpr int kCommands = 12;
+  constexpr int kLimit = 700 << 10;  // two commands or two answers are past it, one is not
+  StandIn stand_in(/*batches=*/true, GetParam().answer_pad);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(kLimit);
+  builder.SetMaxSendMessageSize(kLimit);
+  builder.RegisterService(&stand_in);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  absl::Mutex mu;
+  std::map<std::string, std::string> answers;
+  absl::Notification all;
+  {
+    auto client = GrpcSidecarClient::Create("", absl::StrCat("127.0.0.1:", port), TlsFiles(),
+                                            RealClock::Get());
+    ASSERT_TRUE(client.ok()) << client.status();
+    Session session{"acme", "", 1};
+    for (int i = 0; i < kCommands; ++i) {
+      v1::Command c;
+      c.set_command_id(absl::StrCat("c", i));
+      c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+      c.set_request(std::string(GetParam().request_pad, 'r'));
+      (*client)->Submit(c, session, RealClock::Get().NowMs() + 10'000,
+                        [&, id = c.command_id()](absl::StatusOr<v1::SubmitResponse> r) {
+                          absl::MutexLock lock(&mu);
+                          answers[id] = r.ok() ? r->result().response().substr(0, id.size())
+                                               : r.status().ToString();
+                          if (answers.size() == kCommands) all.Notify();
+                        });
+    }
+    stand_in.release_.Notify();
+    ASSERT_TRUE(all.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  }
+  server->Shutdown();
+  for (int i = 0; i < kCommands; ++i) {
+    const std::string id = absl::StrCat("c", i);
+    EXPECT_EQ(answers[id], id) << "answered with a failure at its first try";
+  }
+  absl::MutexLock lock(&stand_in.mu_);
+  EXPECT_EQ(stand_in.seen_.size(), static_cast<size_t>(kCommands));
+  EXPECT_GT(stand_in.singles_, 0) << "a batch past the limit goes one Submit per command";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Directions, OversizeTest,
+    ::testing::Values(Oversize{"Requests", 400 << 10, 0}, Oversize{"Answers", 0, 400 << 10}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace eonce

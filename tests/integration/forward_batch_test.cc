@@ -15,6 +15,7 @@
 #include "dedupe_sidecar/grpc_upstream.h"
 #include "eonce/ledger/v1/ledger.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
@@ -249,6 +250,31 @@ TEST_F(ForwardBatchTest, ABatchTheBusinessNoLongerServesRunsNothingAndSingleCall
     EXPECT_EQ(testing::EffectsOf(*effects_, id), 1) << id;
   }
   EXPECT_EQ(upstream.forwards_batched(), static_cast<uint64_t>(refused_in_batches));
+}
+
+
+TEST_F(ForwardBatchTest, ABatchPastTheBusinesssMessageLimitGoesOneCallPerForward) {
+  // Forwards of 1.5 MiB each, which the ledger's host (a 4 MiB message limit) takes one by
+  // one; a sidecar allowed 10 MiB messages batches up to 5 MiB of them, three, past it.
+  GrpcUpstream upstream(address_, TlsFiles(), RealClock::Get(), 10 << 20, /*batch_calls=*/1);
+  ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(true));
+  std::vector<ForwardCall> calls = OpenAccounts("big", "big", 8);
+  for (ForwardCall& call : calls) {
+    ledger::v1::OpenAccountRequest request;
+    ASSERT_TRUE(request.ParseFromString(call.request));
+    // A field the ledger does not know: it keeps the forward large and changes nothing.
+    request.GetReflection()->MutableUnknownFields(&request)->AddLengthDelimited(
+        1000, std::string(1536 << 10, 'x'));
+    call.request = request.SerializeAsString();
+    call.payload_sha256 = PayloadHashV1(call.method, call.request);
+  }
+  std::vector<ForwardReply> replies = ForwardAll(upstream, calls);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(AccountOf(replies[i]), "big" + std::to_string(i)) << replies[i].detail;
+    EXPECT_TRUE(replies[i].inbox_kept) << i;
+    EXPECT_EQ(testing::EffectsOf(*effects_, "big" + std::to_string(i)), 1) << i;
+  }
+  EXPECT_GT(upstream.forwards_split(), 0u) << "no batch was past the limit; the test proves nothing";
 }
 
 }  // namespace
