@@ -40,8 +40,10 @@ absl::Status StatusFromParts(int code, const std::string& message, const std::st
 }
 
 bool PastMessageLimit(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kResourceExhausted && ReasonOf(status).empty() &&
-         absl::StrContains(status.message(), "larger than max");
+  if (status.code() != absl::StatusCode::kResourceExhausted) return false;
+  const std::string reason = ReasonOf(status);
+  return reason == "MESSAGE_TOO_LARGE" ||
+         (reason.empty() && absl::StrContains(status.message(), "larger than max"));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status, const grpc::ClientContext* context) {

@@ -43,10 +43,11 @@ absl::Status FromGrpcStatus(const grpc::Status& status, const grpc::ClientContex
 // google.rpc.Status, read as FromGrpcStatus reads a call's.
 absl::Status StatusFromParts(int code, const std::string& message, const std::string& details);
 
-// A finished call that gRPC ended because its request or its answer was larger than a
-// message limit: RESOURCE_EXHAUSTED with gRPC's "larger than max" and no reason of
-// eonce's (every refusal of eonce's own carries one). Each side of the call may be the one
-// that refused, so it says nothing of whether the server ran the call.
+// A finished call that ended because its request or its answer was larger than a message
+// limit: RESOURCE_EXHAUSTED with gRPC's "larger than max" and no reason of eonce's (every
+// refusal of eonce's own carries one), or with the reason MESSAGE_TOO_LARGE (a batch's
+// answer the server kept from going past its limit). Either side of the call may be the
+// one that refused, so it says nothing of whether the server ran the call.
 bool PastMessageLimit(const absl::Status& status);
 
 // A stored business answer for the wire, replayed byte for byte: its code, message and

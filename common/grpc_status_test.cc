@@ -90,7 +90,7 @@ TEST(GrpcStatusTest, ARejectionIsPackedAndOlderBareOnesStillRead) {
 }
 
 
-TEST(GrpcStatusTest, OnlyGrpcsOwnMessageLimitIsPastMessageLimit) {
+TEST(GrpcStatusTest, OnlyAMessageLimitIsPastMessageLimit) {
   // As gRPC ends a call whose request or answer is too large, on either side.
   EXPECT_TRUE(PastMessageLimit(FromGrpcStatus(
       grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -104,6 +104,11 @@ TEST(GrpcStatusTest, OnlyGrpcsOwnMessageLimitIsPastMessageLimit) {
   EXPECT_FALSE(PastMessageLimit(FromGrpcStatus(
       ToGrpcStatus(Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
                          "a request larger than max is not the point here"),
+                   nullptr),
+      nullptr)));
+  // A batch's answer the sidecar kept from going past its limit.
+  EXPECT_TRUE(PastMessageLimit(FromGrpcStatus(
+      ToGrpcStatus(Error(absl::StatusCode::kResourceExhausted, "MESSAGE_TOO_LARGE", "answer"),
                    nullptr),
       nullptr)));
   EXPECT_FALSE(PastMessageLimit(absl::ResourceExhaustedError("memory quota")));

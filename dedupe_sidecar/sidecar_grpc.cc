@@ -27,15 +27,25 @@ absl::Status BatchRefusal(const v1::SubmitBatchRequest& request) {
   return absl::OkStatus();
 }
 
+// A batch whose answer would be past the message limit: each of its commands was taken
+// (answered or refused on its own), and each is answered again from its record.
+absl::Status AnswerTooLarge(size_t bytes, size_t max_bytes) {
+  return Error(absl::StatusCode::kResourceExhausted, "MESSAGE_TOO_LARGE",
+               absl::StrCat("the batch's answer is ", bytes, " bytes, past the message limit of ",
+                            max_bytes, "; each of its commands was taken: send them one Submit "
+                            "each, and each is answered from its record"));
+}
+
 class SidecarServiceImpl : public v1::Sidecar::CallbackService {
  public:
   SidecarServiceImpl(Deduper& deduper, Clock& clock, std::atomic<bool>& draining,
-                     Admission& admission, bool identity_from_headers)
+                     Admission& admission, bool identity_from_headers, size_t max_message_bytes)
       : deduper_(deduper),
         clock_(clock),
         draining_(draining),
         admission_(admission),
-        identity_from_headers_(identity_from_headers) {}
+        identity_from_headers_(identity_from_headers),
+        max_message_bytes_(max_message_bytes) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
                                    const v1::SubmitRequest* request,
@@ -88,10 +98,16 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
     struct Batch {
       std::atomic<int> open;
       grpc::ServerUnaryReactor* reactor;
+      grpc::CallbackServerContext* context;
+      const v1::SubmitBatchResponse* response;
+      size_t max_bytes;
     };
     auto batch = std::make_shared<Batch>();
     batch->open.store(n);
     batch->reactor = reactor;
+    batch->context = context;
+    batch->response = response;
+    batch->max_bytes = max_message_bytes_;
     for (int i = 0; i < n; ++i) {
       v1::SubmitBatchItem* item = response->mutable_items(i);
       auto answer = [batch, item](absl::StatusOr<v1::SubmitResponse> result) {
@@ -103,7 +119,13 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
           item->set_error_details(StatusDetails(result.status()));
         }
         if (batch->open.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-          batch->reactor->Finish(grpc::Status::OK);
+          // Sent past the limit, the answer would be refused by gRPC, and the caller might
+          // hear of it only at its deadline.
+          const size_t bytes = batch->response->ByteSizeLong();
+          batch->reactor->Finish(
+              bytes > batch->max_bytes
+                  ? ToGrpcStatus(AnswerTooLarge(bytes, batch->max_bytes), batch->context)
+                  : grpc::Status::OK);
         }
       };
       // Each command is admitted on its own, as one Submit would be.
@@ -161,6 +183,7 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
   std::atomic<bool>& draining_;
   Admission& admission_;
   const bool identity_from_headers_;
+  const size_t max_message_bytes_;
 };
 
 class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
@@ -334,9 +357,11 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
 std::unique_ptr<v1::Sidecar::CallbackService> NewSidecarService(Deduper& deduper, Clock& clock,
                                                                 std::atomic<bool>& draining,
                                                                 Admission& admission,
-                                                                bool identity_from_headers) {
+                                                                bool identity_from_headers,
+                                                                int max_message_bytes) {
   return std::make_unique<SidecarServiceImpl>(deduper, clock, draining, admission,
-                                              identity_from_headers);
+                                              identity_from_headers,
+                                              static_cast<size_t>(max_message_bytes));
 }
 
 std::unique_ptr<v1::SidecarAdmin::CallbackService> NewSidecarAdminService(

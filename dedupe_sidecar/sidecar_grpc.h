@@ -16,12 +16,15 @@
 
 namespace eonce {
 
-// Submit, Reconcile and GetInfo. `draining`: new calls get UNAVAILABLE (DRAINING);
-// `identity_from_headers`: no mutual TLS (development), as GetInfo reports.
+// Submit, SubmitBatch, Reconcile and GetInfo. `draining`: new calls get UNAVAILABLE
+// (DRAINING); `identity_from_headers`: no mutual TLS (development), as GetInfo reports;
+// `max_message_bytes`: the server's message limit, past which a batch's answer is
+// RESOURCE_EXHAUSTED (MESSAGE_TOO_LARGE) instead.
 std::unique_ptr<v1::Sidecar::CallbackService> NewSidecarService(Deduper& deduper, Clock& clock,
                                                                 std::atomic<bool>& draining,
                                                                 Admission& admission,
-                                                                bool identity_from_headers);
+                                                                bool identity_from_headers,
+                                                                int max_message_bytes);
 
 // The operator's calls: parked records, their resolution, the audit log, and a sharded
 // sidecar's slot map and slot moves. Long scans run on `pool`.

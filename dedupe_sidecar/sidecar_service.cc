@@ -115,7 +115,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
             "as they are; development only. GetInfo reports identity_from_headers=true");
   }
   s->sidecar_service_ = NewSidecarService(*s->deduper_, clock, s->draining_, *s->admission_,
-                                          !options.tls.enabled());
+                                          !options.tls.enabled(), options.max_message_bytes);
   s->admin_service_ = NewSidecarAdminService(*s->deduper_, *s->records_, *s->audit_, clock,
                                              *s->pool_,
                                              options.move_business_data ? upstream : nullptr);

@@ -274,7 +274,7 @@ TEST_F(ForwardBatchTest, ABatchPastTheBusinesssMessageLimitGoesOneCallPerForward
     EXPECT_TRUE(replies[i].inbox_kept) << i;
     EXPECT_EQ(testing::EffectsOf(*effects_, "big" + std::to_string(i)), 1) << i;
   }
-  EXPECT_GT(upstream.forwards_split(), 0u) << "no batch was past the limit; the test proves nothing";
+  EXPECT_GT(upstream.forwards_split(), 0u) << "no batch was past the limit: this proves nothing";
 }
 
 }  // namespace
