@@ -233,16 +233,18 @@ void GrpcUpstream::ForwardMany(std::vector<ForwardCall> calls, int64_t deadline_
     grpc::ClientContext context;
     v1::ForwardBatchRequest request;
     v1::ForwardBatchResponse response;
+    std::vector<ForwardCall> calls;  // sent again one by one if the batch was too large
   };
   auto state = std::make_shared<State>();
   state->context.set_deadline(WallDeadline(clock_, deadline_ms));
   state->request.mutable_calls()->Reserve(static_cast<int>(calls.size()));
   for (const ForwardCall& call : calls) *state->request.add_calls() = ForwardedCallOf(call);
   const size_t n = calls.size();
+  state->calls = std::move(calls);
   forwards_batched_.fetch_add(n, std::memory_order_relaxed);
   forwards_->async()->ForwardBatch(
       &state->context, &state->request, &state->response,
-      [this, state, n, calls = std::move(calls), done = std::move(done)](grpc::Status status) {
+      [this, state, n, done = std::move(done)](grpc::Status status) {
         if (status.ok()) {
           std::vector<ForwardReply> replies;
           replies.reserve(state->response.outcomes_size());
@@ -259,7 +261,7 @@ void GrpcUpstream::ForwardMany(std::vector<ForwardCall> calls, int64_t deadline_
           // and the business's inbox answers the second call from the entry it wrote.
           forwards_split_.fetch_add(n, std::memory_order_relaxed);
           SendEachAlone<ForwardCall, ForwardReply>(
-              calls,
+              std::move(state->calls),
               [this](ForwardCall call, std::function<void(ForwardReply)> answered) {
                 ForwardOne(std::move(call), std::move(answered));
               },
