@@ -89,7 +89,6 @@ TEST(GrpcStatusTest, ARejectionIsPackedAndOlderBareOnesStillRead) {
   EXPECT_FALSE(RejectionOf("").has_value());
 }
 
-
 TEST(GrpcStatusTest, OnlyAMessageLimitIsPastMessageLimit) {
   // As gRPC ends a call whose request or answer is too large, on either side.
   EXPECT_TRUE(PastMessageLimit(FromGrpcStatus(

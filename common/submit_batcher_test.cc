@@ -151,7 +151,6 @@ TEST_F(SubmitBatcherTest, ABatchStaysUnderItsByteLimitAndAnOversizedCommandGoesA
   EXPECT_EQ(answers_.size(), 6u);
 }
 
-
 TEST(SendEachAloneTest, EachItemGoesAloneAndTheAnswersComeTogetherInOrder) {
   // The calls answer in the reverse of the order they were made.
   std::vector<std::pair<int, std::function<void(std::string)>>> calls;

@@ -100,17 +100,15 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
       grpc::ServerUnaryReactor* reactor;
       grpc::CallbackServerContext* context;
       const v1::SubmitBatchResponse* response;
-      size_t max_bytes;
     };
     auto batch = std::make_shared<Batch>();
     batch->open.store(n);
     batch->reactor = reactor;
     batch->context = context;
     batch->response = response;
-    batch->max_bytes = max_message_bytes_;
     for (int i = 0; i < n; ++i) {
       v1::SubmitBatchItem* item = response->mutable_items(i);
-      auto answer = [batch, item](absl::StatusOr<v1::SubmitResponse> result) {
+      auto answer = [this, batch, item](absl::StatusOr<v1::SubmitResponse> result) {
         if (result.ok()) {
           *item->mutable_response() = std::move(*result);
         } else {
@@ -123,8 +121,8 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
           // hear of it only at its deadline.
           const size_t bytes = batch->response->ByteSizeLong();
           batch->reactor->Finish(
-              bytes > batch->max_bytes
-                  ? ToGrpcStatus(AnswerTooLarge(bytes, batch->max_bytes), batch->context)
+              bytes > max_message_bytes_
+                  ? ToGrpcStatus(AnswerTooLarge(bytes, max_message_bytes_), batch->context)
                   : grpc::Status::OK);
         }
       };

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -206,32 +207,32 @@ void GrpcSidecarClient::SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stu
   stub->async()->SubmitBatch(
       &state->context, &state->request, &state->response,
       [this, id, state, route, session, deadline_ms, done = std::move(done)](grpc::Status status) {
+        absl::Status failed = FromGrpcStatus(status, &state->context);
+        bool one_by_one = false;
         if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
           // A sidecar from before SubmitBatch, which looked at none of the commands.
           LogWarn("the sidecar has no SubmitBatch; one Submit per command from now on",
                   {{"sidecar", route->address}});
           route->batches.store(false);
-          std::vector<v1::Command> again(state->request.commands().begin(),
-                                         state->request.commands().end());
-          SubmitEach(std::move(again), session, deadline_ms, std::move(done));
-        } else if (!status.ok()) {
-          absl::Status failed = FromGrpcStatus(status, &state->context);
-          if (PastMessageLimit(failed) && state->request.commands_size() > 1) {
-            // The batch, or its answer, did not fit the sidecar's message limit, which
-            // each command and each answer alone does. A batch refused as it arrived
-            // started nothing; one whose answer could not be sent ran its commands, and
-            // the sidecar answers each one's second call from its record.
-            if (!route->split_logged.exchange(true)) {
-              LogWarn("a batch was past the sidecar's message limit; its commands go one "
-                      "Submit each",
-                      {{"sidecar", route->address}, {"error", failed.ToString()}});
-            }
-            std::vector<v1::Command> again(state->request.commands().begin(),
-                                           state->request.commands().end());
-            SubmitEach(std::move(again), session, deadline_ms, std::move(done));
-            Finished(id);
-            return;
+          one_by_one = true;
+        } else if (PastMessageLimit(failed) && state->request.commands_size() > 1) {
+          // The batch, or its answer, did not fit the sidecar's message limit, which each
+          // command and each answer alone does. A batch refused as it arrived started
+          // nothing; one whose answer could not be sent ran its commands, and the sidecar
+          // answers each one's second call from its record.
+          if (!route->split_logged.exchange(true)) {
+            LogWarn("a batch was past the sidecar's message limit; its commands go one "
+                    "Submit each",
+                    {{"sidecar", route->address}, {"error", failed.ToString()}});
           }
+          one_by_one = true;
+        }
+        if (one_by_one) {
+          auto* commands = state->request.mutable_commands();
+          SubmitEach(std::vector<v1::Command>(std::make_move_iterator(commands->begin()),
+                                              std::make_move_iterator(commands->end())),
+                     session, deadline_ms, std::move(done));
+        } else if (!failed.ok()) {
           if (route->sharded) OnSlotRefusal(route, failed);
           done(std::move(failed));
         } else {
