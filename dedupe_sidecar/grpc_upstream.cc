@@ -36,6 +36,13 @@ ForwardReply NotConnected() {
   return reply;
 }
 
+ForwardReply Closed() {
+  ForwardReply reply;
+  reply.kind = ForwardReply::Kind::kNotApplied;
+  reply.detail = "the sidecar is shutting down; nothing was sent";
+  return reply;
+}
+
 bool IsTerminalBusinessCode(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::INVALID_ARGUMENT:
@@ -107,7 +114,7 @@ GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Cloc
           }});
 }
 
-GrpcUpstream::~GrpcUpstream() = default;
+GrpcUpstream::~GrpcUpstream() { Close(); }
 
 namespace {
 
@@ -230,12 +237,17 @@ void GrpcUpstream::ForwardMany(std::vector<ForwardCall> calls, int64_t deadline_
     return;
   }
   struct State {
+    CallTracker::Ticket ticket;  // first: goes last
     grpc::ClientContext context;
     v1::ForwardBatchRequest request;
     v1::ForwardBatchResponse response;
     std::vector<ForwardCall> calls;  // sent again one by one if the batch was too large
   };
   auto state = std::make_shared<State>();
+  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+    done(std::vector<ForwardReply>(calls.size(), Closed()));
+    return;
+  }
   state->context.set_deadline(WallDeadline(clock_, deadline_ms));
   state->request.mutable_calls()->Reserve(static_cast<int>(calls.size()));
   for (const ForwardCall& call : calls) *state->request.add_calls() = ForwardedCallOf(call);
@@ -290,6 +302,7 @@ void GrpcUpstream::ForwardOne(ForwardCall call, std::function<void(ForwardReply)
     return;
   }
   struct State {
+    CallTracker::Ticket ticket;  // first: goes last
     std::unique_ptr<grpc::ClientContext> context;
     grpc::ByteBuffer request;
     grpc::ByteBuffer response;
@@ -300,6 +313,11 @@ void GrpcUpstream::ForwardOne(ForwardCall call, std::function<void(ForwardReply)
   state->context = call.parent != nullptr
                        ? grpc::ClientContext::FromCallbackServerContext(*call.parent)
                        : std::make_unique<grpc::ClientContext>();
+  if (!calls_.Start(state->ticket,
+                    std::shared_ptr<grpc::ClientContext>(state, state->context.get()))) {
+    done(Closed());
+    return;
+  }
   state->context->set_deadline(WallDeadline(clock_, call.deadline_ms));
   state->context->AddMetadata(kCommandIdHeader, call.command_id);
   state->context->AddMetadata(kIdempotencyKeyHeader, call.idempotency_key);
@@ -323,11 +341,16 @@ void GrpcUpstream::QueryOutcome(
     const std::string& tenant, const std::string& command_id, int64_t deadline_ms,
     std::function<void(absl::StatusOr<v1::QueryOutcomeResponse>)> done) {
   struct State {
+    CallTracker::Ticket ticket;  // first: goes last
     grpc::ClientContext context;
     v1::QueryOutcomeRequest request;
     v1::QueryOutcomeResponse response;
   };
   auto state = std::make_shared<State>();
+  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+    done(absl::UnavailableError("the sidecar is shutting down; the outcome was not asked"));
+    return;
+  }
   state->context.set_deadline(WallDeadline(clock_, deadline_ms));
   state->context.AddMetadata(kTenantHeader, tenant);
   state->request.set_command_id(command_id);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/call_batcher.h"
+#include "common/call_tracker.h"
 #include "common/clock.h"
 #include "common/tls.h"
 #include "dedupe_sidecar/method_catalog.h"
@@ -40,7 +41,14 @@ class GrpcUpstream : public Upstream {
 
   GrpcUpstream(const std::string& address, const TlsFiles& tls, Clock& clock,
                int max_message_bytes, int batch_calls = 0);
-  ~GrpcUpstream() override;  // waits for the batch calls in flight
+  ~GrpcUpstream() override;  // Close()s
+
+  // Cancels the calls in flight and waits until each one's callback has run and its state
+  // (which owns a reference to the channel) is gone; later forwards are answered at once
+  // as not applied. A server shutting down calls it before its store closes, so that a
+  // late answer still finds the store, and no channel reference outlives the upstream on
+  // one of gRPC's threads (common/call_tracker.h).
+  void Close() { calls_.CloseAndWait(); }
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override;
   void QueryOutcome(const std::string& tenant, const std::string& command_id,
@@ -88,6 +96,7 @@ class GrpcUpstream : public Upstream {
   std::atomic<uint64_t> forwards_batched_{0};
   std::atomic<uint64_t> forwards_split_{0};
   std::unique_ptr<Batcher> batcher_;  // null: every forward is its own call
+  CallTracker calls_;  // each call's state holds a ticket, before its ClientContext
 };
 
 }  // namespace eonce

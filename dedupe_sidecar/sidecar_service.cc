@@ -240,6 +240,9 @@ absl::Status SidecarServer::Shutdown(int64_t drain_ms) {
   if (maintenance_.joinable()) maintenance_.join();
   if (warmer_.joinable()) warmer_.join();
   StopServing(server_, health_port_, drain_ms);
+  // What is still in flight to the business (work of the background, not of a call)
+  // ends before the store does: a late answer still finds it.
+  if (owned_upstream_ != nullptr) owned_upstream_->Close();
   pool_.reset();  // runs what is queued
   metrics_.reset();
   absl::Status result;

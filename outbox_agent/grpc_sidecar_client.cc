@@ -118,13 +118,15 @@ void GrpcSidecarClient::Call(const v1::Command& command, const Session& session,
     return;
   }
   struct State {
+    CallTracker::Ticket ticket;  // first: goes last
+    std::shared_ptr<v1::Sidecar::Stub> stub;  // alive while the call is
     grpc::ClientContext context;
     Request request;
     Response response;
   };
   auto state = std::make_shared<State>();
-  uint64_t id = 0;
-  if (!Started(&id, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+  state->stub = *stub;
+  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
     done(Closing());
     return;
   }
@@ -132,7 +134,7 @@ void GrpcSidecarClient::Call(const v1::Command& command, const Session& session,
   AddSession(&state->context, session);
   state->request = std::move(request);
   issue(**stub, &state->context, &state->request, &state->response,
-        [this, id, state, route, stub = *stub, done = std::move(done)](grpc::Status status) {
+        [this, state, route, done = std::move(done)](grpc::Status status) {
           if (!status.ok()) {
             absl::Status failed = FromGrpcStatus(status, &state->context);
             if (route->sharded) OnSlotRefusal(route, failed);
@@ -140,7 +142,6 @@ void GrpcSidecarClient::Call(const v1::Command& command, const Session& session,
           } else {
             done(std::move(state->response));
           }
-          Finished(id);
         });
 }
 
@@ -191,13 +192,13 @@ void GrpcSidecarClient::SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stu
                                   const Session& session, std::vector<v1::Command> commands,
                                   int64_t deadline_ms, SubmitBatcher::BatchDone done) {
   struct State {
+    CallTracker::Ticket ticket;  // first: goes last
     grpc::ClientContext context;
     v1::SubmitBatchRequest request;
     v1::SubmitBatchResponse response;
   };
   auto state = std::make_shared<State>();
-  uint64_t id = 0;
-  if (!Started(&id, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
     done(Closing());
     return;
   }
@@ -206,7 +207,7 @@ void GrpcSidecarClient::SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stu
   for (v1::Command& c : commands) *state->request.add_commands() = std::move(c);
   stub->async()->SubmitBatch(
       &state->context, &state->request, &state->response,
-      [this, id, state, route, session, deadline_ms, done = std::move(done)](grpc::Status status) {
+      [this, state, route, session, deadline_ms, done = std::move(done)](grpc::Status status) {
         absl::Status failed = FromGrpcStatus(status, &state->context);
         bool one_by_one = false;
         if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
@@ -244,7 +245,6 @@ void GrpcSidecarClient::SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stu
           }
           done(std::move(answers));
         }
-        Finished(id);
       });
 }
 
@@ -295,28 +295,25 @@ void GrpcSidecarClient::AskInfo(Route* route) {
     route->asked_at_ms = clock_.NowMs();
   }
   struct State {
+    CallTracker::Ticket ticket;  // first: goes last
     grpc::ClientContext context;
     v1::GetInfoRequest request;
     v1::GetInfoResponse response;
   };
   auto state = std::make_shared<State>();
-  uint64_t id = 0;
-  if (!Started(&id, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
     absl::MutexLock lock(&route->mu);
     route->asking = false;
     return;
   }
   state->context.set_deadline(WallDeadline(clock_, clock_.NowMs() + kInfoTimeoutMs));
   route->stub->async()->GetInfo(&state->context, &state->request, &state->response,
-                                [this, id, state, route](grpc::Status status) {
-                                  {
-                                    absl::MutexLock lock(&route->mu);
-                                    route->asking = false;
-                                    if (status.ok()) {
-                                      route->retention_ms = state->response.retention_ms();
-                                    }
+                                [state, route](grpc::Status status) {
+                                  absl::MutexLock lock(&route->mu);
+                                  route->asking = false;
+                                  if (status.ok()) {
+                                    route->retention_ms = state->response.retention_ms();
                                   }
-                                  Finished(id);
                                 });
 }
 
@@ -345,7 +342,9 @@ absl::StatusOr<std::shared_ptr<v1::Sidecar::Stub>> GrpcSidecarClient::StubFor(
   if (route.shard_stubs.size() >= kMaxShardStubs) {
     for (auto old = route.shard_stubs.begin(); old != route.shard_stubs.end();) {
       bool named = false;
-      for (const v1::ShardInfo& shard : map->proto().shards()) named |= shard.address() == old->first;
+      for (const v1::ShardInfo& shard : map->proto().shards()) {
+        named |= shard.address() == old->first;
+      }
       old = named ? std::next(old) : route.shard_stubs.erase(old);
     }
   }
@@ -393,13 +392,15 @@ void GrpcSidecarClient::AskSlotMap(Route* route, const std::string& address) {
     }
   }
   struct State {
+    CallTracker::Ticket ticket;  // first: goes last
+    std::shared_ptr<v1::Sidecar::Stub> stub;  // alive while the call is
     grpc::ClientContext context;
     v1::GetSlotMapRequest request;
     v1::SlotMap response;
   };
   auto state = std::make_shared<State>();
-  uint64_t id = 0;
-  if (!Started(&id, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+  state->stub = stub;
+  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
     absl::MutexLock lock(&route->mu);
     route->asking_map = false;
     return;
@@ -407,10 +408,10 @@ void GrpcSidecarClient::AskSlotMap(Route* route, const std::string& address) {
   state->context.set_deadline(WallDeadline(clock_, clock_.NowMs() + kInfoTimeoutMs));
   stub->async()->GetSlotMap(
       &state->context, &state->request, &state->response,
-      [this, id, state, route, stub](grpc::Status status) {
-        absl::StatusOr<SlotMap> map = status.ok()
-                                          ? SlotMap::FromProto(std::move(state->response))
-                                          : absl::StatusOr<SlotMap>(FromGrpcStatus(status, &state->context));
+      [state, route](grpc::Status status) {
+        absl::StatusOr<SlotMap> map =
+            status.ok() ? SlotMap::FromProto(std::move(state->response))
+                        : absl::StatusOr<SlotMap>(FromGrpcStatus(status, &state->context));
         {
           absl::MutexLock lock(&route->mu);
           route->asking_map = false;
@@ -422,7 +423,6 @@ void GrpcSidecarClient::AskSlotMap(Route* route, const std::string& address) {
           LogWarn("slot map unavailable", {{"sidecar", route->address},
                                            {"error", std::string(map.status().message())}});
         }
-        Finished(id);
       });
 }
 
@@ -448,36 +448,7 @@ std::optional<int64_t> GrpcSidecarClient::RetentionMs(const std::string& target_
   return known;
 }
 
-GrpcSidecarClient::~GrpcSidecarClient() {
-  std::vector<std::shared_ptr<grpc::ClientContext>> live;
-  {
-    absl::MutexLock lock(&calls_mu_);
-    closing_ = true;
-    for (auto& [id, call] : calls_) {
-      if (auto context = call.lock()) live.push_back(std::move(context));
-    }
-  }
-  // Outside the lock: a cancelled call's callback takes it to say it finished.
-  for (auto& context : live) context->TryCancel();
-  live.clear();
-  absl::MutexLock lock(&calls_mu_);
-  calls_mu_.Await(absl::Condition(
-      +[](std::map<uint64_t, std::weak_ptr<grpc::ClientContext>>* calls) { return calls->empty(); },
-      &calls_));
-}
-
-bool GrpcSidecarClient::Started(uint64_t* id, std::shared_ptr<grpc::ClientContext> context) {
-  absl::MutexLock lock(&calls_mu_);
-  if (closing_) return false;
-  *id = next_call_++;
-  calls_[*id] = context;
-  return true;
-}
-
-void GrpcSidecarClient::Finished(uint64_t id) {
-  absl::MutexLock lock(&calls_mu_);
-  calls_.erase(id);
-}
+GrpcSidecarClient::~GrpcSidecarClient() { calls_.CloseAndWait(); }
 
 std::map<std::string, int64_t> GrpcSidecarClient::FetchRetentions(int64_t timeout_ms) {
   std::vector<std::pair<std::string, Route*>> all;

@@ -20,10 +20,11 @@
 // with that batch's commands: nothing is lost or sent twice by the switch, because the
 // batch was refused before any of its commands was looked at.
 //
-// The client keeps count of its calls in flight. Destroying it cancels them and waits
-// until each one's callback has run, so no callback outlives the client or what its
-// callers handed it (an agent shutting down cancels its last attempts this way; their
-// records are reconciled after the restart).
+// The client keeps count of its calls in flight (common/call_tracker.h). Destroying it
+// cancels them and waits until each one's callback has run and its state is gone, so no
+// callback outlives the client or what its callers handed it, and no channel outlives it
+// on one of gRPC's threads (an agent shutting down cancels its last attempts this way;
+// their records are reconciled after the restart).
 #ifndef EONCE_OUTBOX_AGENT_GRPC_SIDECAR_CLIENT_H_
 #define EONCE_OUTBOX_AGENT_GRPC_SIDECAR_CLIENT_H_
 
@@ -35,6 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/call_tracker.h"
 #include "common/clock.h"
 #include "common/slots.h"
 #include "common/submit_batcher.h"
@@ -119,12 +121,7 @@ class GrpcSidecarClient : public SidecarClient {
   // or if no sidecar answered.
   void OnSlotRefusal(Route* route, const absl::Status& status);
 
-  // Registers a call's context before it starts; false once the client is closing (the
-  // caller then answers CANCELLED without starting the call). `Finished` goes last in
-  // the call's callback.
-  bool Started(uint64_t* id, std::shared_ptr<grpc::ClientContext> context);
-  void Finished(uint64_t id);
-  // One call to the sidecar that serves `command`: routed, tracked (Started/Finished),
+  // One call to the sidecar that serves `command`: routed, tracked (calls_),
   // with the session and the deadline; `issue(stub, context, request, response, on_done)`
   // starts the stub's async method.
   template <typename Request, typename Response, typename Issue>
@@ -134,10 +131,7 @@ class GrpcSidecarClient : public SidecarClient {
 
   Clock& clock_;
   const TlsFiles tls_;
-  absl::Mutex calls_mu_;
-  bool closing_ ABSL_GUARDED_BY(calls_mu_) = false;
-  uint64_t next_call_ ABSL_GUARDED_BY(calls_mu_) = 0;
-  std::map<uint64_t, std::weak_ptr<grpc::ClientContext>> calls_ ABSL_GUARDED_BY(calls_mu_);
+  CallTracker calls_;  // each call's state holds a ticket, before its ClientContext
   std::map<std::string, std::unique_ptr<Route>> routes_;
   std::unique_ptr<Route> default_route_;
   bool batch_submits_ = true;

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -215,6 +216,50 @@ INSTANTIATE_TEST_SUITE_P(
     Directions, OversizeTest,
     ::testing::Values(Oversize{"Requests", 400 << 10, 0}, Oversize{"Answers", 0, 400 << 10}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// gRPC destroys a call's callback closure on its own callback thread after the callback
+// returned, and with it the call's state, whose ClientContext owns a reference to the
+// channel. The client's end must wait for that: were the closure the channel's last owner,
+// gRPC would end its process-wide callback queue from that very thread, which then polls
+// the freed queue (the process aborts). Here the user's callback object holds its closure
+// open on gRPC's thread, with the server already gone (so that the client's channel is
+// the queue's last owner): the client's end does not return until it is let go.
+TEST(TeardownTest, TheClientsEndWaitsForEachCallsStateToGo) {
+  StandIn stand_in(/*batches=*/false);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&stand_in);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  // Ends (on gRPC's thread, with the closure that owns it) only once `let_go` is notified.
+  struct HeldOpen {
+    explicit HeldOpen(absl::Notification* n) : let_go(n) {}
+    ~HeldOpen() { let_go->WaitForNotification(); }
+    absl::Notification* let_go;
+  };
+  absl::Notification answered, let_go, ended;
+  auto client = GrpcSidecarClient::Create("", absl::StrCat("127.0.0.1:", port), TlsFiles(),
+                                          RealClock::Get());
+  ASSERT_TRUE(client.ok()) << client.status();
+  v1::Command c;
+  c.set_command_id("c");
+  c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+  (*client)->Reconcile(c, Session{"acme", "", 1}, RealClock::Get().NowMs() + 10'000,
+                       [&answered, held = std::make_shared<HeldOpen>(&let_go)](
+                           absl::StatusOr<v1::ReconcileResponse>) { answered.Notify(); });
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  server->Shutdown();
+  server.reset();
+  std::thread end([&] {
+    client->reset();
+    ended.Notify();
+  });
+  EXPECT_FALSE(ended.WaitForNotificationWithTimeout(absl::Milliseconds(300)))
+      << "the client ended while a call's state, which owns its channel, was still alive";
+  let_go.Notify();
+  end.join();
+}
 
 }  // namespace
 }  // namespace eonce

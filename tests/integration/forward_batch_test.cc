@@ -3,6 +3,7 @@
 // directly and through the sidecar's GrpcUpstream.
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -275,6 +276,40 @@ TEST_F(ForwardBatchTest, ABatchPastTheBusinesssMessageLimitGoesOneCallPerForward
     EXPECT_EQ(testing::EffectsOf(*effects_, "big" + std::to_string(i)), 1) << i;
   }
   EXPECT_GT(upstream.forwards_split(), 0u) << "no batch was past the limit: this proves nothing";
+}
+
+// gRPC destroys a call's callback closure on its own thread after the callback returned,
+// and with it the call's state, whose ClientContext owns a reference to the channel; the
+// upstream's end must wait for that (common/call_tracker.h). The caller's callback object
+// holds the closure open on gRPC's thread, with the business already gone, so that the
+// upstream's channel is the last user of gRPC's callback queue: the upstream's end does
+// not return until it is let go (without the wait it returns at once, and the process
+// aborts when the closure goes).
+TEST_F(ForwardBatchTest, TheUpstreamsEndWaitsForEachCallsStateToGo) {
+  struct HeldOpen {
+    explicit HeldOpen(absl::Notification* n) : let_go(n) {}
+    ~HeldOpen() { let_go->WaitForNotification(); }
+    absl::Notification* let_go;
+  };
+  absl::Notification answered, let_go, ended;
+  auto upstream = std::make_unique<GrpcUpstream>(address_, TlsFiles(), RealClock::Get(),
+                                                 4 << 20);
+  ForwardCall call = OpenAccount("held", "held");
+  call.deadline_ms = RealClock::Get().NowMs() + 10'000;
+  upstream->Forward(std::move(call),
+                    [&answered, held = std::make_shared<HeldOpen>(&let_go)](ForwardReply) {
+                      answered.Notify();
+                    });
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ledger_.reset();
+  std::thread end([&] {
+    upstream.reset();
+    ended.Notify();
+  });
+  EXPECT_FALSE(ended.WaitForNotificationWithTimeout(absl::Milliseconds(300)))
+      << "the upstream ended while a call's state, which owns its channel, was still alive";
+  let_go.Notify();
+  end.join();
 }
 
 }  // namespace
