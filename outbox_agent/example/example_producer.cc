@@ -1,6 +1,7 @@
-// example_producer: a producing service in miniature. It enqueues transfers through the
-// agent, watches for changes, reads each changed record and folds acks into its
-// Projection, then prints the derived totals.
+// example_producer: a producing service in miniature. It opens two accounts through the
+// agent and waits for both, enqueues transfers from one to the other, watches for
+// changes, reads each changed record and folds acks into its Projection, then prints the
+// derived totals.
 //
 //   example_producer --agent=ADDR --transfers=N
 #include <chrono>
@@ -33,7 +34,32 @@ int main(int argc, char** argv) {
   auto watch = agent->stub().Watch(&watch_context, eonce::v1::WatchRequest());
   watch->WaitForInitialMetadata();  // subscribed: no state change from here on is missed
 
-  std::set<std::string> pending;
+  eonce::Projection projection;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
+  // Waits until each of `ids` is ACKED or REJECTED (removing it from `ids`), or until the
+  // deadline; folds each finished record into the projection.
+  auto settle = [&](std::set<std::string>& ids) {
+    auto fold = [&](const std::string& id) {
+      auto record = agent->Get(id);  // the store says what is true
+      if (!record.ok()) return;
+      projection.Apply(*record);
+      if (record->state() == eonce::v1::ACKED || record->state() == eonce::v1::REJECTED) {
+        ids.erase(id);
+      }
+    };
+    // Commands may have finished before the watch saw them: read each once first.
+    for (const std::string& id : std::set<std::string>(ids)) fold(id);
+    eonce::v1::WatchEvent event;
+    while (!ids.empty() && std::chrono::steady_clock::now() < deadline && watch->Read(&event)) {
+      if (ids.count(event.command_id()) > 0) fold(event.command_id());
+    }
+  };
+
+  // The accounts first. Each transfer is ordered behind earlier commands on account a (its
+  // entity), not behind the opening of b: sent at once, a transfer could reach the ledger
+  // before b exists, and be refused. So the producer waits for both to be acknowledged.
+  std::set<std::string> opens;
   for (const char* id : {"a", "b"}) {
     eonce::ledger::v1::OpenAccountRequest open;
     open.set_id(id);
@@ -43,11 +69,20 @@ int main(int argc, char** argv) {
     entity.set_id(id);
     eonce::EnqueueOptions options;
     options.command_id = absl::StrCat("example-open-", id);  // harmless when run again
-    if (!agent->Enqueue("/eonce.ledger.v1.Ledger/OpenAccount", open, entity, options).ok()) {
+    auto record = agent->Enqueue("/eonce.ledger.v1.Ledger/OpenAccount", open, entity, options);
+    if (!record.ok()) {
       std::cerr << "example_producer: cannot reach the agent\n";
       return 1;
     }
+    opens.insert(record->command().command_id());
   }
+  settle(opens);
+  if (!opens.empty()) {
+    std::cerr << "example_producer: the accounts were not opened in time\n";
+    return 1;
+  }
+
+  std::set<std::string> pending;
   for (int i = 0; i < absl::GetFlag(FLAGS_transfers); ++i) {
     eonce::ledger::v1::TransferRequest t;
     t.set_from("a");
@@ -63,24 +98,7 @@ int main(int argc, char** argv) {
     }
     pending.insert(record->command().command_id());
   }
-
-  eonce::Projection projection;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
-  auto fold = [&](const std::string& id) {
-    auto record = agent->Get(id);  // the store says what is true
-    if (!record.ok()) return;
-    projection.Apply(*record);
-    if (eonce::v1::OutboxState_IsValid(record->state()) &&
-        (record->state() == eonce::v1::ACKED || record->state() == eonce::v1::REJECTED)) {
-      pending.erase(id);
-    }
-  };
-  // Commands may have finished before the watch saw them: read each once first.
-  for (const std::string& id : std::set<std::string>(pending)) fold(id);
-  eonce::v1::WatchEvent event;
-  while (!pending.empty() && std::chrono::steady_clock::now() < deadline && watch->Read(&event)) {
-    if (pending.count(event.command_id()) > 0) fold(event.command_id());
-  }
+  settle(pending);
   watch_context.TryCancel();
   std::cout << "transfers acked " << projection.transfers() << ", amount moved "
             << projection.amount_moved() << ", still pending " << pending.size() << "\n";
