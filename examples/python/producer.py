@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A producer in Python: commands through the outbox agent, effectively once.
 
-It opens two ledger accounts, sends transfers and one overdraft that the ledger must
+It opens two ledger accounts and waits for both, sends transfers and one overdraft that the ledger must
 reject, and follows every outcome with Watch, applying each one once to a projection (a
 local view of the balances). Errors are read with gRPC's standard richer error model:
 the google.rpc.Status in grpc-status-details-bin, with its ErrorInfo, RetryInfo and, for
@@ -168,12 +168,36 @@ def main():
 
     threading.Thread(target=follow, daemon=True).start()
 
+    projection = Projection()
+    deadline = time.monotonic() + OPTIONS.timeout_s
+
+    def settle(pending):
+        """Waits until each command of `pending` is final (removing it), or the deadline."""
+        while pending and time.monotonic() < deadline:
+            try:
+                changed = {events.get(timeout=1.0)}
+            except queue.Empty:
+                changed = set(pending)  # nothing heard for a second: look at all of them
+            for cid in changed & pending:
+                record = stub.Get(agent_pb2.GetRequest(command_id=cid), timeout=5)
+                if record.state in FINAL:
+                    projection.apply(record)
+                    projection.apply(record)  # a second delivery of the same outcome: no change
+                    pending.discard(cid)
+
+    # The accounts first: a transfer is ordered behind the earlier commands of its own
+    # entity (the account it debits), not behind the opening of the account it credits, so
+    # sent at once it could reach the ledger before that account exists.
     a, b = f"{OPTIONS.prefix}-a", f"{OPTIONS.prefix}-b"
-    sent = []
+    opens = set()
     for account, balance in ((a, 1000), (b, 0)):
         open_request = ledger_pb2.OpenAccountRequest(id=account, initial_balance=balance)
-        sent.append(enqueue(stub, command("/eonce.ledger.v1.Ledger/OpenAccount", open_request,
-                                          account, command_id=f"open-{account}")))
+        opens.add(enqueue(stub, command("/eonce.ledger.v1.Ledger/OpenAccount", open_request,
+                                        account, command_id=f"open-{account}"))
+                  .record.command.command_id)
+    settle(opens)
+
+    sent = []
     for _ in range(OPTIONS.transfers):
         t = ledger_pb2.TransferRequest(to=b, amount=1)
         setattr(t, "from", a)
@@ -181,21 +205,8 @@ def main():
     overdraft = ledger_pb2.TransferRequest(to=a, amount=10**9)
     setattr(overdraft, "from", b)
     sent.append(enqueue(stub, command("/eonce.ledger.v1.Ledger/Transfer", overdraft, b)))
-
-    projection = Projection()
-    pending = {r.record.command.command_id for r in sent}
-    deadline = time.monotonic() + OPTIONS.timeout_s
-    while pending and time.monotonic() < deadline:
-        try:
-            changed = {events.get(timeout=1.0)}
-        except queue.Empty:
-            changed = set(pending)  # nothing heard for a second: look at all of them
-        for cid in changed & pending:
-            record = stub.Get(agent_pb2.GetRequest(command_id=cid), timeout=5)
-            if record.state in FINAL:
-                projection.apply(record)
-                projection.apply(record)  # a second delivery of the same outcome: no change
-                pending.discard(cid)
+    pending = {r.record.command.command_id for r in sent} | opens
+    settle(pending)
     watch.cancel()
 
     acked = sum(1 for state in projection.states.values() if state == agent_pb2.ACKED)

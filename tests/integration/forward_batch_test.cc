@@ -1,6 +1,7 @@
 // eonce.v1.Forwards, the sidecar's forwards many in one call: the real ledger's host
 // serving it over real gRPC on a loopback port, with a real RocksDB directory, called
 // directly and through the sidecar's GrpcUpstream.
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "services/ledger/ledger_service.h"
 #include "tests/integration/ledger_calls.h"
+#include "tests/util/held_open.h"
 #include "tests/util/temp_dir.h"
 
 namespace eonce {
@@ -281,27 +283,25 @@ TEST_F(ForwardBatchTest, ABatchPastTheBusinesssMessageLimitGoesOneCallPerForward
 // gRPC destroys a call's callback closure on its own thread after the callback returned,
 // and with it the call's state, whose ClientContext owns a reference to the channel; the
 // upstream's end must wait for that (common/call_tracker.h). The caller's callback object
-// holds the closure open on gRPC's thread, with the business already gone, so that the
-// upstream's channel is the last user of gRPC's callback queue: the upstream's end does
-// not return until it is let go (without the wait it returns at once, and the process
-// aborts when the closure goes).
+// holds the closure open on gRPC's thread: the upstream's end does not return until it is
+// let go (without the wait it returns at once).
 TEST_F(ForwardBatchTest, TheUpstreamsEndWaitsForEachCallsStateToGo) {
-  struct HeldOpen {
-    explicit HeldOpen(absl::Notification* n) : let_go(n) {}
-    ~HeldOpen() { let_go->WaitForNotification(); }
-    absl::Notification* let_go;
-  };
-  absl::Notification answered, let_go, ended;
   auto upstream = std::make_unique<GrpcUpstream>(address_, TlsFiles(), RealClock::Get(),
                                                  4 << 20);
-  ForwardCall call = OpenAccount("held", "held");
-  call.deadline_ms = RealClock::Get().NowMs() + 10'000;
-  upstream->Forward(std::move(call),
-                    [&answered, held = std::make_shared<HeldOpen>(&let_go)](ForwardReply) {
-                      answered.Notify();
-                    });
-  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  ledger_.reset();
+  absl::Notification let_go, ended;
+  std::atomic<bool> gone_on_caller{true};
+  for (int attempt = 0; attempt < 20 && gone_on_caller.load(); ++attempt) {
+    gone_on_caller.store(false);
+    auto answered = std::make_shared<absl::Notification>();
+    ForwardCall call = OpenAccount("held" + std::to_string(attempt), "held");
+    call.deadline_ms = RealClock::Get().NowMs() + 10'000;
+    upstream->Forward(
+        std::move(call),
+        [answered, held = std::make_shared<testing::HeldOpen>(&let_go, &gone_on_caller)](
+            ForwardReply) { answered->Notify(); });
+    ASSERT_TRUE(answered->WaitForNotificationWithTimeout(absl::Seconds(10)));
+  }
+  ASSERT_FALSE(gone_on_caller.load()) << "no closure was held on gRPC's thread";
   std::thread end([&] {
     upstream.reset();
     ended.Notify();
