@@ -49,6 +49,12 @@ class CallTracker {
   // Registers a call before it starts: `ticket` and `context` belong to the call's state.
   // False once closing (the caller then answers without starting the call).
   bool Start(Ticket& ticket, std::weak_ptr<grpc::ClientContext> context);
+  // The same for a state whose members `ticket` and `context` (a grpc::ClientContext) are
+  // those.
+  template <typename State>
+  bool Start(const std::shared_ptr<State>& state) {
+    return Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context));
+  }
 
   // Refuses new calls, cancels those in flight, and waits until each one's ticket is gone.
   void CloseAndWait();

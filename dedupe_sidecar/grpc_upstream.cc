@@ -244,7 +244,7 @@ void GrpcUpstream::ForwardMany(std::vector<ForwardCall> calls, int64_t deadline_
     std::vector<ForwardCall> calls;  // sent again one by one if the batch was too large
   };
   auto state = std::make_shared<State>();
-  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+  if (!calls_.Start(state)) {
     done(std::vector<ForwardReply>(calls.size(), Closed()));
     return;
   }
@@ -347,7 +347,7 @@ void GrpcUpstream::QueryOutcome(
     v1::QueryOutcomeResponse response;
   };
   auto state = std::make_shared<State>();
-  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+  if (!calls_.Start(state)) {
     done(absl::UnavailableError("the sidecar is shutting down; the outcome was not asked"));
     return;
   }

@@ -126,7 +126,7 @@ void GrpcSidecarClient::Call(const v1::Command& command, const Session& session,
   };
   auto state = std::make_shared<State>();
   state->stub = *stub;
-  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+  if (!calls_.Start(state)) {
     done(Closing());
     return;
   }
@@ -198,7 +198,7 @@ void GrpcSidecarClient::SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stu
     v1::SubmitBatchResponse response;
   };
   auto state = std::make_shared<State>();
-  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+  if (!calls_.Start(state)) {
     done(Closing());
     return;
   }
@@ -301,7 +301,7 @@ void GrpcSidecarClient::AskInfo(Route* route) {
     v1::GetInfoResponse response;
   };
   auto state = std::make_shared<State>();
-  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+  if (!calls_.Start(state)) {
     absl::MutexLock lock(&route->mu);
     route->asking = false;
     return;
@@ -400,7 +400,7 @@ void GrpcSidecarClient::AskSlotMap(Route* route, const std::string& address) {
   };
   auto state = std::make_shared<State>();
   state->stub = stub;
-  if (!calls_.Start(state->ticket, std::shared_ptr<grpc::ClientContext>(state, &state->context))) {
+  if (!calls_.Start(state)) {
     absl::MutexLock lock(&route->mu);
     route->asking_map = false;
     return;

@@ -10,7 +10,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -238,26 +237,16 @@ TEST(TeardownTest, TheClientsEndWaitsForEachCallsStateToGo) {
   v1::Command c;
   c.set_command_id("c");
   c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
-  absl::Notification let_go, ended;
-  std::atomic<bool> gone_on_caller{true};
-  for (int attempt = 0; attempt < 20 && gone_on_caller.load(); ++attempt) {
-    gone_on_caller.store(false);
-    auto answered = std::make_shared<absl::Notification>();
-    (*client)->Reconcile(
-        c, Session{"acme", "", 1}, RealClock::Get().NowMs() + 10'000,
-        [answered, held = std::make_shared<testing::HeldOpen>(&let_go, &gone_on_caller)](
-            absl::StatusOr<v1::ReconcileResponse>) { answered->Notify(); });
-    ASSERT_TRUE(answered->WaitForNotificationWithTimeout(absl::Seconds(10)));
-  }
-  ASSERT_FALSE(gone_on_caller.load()) << "no closure was held on gRPC's thread";
-  std::thread end([&] {
-    client->reset();
-    ended.Notify();
-  });
-  EXPECT_FALSE(ended.WaitForNotificationWithTimeout(absl::Milliseconds(300)))
+  testing::ClosureHold hold;
+  ASSERT_TRUE(hold.Take([&](std::shared_ptr<testing::HeldOpen> held,
+                            std::function<void()> answered) {
+    (*client)->Reconcile(c, Session{"acme", "", 1}, RealClock::Get().NowMs() + 10'000,
+                         [held, answered](absl::StatusOr<v1::ReconcileResponse>) {
+                           answered();
+                         });
+  })) << "no closure was held on gRPC's thread";
+  EXPECT_FALSE(hold.EndedWhileHeld([&] { client->reset(); }))
       << "the client ended while a call's state, which owns its channel, was still alive";
-  let_go.Notify();
-  end.join();
   server->Shutdown();
 }
 

@@ -1,10 +1,8 @@
 // eonce.v1.Forwards, the sidecar's forwards many in one call: the real ledger's host
 // serving it over real gRPC on a loopback port, with a real RocksDB directory, called
 // directly and through the sidecar's GrpcUpstream.
-#include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -288,28 +286,16 @@ TEST_F(ForwardBatchTest, ABatchPastTheBusinesssMessageLimitGoesOneCallPerForward
 TEST_F(ForwardBatchTest, TheUpstreamsEndWaitsForEachCallsStateToGo) {
   auto upstream = std::make_unique<GrpcUpstream>(address_, TlsFiles(), RealClock::Get(),
                                                  4 << 20);
-  absl::Notification let_go, ended;
-  std::atomic<bool> gone_on_caller{true};
-  for (int attempt = 0; attempt < 20 && gone_on_caller.load(); ++attempt) {
-    gone_on_caller.store(false);
-    auto answered = std::make_shared<absl::Notification>();
-    ForwardCall call = OpenAccount("held" + std::to_string(attempt), "held");
+  testing::ClosureHold hold;
+  int attempt = 0;
+  ASSERT_TRUE(hold.Take([&](std::shared_ptr<testing::HeldOpen> held,
+                            std::function<void()> answered) {
+    ForwardCall call = OpenAccount("held" + std::to_string(attempt++), "held");
     call.deadline_ms = RealClock::Get().NowMs() + 10'000;
-    upstream->Forward(
-        std::move(call),
-        [answered, held = std::make_shared<testing::HeldOpen>(&let_go, &gone_on_caller)](
-            ForwardReply) { answered->Notify(); });
-    ASSERT_TRUE(answered->WaitForNotificationWithTimeout(absl::Seconds(10)));
-  }
-  ASSERT_FALSE(gone_on_caller.load()) << "no closure was held on gRPC's thread";
-  std::thread end([&] {
-    upstream.reset();
-    ended.Notify();
-  });
-  EXPECT_FALSE(ended.WaitForNotificationWithTimeout(absl::Milliseconds(300)))
+    upstream->Forward(std::move(call), [held, answered](ForwardReply) { answered(); });
+  })) << "no closure was held on gRPC's thread";
+  EXPECT_FALSE(hold.EndedWhileHeld([&] { upstream.reset(); }))
       << "the upstream ended while a call's state, which owns its channel, was still alive";
-  let_go.Notify();
-  end.join();
 }
 
 }  // namespace

@@ -1,19 +1,21 @@
-// HeldOpen: a test's hold on one of gRPC's threads. Captured (through a shared_ptr) in the
-// callback of an asynchronous call, it is destroyed with the callback's closure, which
-// gRPC does on its own thread after the callback ran; there it waits until `let_go` is
-// notified, holding the closure, and what the closure owns, alive.
+// ClosureHold: a test's hold on a call's callback closure, on one of gRPC's threads.
 //
-// gRPC 1.51 also copies the callback on the calling thread while it starts the call, and
-// a copy that outlives the call's own closure is its last owner: destroyed there, on the
-// caller's thread, it holds nothing (it would only block the test) and says so through
-// `gone_on_caller`; the test then tries again.
+// gRPC destroys a callback's closure on its own thread after the callback ran. A HeldOpen
+// captured (through a shared_ptr) in the callback goes with the closure, and there waits
+// until the test lets it go, holding the closure, and what it owns, alive. gRPC 1.51 also
+// copies the callback on the calling thread while it starts the call, and a copy that
+// outlives the call's own closure is its last owner: destroyed there, the HeldOpen holds
+// nothing (it would only block the test), says so, and Take starts another call.
 #ifndef EONCE_TESTS_UTIL_HELD_OPEN_H_
 #define EONCE_TESTS_UTIL_HELD_OPEN_H_
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 
 namespace eonce::testing {
 
@@ -35,6 +37,48 @@ class HeldOpen {
   absl::Notification* const let_go_;
   std::atomic<bool>* const gone_on_caller_;
   const std::thread::id caller_;
+};
+
+class ClosureHold {
+ public:
+  // Starts a call: its callback captures `held` and calls `answered`.
+  using Start =
+      std::function<void(std::shared_ptr<HeldOpen> held, std::function<void()> answered)>;
+
+  ~ClosureHold() {
+    if (!let_go_.HasBeenNotified()) let_go_.Notify();  // a test that stopped early
+  }
+
+  // Starts calls until gRPC's own closure holds one (at most 20); false if none did, or
+  // a call was not answered within 10 s.
+  bool Take(const Start& start) {
+    for (int attempt = 0; attempt < 20 && gone_on_caller_.load(); ++attempt) {
+      gone_on_caller_.store(false);
+      auto answered = std::make_shared<absl::Notification>();
+      start(std::make_shared<HeldOpen>(&let_go_, &gone_on_caller_),
+            [answered] { answered->Notify(); });
+      if (!answered->WaitForNotificationWithTimeout(absl::Seconds(10))) return false;
+    }
+    return !gone_on_caller_.load();
+  }
+
+  // Runs `end` on a thread of its own, lets the closure go 300 ms later, and waits for
+  // `end`; true if it returned while the closure was still held.
+  bool EndedWhileHeld(std::function<void()> end) {
+    absl::Notification ended;
+    std::thread thread([&] {
+      end();
+      ended.Notify();
+    });
+    const bool early = ended.WaitForNotificationWithTimeout(absl::Milliseconds(300));
+    let_go_.Notify();
+    thread.join();
+    return early;
+  }
+
+ private:
+  absl::Notification let_go_;
+  std::atomic<bool> gone_on_caller_{true};
 };
 
 }  // namespace eonce::testing
