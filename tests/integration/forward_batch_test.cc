@@ -7,8 +7,10 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/command.h"
+#include "common/fault.h"
 #include "common/grpc_status.h"
 #include "common/hash.h"
 #include "common/status.h"
@@ -68,14 +70,53 @@ std::string AccountOf(const ForwardReply& reply) {
   return account.id();
 }
 
+// Holds each of the ledger's answers, once its effect is durable, until Answer (a test
+// that uses it makes it the ledger's fault injector).
+class HeldAnswers : public FaultInjector {
+ public:
+  absl::Status Hit(FaultPoint point) override {
+    if (point != FaultPoint::kAfterApplyBeforeResponse) return absl::OkStatus();
+    absl::MutexLock lock(&mu_);
+    const uint64_t mine = arrived_++;
+    auto let_go = [this, mine]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return all_ || let_go_ > mine;
+    };
+    mu_.Await(absl::Condition(&let_go));
+    return absl::OkStatus();
+  }
+
+  // Lets go the answers held so far, once one is (waiting at most 10 s for it).
+  void Answer() {
+    absl::MutexLock lock(&mu_);
+    auto one_held = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return arrived_ > let_go_; };
+    mu_.AwaitWithTimeout(absl::Condition(&one_held), absl::Seconds(10));
+    let_go_ = arrived_;
+  }
+
+  // Holds nothing from now on (before the ledger ends, should a test stop early).
+  void LetAllGo() {
+    absl::MutexLock lock(&mu_);
+    all_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  uint64_t arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t let_go_ ABSL_GUARDED_BY(mu_) = 0;
+  bool all_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 class ForwardBatchTest : public ::testing::Test {
  protected:
   void SetUp() override { StartLedger(/*serve_batches=*/true); }
+  void TearDown() override { held_answers_.LetAllGo(); }
 
   // `listen`: where the ledger listens; empty: a loopback port of its own.
-  void StartLedger(bool serve_batches, const std::string& listen = "") {
+  void StartLedger(bool serve_batches, const std::string& listen = "",
+                   FaultInjector* faults = nullptr) {
     LedgerServerOptions options;
     options.data_dir = testing::FreshDir("ledger");
+    options.faults = faults;
     if (!listen.empty()) options.listen_address = listen;
     if (serve_batches) {
       auto ledger = LedgerServer::Start(options, RealClock::Get());
@@ -129,6 +170,7 @@ class ForwardBatchTest : public ::testing::Test {
     return replies;
   }
 
+  HeldAnswers held_answers_;  // outlives the ledger, which may hold it
   std::unique_ptr<LedgerServer> ledger_;
   std::unique_ptr<ServiceHost> host_;
   std::string address_;  // the running ledger's
@@ -282,8 +324,10 @@ TEST_F(ForwardBatchTest, ABatchPastTheBusinesssMessageLimitGoesOneCallPerForward
 // and with it the call's state, whose ClientContext owns a reference to the channel; the
 // upstream's end must wait for that (common/call_tracker.h). The caller's callback object
 // holds the closure open on gRPC's thread: the upstream's end does not return until it is
-// let go (without the wait it returns at once).
+// let go (without the wait it returns at once). The ledger answers only once the call's
+// start has returned, so that the closure is the last owner.
 TEST_F(ForwardBatchTest, TheUpstreamsEndWaitsForEachCallsStateToGo) {
+  StartLedger(/*serve_batches=*/true, "", &held_answers_);
   auto upstream = std::make_unique<GrpcUpstream>(address_, TlsFiles(), RealClock::Get(),
                                                  4 << 20);
   testing::ClosureHold hold;
@@ -293,7 +337,7 @@ TEST_F(ForwardBatchTest, TheUpstreamsEndWaitsForEachCallsStateToGo) {
     ForwardCall call = OpenAccount("held" + std::to_string(attempt++), "held");
     call.deadline_ms = RealClock::Get().NowMs() + 10'000;
     upstream->Forward(std::move(call), [held, answered](ForwardReply) { answered(); });
-  })) << "no closure was held on gRPC's thread";
+  }, [&] { held_answers_.Answer(); })) << "no closure was held on gRPC's thread";
   EXPECT_FALSE(hold.EndedWhileHeld([&] { upstream.reset(); }))
       << "the upstream ended while a call's state, which owns its channel, was still alive";
 }

@@ -2,10 +2,13 @@
 //
 // gRPC destroys a callback's closure on its own thread after the callback ran. A HeldOpen
 // captured (through a shared_ptr) in the callback goes with the closure, and there waits
-// until the test lets it go, holding the closure, and what it owns, alive. gRPC 1.51 also
-// copies the callback on the calling thread while it starts the call, and a copy that
-// outlives the call's own closure is its last owner: destroyed there, the HeldOpen holds
-// nothing (it would only block the test), says so, and Take starts another call.
+// until the test lets it go, holding the closure, and what it owns, alive. The calling
+// thread holds copies of the callback too while it starts the call (the test's, and gRPC
+// 1.51's own); should the call be answered before they are gone, a copy is the last
+// owner. So the test holds the answer back until the call's start has returned (Take's
+// `answer`: the server's hold is let go there); a HeldOpen whose last owner was the
+// calling thread all the same holds nothing (it would only block the test), says so, and
+// Take starts another call.
 #ifndef EONCE_TESTS_UTIL_HELD_OPEN_H_
 #define EONCE_TESTS_UTIL_HELD_OPEN_H_
 
@@ -50,13 +53,16 @@ class ClosureHold {
   }
 
   // Starts calls until gRPC's own closure holds one (at most 20); false if none did, or
-  // a call was not answered within 10 s.
-  bool Take(const Start& start) {
+  // a call was not answered within 10 s. `answer` runs once each call's start has
+  // returned: it lets the answer go, which the server held back (under load the answer
+  // could otherwise come before the calling thread let go of its copies, every time).
+  bool Take(const Start& start, const std::function<void()>& answer) {
     for (int attempt = 0; attempt < 20 && gone_on_caller_.load(); ++attempt) {
       gone_on_caller_.store(false);
       auto answered = std::make_shared<absl::Notification>();
       start(std::make_shared<HeldOpen>(&let_go_, &gone_on_caller_),
             [answered] { answered->Notify(); });
+      answer();
       if (!answered->WaitForNotificationWithTimeout(absl::Seconds(10))) return false;
     }
     return !gone_on_caller_.load();
