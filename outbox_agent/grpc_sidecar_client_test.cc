@@ -12,11 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "common/clock.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -29,7 +28,7 @@ namespace {
 // Answers each command APPLIED with its command id as the response, followed by
 // `answer_pad` bytes. With `batches`, it serves SubmitBatch too, and holds each batch call
 // it gets until `release` is notified, so that the commands sent meanwhile queue behind
-// the calls in flight. It holds each Reconcile call until AnswerReconciles.
+// the calls in flight. It holds each Reconcile call at `reconciles_`.
 class StandIn : public v1::Sidecar::CallbackService {
  public:
   explicit StandIn(bool batches, size_t answer_pad = 0)
@@ -65,21 +64,11 @@ class StandIn : public v1::Sidecar::CallbackService {
   grpc::ServerUnaryReactor* Reconcile(grpc::CallbackServerContext* context,
                                       const v1::ReconcileRequest* /*request*/,
                                       v1::ReconcileResponse* response) override {
+    reconciles_.Hold();
     response->set_state(v1::RECORD_NOT_SEEN);
     auto* reactor = context->DefaultReactor();
-    absl::MutexLock lock(&mu_);
-    held_reconciles_.push_back(reactor);
+    reactor->Finish(grpc::Status::OK);
     return reactor;
-  }
-
-  // Answers the Reconcile calls held so far.
-  void AnswerReconciles() {
-    std::vector<grpc::ServerUnaryReactor*> held;
-    {
-      absl::MutexLock lock(&mu_);
-      held.swap(held_reconciles_);
-    }
-    for (grpc::ServerUnaryReactor* reactor : held) reactor->Finish(grpc::Status::OK);
   }
 
   static v1::SubmitResponse Applied(const v1::Command& c, size_t pad) {
@@ -101,7 +90,7 @@ class StandIn : public v1::Sidecar::CallbackService {
   std::map<std::string, int> seen_;
   int largest_batch_ = 0;
   int singles_ = 0;
-  std::vector<grpc::ServerUnaryReactor*> held_reconciles_ ABSL_GUARDED_BY(mu_);
+  testing::AnswerGate reconciles_;
 
  private:
   const bool batches_;
@@ -240,18 +229,6 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Oversize{"Requests", 400 << 10, 0}, Oversize{"Answers", 0, 400 << 10}),
     [](const auto& info) { return std::string(info.param.name); });
 
-// Answers the stand-in's Reconcile call once it holds one (at most 10 s).
-void AnswerWhenHeld(StandIn& stand_in) {
-  for (int i = 0; i < 1000; ++i) {
-    {
-      absl::MutexLock lock(&stand_in.mu_);
-      if (!stand_in.held_reconciles_.empty()) break;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  stand_in.AnswerReconciles();
-}
-
 // gRPC destroys a call's callback closure on its own callback thread after the callback
 // returned, and with it the call's state, whose ClientContext owns a reference to the
 // channel. The client's end must wait for that: were the closure the channel's last owner,
@@ -268,10 +245,7 @@ TEST(TeardownTest, TheClientsEndWaitsForEachCallsStateToGo) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ASSERT_NE(server, nullptr);
   // Before the server ends, should the test stop early: it waits for every call it holds.
-  struct AnswerAtEnd {
-    StandIn& stand_in;
-    ~AnswerAtEnd() { stand_in.AnswerReconciles(); }
-  } answer_at_end{stand_in};
+  absl::Cleanup let_go = [&stand_in] { stand_in.reconciles_.LetAllGo(); };
   auto client = GrpcSidecarClient::Create("", absl::StrCat("127.0.0.1:", port), TlsFiles(),
                                           RealClock::Get());
   ASSERT_TRUE(client.ok()) << client.status();
@@ -285,7 +259,7 @@ TEST(TeardownTest, TheClientsEndWaitsForEachCallsStateToGo) {
                          [held, answered](absl::StatusOr<v1::ReconcileResponse>) {
                            answered();
                          });
-  }, [&] { AnswerWhenHeld(stand_in); })) << "no closure was held on gRPC's thread";
+  }, [&] { stand_in.reconciles_.Answer(); })) << "no closure was held on gRPC's thread";
   EXPECT_FALSE(hold.EndedWhileHeld([&] { client->reset(); }))
       << "the client ended while a call's state, which owns its channel, was still alive";
   server->Shutdown();

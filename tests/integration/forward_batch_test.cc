@@ -7,7 +7,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/fault.h"
@@ -70,46 +69,22 @@ std::string AccountOf(const ForwardReply& reply) {
   return account.id();
 }
 
-// Holds each of the ledger's answers, once its effect is durable, until Answer (a test
-// that uses it makes it the ledger's fault injector).
-class HeldAnswers : public FaultInjector {
+// Holds each of the ledger's answers, once its effect is durable, at `gate` (a test that
+// uses it makes it the ledger's fault injector).
+class GatedAnswers : public FaultInjector {
  public:
   absl::Status Hit(FaultPoint point) override {
-    if (point != FaultPoint::kAfterApplyBeforeResponse) return absl::OkStatus();
-    absl::MutexLock lock(&mu_);
-    const uint64_t mine = arrived_++;
-    auto let_go = [this, mine]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return all_ || let_go_ > mine;
-    };
-    mu_.Await(absl::Condition(&let_go));
+    if (point == FaultPoint::kAfterApplyBeforeResponse) gate.Hold();
     return absl::OkStatus();
   }
 
-  // Lets go the answers held so far, once one is (waiting at most 10 s for it).
-  void Answer() {
-    absl::MutexLock lock(&mu_);
-    auto one_held = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return arrived_ > let_go_; };
-    mu_.AwaitWithTimeout(absl::Condition(&one_held), absl::Seconds(10));
-    let_go_ = arrived_;
-  }
-
-  // Holds nothing from now on (before the ledger ends, should a test stop early).
-  void LetAllGo() {
-    absl::MutexLock lock(&mu_);
-    all_ = true;
-  }
-
- private:
-  absl::Mutex mu_;
-  uint64_t arrived_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t let_go_ ABSL_GUARDED_BY(mu_) = 0;
-  bool all_ ABSL_GUARDED_BY(mu_) = false;
+  testing::AnswerGate gate;
 };
 
 class ForwardBatchTest : public ::testing::Test {
  protected:
   void SetUp() override { StartLedger(/*serve_batches=*/true); }
-  void TearDown() override { held_answers_.LetAllGo(); }
+  void TearDown() override { held_answers_.gate.LetAllGo(); }
 
   // `listen`: where the ledger listens; empty: a loopback port of its own.
   void StartLedger(bool serve_batches, const std::string& listen = "",
@@ -170,7 +145,7 @@ class ForwardBatchTest : public ::testing::Test {
     return replies;
   }
 
-  HeldAnswers held_answers_;  // outlives the ledger, which may hold it
+  GatedAnswers held_answers_;  // outlives the ledger, which may hold it
   std::unique_ptr<LedgerServer> ledger_;
   std::unique_ptr<ServiceHost> host_;
   std::string address_;  // the running ledger's
@@ -337,7 +312,7 @@ TEST_F(ForwardBatchTest, TheUpstreamsEndWaitsForEachCallsStateToGo) {
     ForwardCall call = OpenAccount("held" + std::to_string(attempt++), "held");
     call.deadline_ms = RealClock::Get().NowMs() + 10'000;
     upstream->Forward(std::move(call), [held, answered](ForwardReply) { answered(); });
-  }, [&] { held_answers_.Answer(); })) << "no closure was held on gRPC's thread";
+  }, [&] { held_answers_.gate.Answer(); })) << "no closure was held on gRPC's thread";
   EXPECT_FALSE(hold.EndedWhileHeld([&] { upstream.reset(); }))
       << "the upstream ended while a call's state, which owns its channel, was still alive";
 }

@@ -13,10 +13,13 @@
 #define EONCE_TESTS_UTIL_HELD_OPEN_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
@@ -85,6 +88,41 @@ class ClosureHold {
  private:
   absl::Notification let_go_;
   std::atomic<bool> gone_on_caller_{true};
+};
+
+// AnswerGate: a server's answers held back until the test lets them go (ClosureHold::Take's
+// `answer`). The answering thread calls Hold, which returns once Answer or LetAllGo has
+// let it go. Whoever owns the gate lets all go before the server ends.
+class AnswerGate {
+ public:
+  void Hold() {
+    absl::MutexLock lock(&mu_);
+    const uint64_t mine = arrived_++;
+    auto let_go = [this, mine]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return all_ || let_go_ > mine;
+    };
+    mu_.Await(absl::Condition(&let_go));
+  }
+
+  // Lets go the answers held so far, once one is (waiting at most 10 s for it).
+  void Answer() {
+    absl::MutexLock lock(&mu_);
+    auto one_held = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return arrived_ > let_go_; };
+    mu_.AwaitWithTimeout(absl::Condition(&one_held), absl::Seconds(10));
+    let_go_ = arrived_;
+  }
+
+  // Holds nothing from now on.
+  void LetAllGo() {
+    absl::MutexLock lock(&mu_);
+    all_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  uint64_t arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t let_go_ ABSL_GUARDED_BY(mu_) = 0;
+  bool all_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace eonce::testing
