@@ -124,9 +124,10 @@ int Run() {
   };
 
   std::printf("eonce bench on %ld cores; each figure is the median of %d closed loops of "
-              "%.1f s after a %.1f s warm-up; ledger direct, sidecar first-seen and "
-              "duplicate, and agent enqueue alternate each run with one of their limit, and "
-              "their ratio is the median of those pairs\n",
+              "%.1f s after a %.1f s warm-up; ledger direct, every first-seen path, sidecar "
+              "duplicates and agent enqueue alternate each run with one of their limit (the "
+              "first-seen paths with one of the ledger direct too), and their ratio is the "
+              "median of those pairs\n",
               sysconf(_SC_NPROCESSORS_ONLN), measure.runs, seconds, measure.warmup_seconds);
 
   // --- physical limits -------------------------------------------------------------------
@@ -210,24 +211,39 @@ int Run() {
     ledger_stub->OpenAccount(&context, open, &account);
   }
 
+  // A transfer called directly on the ledger, its command id `prefix` and its number.
+  auto ledger_issue = [&](std::string prefix) -> IssueFn {
+    return [&, prefix](int64_t i, std::function<void(bool)> done) {
+      struct Call {
+        grpc::ClientContext context;
+        ledger::v1::TransferRequest request;
+        ledger::v1::TransferResponse response;
+      };
+      auto call = std::make_shared<Call>();
+      call->context.AddMetadata(kCommandIdHeader, absl::StrCat(prefix, i));
+      call->context.AddMetadata(kTenantHeader, "bench");
+      call->request.set_from(absl::StrCat("a", i % kAccounts));
+      call->request.set_to(absl::StrCat("a", (i + 1) % kAccounts));
+      call->request.set_amount(1);
+      ledger_stub->async()->Transfer(&call->context, &call->request, &call->response,
+                                     [call, done](grpc::Status s) { done(s.ok()); });
+    };
+  };
   for (int n : want("ledger") ? points : std::vector<int>()) {
-    add("ledger direct", n, MeasurePaired(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
-          struct Call {
-            grpc::ClientContext context;
-            ledger::v1::TransferRequest request;
-            ledger::v1::TransferResponse response;
-          };
-          auto call = std::make_shared<Call>();
-          call->context.AddMetadata(kCommandIdHeader, absl::StrCat("direct-", n, "-", i));
-          call->context.AddMetadata(kTenantHeader, "bench");
-          call->request.set_from(absl::StrCat("a", i % kAccounts));
-          call->request.set_to(absl::StrCat("a", (i + 1) % kAccounts));
-          call->request.set_amount(1);
-          ledger_stub->async()->Transfer(&call->context, &call->request, &call->response,
-                                         [call, done](grpc::Status s) { done(s.ok()); });
-        }, echo_run(n)), "grpc echo (limit)");
+    add("ledger direct", n,
+        MeasurePaired(measure, n, ledger_issue(absl::StrCat("direct-", n, "-")), echo_run(n)),
+        "grpc echo (limit)");
   }
-
+  // The first-seen rows' reference: a run of the ledger called directly in each of their
+  // pairs, for their "of the ledger" target. Each reference row sends command ids of its
+  // own, so that none is a duplicate of an earlier one.
+  int reference_rows = 0;
+  const std::function<LimitRunFn(int)> ledger_run = [&](int n) -> LimitRunFn {
+    IssueFn issue = ledger_issue(absl::StrCat("reference-", ++reference_rows, "-", n, "-"));
+    return [n, issue, &measure](int64_t first) {
+      return ClosedLoop(n, measure.seconds, issue, first);
+    };
+  };
   auto sidecar_stub = v1::Sidecar::NewStub(
       grpc::CreateChannel(Address((*sidecar)->port()), grpc::InsecureChannelCredentials()));
   std::map<int, int64_t> first_seen_count;
@@ -240,7 +256,7 @@ int Run() {
     // The duplicates below replay the commands of this warm-up (numbers 0 .. count-1).
     Figures f = MeasurePaired(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
       submit(TransferCommand(absl::StrCat("fs-", n, "-", i), kAccounts, i), done, false);
-    }, echo_run(n), &first_seen_count[n]);
+    }, echo_run(n), &first_seen_count[n], ledger_run(n));
     add("sidecar first-seen", n, f, "grpc echo (limit)");
   }
   // The duplicates at the most calls in flight answered from the memory of finished
@@ -263,10 +279,10 @@ int Run() {
   if (want("sidecar")) {
     BatchedSubmitter batched(*sidecar_stub);
     add("first-seen, batched", 64,
-        Measure(measure, 64, [&](int64_t i, std::function<void(bool)> done) {
+        MeasurePaired(measure, 64, [&](int64_t i, std::function<void(bool)> done) {
           batched.Submit(TransferCommand(absl::StrCat("batch-", i), kAccounts, i), v1::APPLIED,
                          std::move(done));
-        }), "grpc echo (limit)");
+        }, echo_run(64), nullptr, ledger_run(64)), "grpc echo (limit)");
   }
 
   // The same path with the sidecar as the commit point (--business_commit_point=false):
@@ -295,7 +311,7 @@ int Run() {
   if (want("sidecar") || want("in_process")) {
     std::vector<std::pair<int, Figures>> in_process, in_process_batched;
     if (absl::Status ran = BenchInProcess(measure, points, {64}, base + "/in-process", kAccounts,
-                                          &in_process, &in_process_batched);
+                                          echo_run, ledger_run, &in_process, &in_process_batched);
         !ran.ok()) {
       std::fprintf(stderr, "bench: the in-process sidecar did not run: %s\n",
                    ran.ToString().c_str());
@@ -430,12 +446,13 @@ int Run() {
                                "    {\"path\": \"%s\", \"in_flight\": %d, \"ops_per_s\": %.1f, "
                                "\"p50_us\": %.1f, \"p99_us\": %.1f, \"ratio_to_limit\": %.4f, "
                                "\"cpu_us_per_op\": %.1f, \"paired_ratio\": %.4f, "
-                               "\"paired_limit_ops_per_s\": %.1f, \"steal_pct\": %.1f, "
+                               "\"paired_limit_ops_per_s\": %.1f, "
+                               "\"paired_ledger_ratio\": %.4f, \"steal_pct\": %.1f, "
                                "\"limit\": \"%s\"}%s\n",
                                r.path, r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
                                r.figures.p99_us, ratio, r.figures.cpu_us_per_op,
                                r.figures.paired_ratio, r.figures.paired_limit_ops_per_s,
-                               r.figures.steal_pct, r.limit,
+                               r.figures.paired_reference_ratio, r.figures.steal_pct, r.limit,
                                k + 1 < rows.size() ? "," : ""));
   }
   // Added latency at 1 in flight: a first seen's p50 through the sidecar (two hops, and

@@ -20,7 +20,9 @@ namespace eonce::bench {
 
 absl::Status BenchInProcess(const MeasureOptions& measure, const std::vector<int>& points,
                             const std::vector<int>& batched_points, const std::string& dir,
-                            int accounts, std::vector<std::pair<int, Figures>>* out,
+                            int accounts, const std::function<LimitRunFn(int)>& limit,
+                            const std::function<LimitRunFn(int)>& reference,
+                            std::vector<std::pair<int, Figures>>* out,
                             std::vector<std::pair<int, Figures>>* batched) {
   std::error_code ignored;
   std::filesystem::create_directories(dir, ignored);
@@ -51,18 +53,18 @@ absl::Status BenchInProcess(const MeasureOptions& measure, const std::vector<int
   auto stub = v1::Sidecar::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", (*sidecar)->port()), grpc::InsecureChannelCredentials()));
   for (int n : points) {
-    Figures f = Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
+    Figures f = MeasurePaired(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
       SubmitAsync(*stub, TransferCommand(absl::StrCat("inproc-", n, "-", i), accounts, i),
                   v1::APPLIED, std::move(done));
-    });
+    }, limit(n), nullptr, reference(n));
     out->emplace_back(n, f);
   }
   for (int n : batched_points) {
     BatchedSubmitter submitter(*stub);
-    Figures f = Measure(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
+    Figures f = MeasurePaired(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
       submitter.Submit(TransferCommand(absl::StrCat("inproc-batch-", n, "-", i), accounts, i),
                        v1::APPLIED, std::move(done));
-    });
+    }, limit(n), nullptr, reference(n));
     batched->emplace_back(n, f);
   }
   return (*sidecar)->Shutdown(1000);

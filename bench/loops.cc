@@ -194,22 +194,27 @@ Figures Measure(const MeasureOptions& options, int in_flight, const IssueFn& iss
 }
 
 Figures MeasurePaired(const MeasureOptions& options, int in_flight, const IssueFn& issue,
-                      const LimitRunFn& limit, int64_t* warmup_ops) {
+                      const LimitRunFn& limit, int64_t* warmup_ops,
+                      const LimitRunFn& reference) {
   Figures warm = ClosedLoop(in_flight, options.warmup_seconds, issue, 0);
   if (warmup_ops != nullptr) *warmup_ops = warm.ops;
   std::vector<Figures> runs;
-  std::vector<double> ratios, limits;
+  std::vector<double> ratios, limits, reference_ratios;
   for (int k = 1; k <= std::max(1, options.runs); ++k) {
-    const Figures reference = limit ? limit(k * kRunStride) : Figures();
+    const Figures limit_run = limit ? limit(k * kRunStride) : Figures();
+    const Figures reference_run = reference ? reference(k * kRunStride) : Figures();
     runs.push_back(ClosedLoop(in_flight, options.seconds, issue, k * kRunStride));
-    if (reference.ops_per_s > 0) {
-      ratios.push_back(runs.back().ops_per_s / reference.ops_per_s);
-      limits.push_back(reference.ops_per_s);
+    const double rate = runs.back().ops_per_s;
+    if (limit_run.ops_per_s > 0) {
+      ratios.push_back(rate / limit_run.ops_per_s);
+      limits.push_back(limit_run.ops_per_s);
     }
+    if (reference_run.ops_per_s > 0) reference_ratios.push_back(rate / reference_run.ops_per_s);
   }
   Figures median = Median(std::move(runs));
   median.paired_ratio = MedianOf(std::move(ratios));
   median.paired_limit_ops_per_s = MedianOf(std::move(limits));
+  median.paired_reference_ratio = MedianOf(std::move(reference_ratios));
   return median;
 }
 

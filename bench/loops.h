@@ -23,6 +23,10 @@ struct Figures {
   // just before it), and the limit's median rate.
   double paired_ratio = 0;
   double paired_limit_ops_per_s = 0;
+  // The same for MeasurePaired's `reference`, a second path run in each pair (the ledger
+  // called directly, for the first-seen rows): the median of (this run's rate / the
+  // reference's run just before it).
+  double paired_reference_ratio = 0;
   // The share of the machine's CPU time, in percent, that the hypervisor gave to other
   // guests during the run (steal); a VM's limits and rates fall with it.
   double steal_pct = 0;
@@ -86,8 +90,11 @@ using LimitRunFn = std::function<Figures(int64_t first)>;
 // warm-up, `runs` pairs, each one run of the limit and then one run of the path. Returns
 // the path's median run with paired_ratio, the median of the pairs' ratios, so that a
 // ratio compares two runs seconds apart rather than minutes. A null `limit` is Measure.
+// With a `reference`, each pair also runs it between the limit and the path, and
+// paired_reference_ratio is the median of the path's rate over the reference's.
 Figures MeasurePaired(const MeasureOptions& options, int in_flight, const IssueFn& issue,
-                      const LimitRunFn& limit, int64_t* warmup_ops = nullptr);
+                      const LimitRunFn& limit, int64_t* warmup_ops = nullptr,
+                      const LimitRunFn& reference = nullptr);
 
 }  // namespace eonce::bench
 

@@ -1,6 +1,11 @@
 // The bench's reading of the machine's stolen CPU time (/proc/stat), which it prints
-// beside every row: a VM's limits and rates fall with it.
+// beside every row: a VM's limits and rates fall with it; and the pairs of MeasurePaired.
 #include "bench/loops.h"
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -32,6 +37,53 @@ TEST(MachineTicksTest, ThisMachineCountsItsTime) {
   MachineTicks ticks = ReadMachineTicks();
   EXPECT_GT(ticks.total, 0u);
   EXPECT_LE(ticks.steal, ticks.total);
+}
+
+// A call that ends a millisecond later, on a thread of its own.
+void EndsSoon(int64_t /*i*/, std::function<void(bool)> done) {
+  std::thread([done = std::move(done)] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    done(true);
+  }).detach();
+}
+
+TEST(MeasurePairedTest, EachRunOfThePathFollowsOneOfItsLimitAndOneOfItsReference) {
+  MeasureOptions options;
+  options.warmup_seconds = 0.01;
+  options.seconds = 0.02;
+  options.runs = 3;
+  std::vector<std::string> order;
+  // The limit runs at twice the reference's rate, so every ratio to the reference is twice
+  // the ratio to the limit of the same run.
+  auto fixed = [&order](const char* name, double rate) -> LimitRunFn {
+    return [&order, name, rate](int64_t first) {
+      order.push_back(name + std::to_string(first / kRunStride));
+      Figures f;
+      f.ops_per_s = rate;
+      return f;
+    };
+  };
+  Figures f = MeasurePaired(options, 1, EndsSoon, fixed("limit", 1000), nullptr,
+                            fixed("reference", 500));
+  EXPECT_EQ(order, (std::vector<std::string>{"limit1", "reference1", "limit2", "reference2",
+                                             "limit3", "reference3"}));
+  ASSERT_GT(f.paired_ratio, 0);
+  EXPECT_DOUBLE_EQ(f.paired_reference_ratio, 2 * f.paired_ratio);
+  EXPECT_DOUBLE_EQ(f.paired_limit_ops_per_s, 1000);
+}
+
+TEST(MeasurePairedTest, WithoutAReferenceThereIsNoReferenceRatio) {
+  MeasureOptions options;
+  options.warmup_seconds = 0.01;
+  options.seconds = 0.02;
+  options.runs = 1;
+  Figures f = MeasurePaired(options, 1, EndsSoon, [](int64_t) {
+    Figures limit;
+    limit.ops_per_s = 1000;
+    return limit;
+  });
+  EXPECT_GT(f.paired_ratio, 0);
+  EXPECT_EQ(f.paired_reference_ratio, 0);
 }
 
 }  // namespace

@@ -51,15 +51,22 @@ def versus_limit(rows, path, limit_rate):
     return r["ops_per_s"] / limit_rate if r and limit_rate else 0
 
 
+def versus_ledger(rows, path, ledger_rate):
+    """The path's rate over the ledger called directly at 64 in flight: the ratio of the
+    pairs the bench measured (a run of the ledger right before each run of the path) when
+    it did, else the ratio of the two rows."""
+    r = row(rows, path, 64)
+    if r and r.get("paired_ledger_ratio", 0) > 0:
+        return r["paired_ledger_ratio"]
+    return r["ops_per_s"] / ledger_rate if r and ledger_rate else 0
+
+
 def targets(figures):
     rows = figures["rows"]
     echo = rate(rows, "grpc echo (limit)")
     put = rate(rows, "synced put (limit)")
     ledger = rate(rows, "ledger direct")
     first = rate(rows, "sidecar first-seen")
-    inproc = rate(rows, "first-seen, in process")
-    inproc_batched = rate(rows, "first-seen, in process, batched")
-    batched = rate(rows, "first-seen, batched")
     # The 1M-record store against a small one: the same sidecar binary as its own process,
     # run for run (the paired ratio).
     large = row(rows, "sidecar dup, 1M records", 64) or {}
@@ -78,22 +85,23 @@ def targets(figures):
          "x echo", None),
         ("first seen through the sidecar, 64 in flight",
          versus_limit(rows, "sidecar first-seen", echo), 0.33, "x echo", None),
-        ("first seen, sidecar in the ledger's process", inproc / echo if echo else 0, 0.33,
-         "x echo", None),
+        ("first seen, sidecar in the ledger's process",
+         versus_limit(rows, "first-seen, in process", echo), 0.33, "x echo", None),
         # The same bounds for the batching client (two hops; how the agent sends) and for
         # the one-hop deployment, the sidecar in the ledger's process.
-        ("first seen, batched submits (two hops)", batched / echo if echo else 0, 0.33,
-         "x echo", None),
-        ("first seen, in process and batched", inproc_batched / echo if echo else 0, 0.33,
-         "x echo", None),
-        ("first seen through the sidecar vs ledger direct", first / ledger if ledger else 0,
-         0.7, "x ledger", None),
+        ("first seen, batched submits (two hops)",
+         versus_limit(rows, "first-seen, batched", echo), 0.33, "x echo", None),
+        ("first seen, in process and batched",
+         versus_limit(rows, "first-seen, in process, batched", echo), 0.33, "x echo", None),
+        ("first seen through the sidecar vs ledger direct",
+         versus_ledger(rows, "sidecar first-seen", ledger), 0.7, "x ledger", None),
         ("first seen, batched submits (two hops), vs ledger direct",
-         batched / ledger if ledger else 0, 0.7, "x ledger", None),
+         versus_ledger(rows, "first-seen, batched", ledger), 0.7, "x ledger", None),
         ("first seen, sidecar in process, vs ledger direct",
-         inproc / ledger if ledger else 0, 0.7, "x ledger", None),
+         versus_ledger(rows, "first-seen, in process", ledger), 0.7, "x ledger", None),
         ("first seen, in process and batched, vs ledger direct",
-         inproc_batched / ledger if ledger else 0, 0.7, "x ledger", None),
+         versus_ledger(rows, "first-seen, in process, batched", ledger), 0.7, "x ledger",
+         None),
         ("added p50 at 1 in flight", added_p50(rows, "sidecar first-seen"), budget,
          "us (at most)", "max"),
         # The same with the sidecar in the ledger's process (one hop): beside it, not in
@@ -222,7 +230,7 @@ def main():
                if limit_rate.get(limit) else r["ratio_to_limit"])
         ratio = "%.2f of %s" % (own, limit) if limit else "1.00"
         if name.startswith(("sidecar first-seen", "first-seen")) and ledger:
-            ratio += ", %.2f of the ledger" % (r["ops_per_s"] / ledger)
+            ratio += ", %.2f of the ledger" % versus_ledger(figures["rows"], name, ledger)
         md.append("| %s | %s | %s | %s |" % (
             label, format(int(r["ops_per_s"]), ","),
             "%.1f" % (r["p99_us"] / 1000) if r["p99_us"] else "", ratio))

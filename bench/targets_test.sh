@@ -10,9 +10,11 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 figures() {  # figures SIDECAR_P50_AT_1 IN_PROCESS_P50_AT_1 DUPLICATE_RATIO DRAIN_PAIRED
-  row() {  # row PATH IN_FLIGHT OPS P50 PAIRED
+  #                [IN_PROCESS_BATCHED_PAIRED_ECHO IN_PROCESS_BATCHED_PAIRED_LEDGER]
+  row() {  # row PATH IN_FLIGHT OPS P50 PAIRED [PAIRED_LEDGER]
     echo "{\"path\": \"$1\", \"in_flight\": $2, \"ops_per_s\": $3, \"p50_us\": $4,"
-    echo " \"p99_us\": 300.0, \"ratio_to_limit\": 1.0, \"paired_ratio\": $5}"
+    echo " \"p99_us\": 300.0, \"ratio_to_limit\": 1.0, \"paired_ratio\": $5,"
+    echo " \"paired_ledger_ratio\": ${6:-0}}"
   }
   {
     echo '{"machine": {"cores": 2}, "rows": ['
@@ -25,6 +27,8 @@ figures() {  # figures SIDECAR_P50_AT_1 IN_PROCESS_P50_AT_1 DUPLICATE_RATIO DRAI
     row "sidecar duplicate" 64 700.0 1000.0 "$3"; echo ,
     row "sidecar first-seen" 64 500.0 1000.0 0; echo ,
     row "first-seen, in process" 64 274.8 1000.0 0; echo ,
+    row "ledger direct" 64 600.0 1000.0 0; echo ,
+    row "first-seen, in process, batched" 64 300.0 1000.0 "${5:-0}" "${6:-0}"; echo ,
     row "pipeline drain" 64 300.0 0 "$4"
     echo '], "sidecar_rss_mib": 250.0, "disk_ratio": 0.8}'
   } > "$work/latest.json"
@@ -79,6 +83,23 @@ figures 650 750 0.70 0
 expect "whole-pipeline drain" MISSED
 grep -Eq "^  whole-pipeline drain +0\.60 " "$work/latest.txt" || {
   echo "FAIL: an unpaired drain is not 300 / 500"; cat "$work/latest.txt"; exit 1; }
+# The first-seen rows against echo and against the ledger: the ratios of the runs the
+# bench paired (a run of echo and one of the ledger right before each run of the path)
+# where it paired them, not the ratio of rows measured minutes apart (300 / 1000 = 0.30 of
+# echo, 300 / 600 = 0.50 of the ledger).
+figures 650 750 0.70 0.85 0.40 0.75
+expect "first seen, in process and batched" met
+expect "first seen, in process and batched, vs ledger direct" met
+grep -q "| first seen, in process and batched | 300 | .* | 0.40 of echo, 0.75 of the ledger |" \
+  "$work/latest.md" || { echo "FAIL: the paired ratios in latest.md"; cat "$work/latest.md"; exit 1; }
+figures 650 750 0.70 0.85 0.30 0.65
+expect "first seen, in process and batched" MISSED
+expect "first seen, in process and batched, vs ledger direct" MISSED
+figures 650 750 0.70 0.85
+expect "first seen, in process and batched" MISSED
+grep -Eq "^  first seen, in process and batched, vs ledger direct +0\.50 " "$work/latest.txt" || {
+  echo "FAIL: an unpaired row is not 300 / 600 of the ledger"; cat "$work/latest.txt"; exit 1; }
+
 # A figure the run did not measure meets no bound: without the in-process row at 1 in
 # flight there is no added latency in process, and without a 1M-record row no p99 ratio.
 python3 - "$work/latest.json" <<'PY'
