@@ -238,7 +238,7 @@ int Run() {
   // pairs, for their "of the ledger" target. Each reference row sends command ids of its
   // own, so that none is a duplicate of an earlier one.
   int reference_rows = 0;
-  const std::function<LimitRunFn(int)> ledger_run = [&](int n) -> LimitRunFn {
+  auto ledger_run = [&](int n) -> LimitRunFn {
     IssueFn issue = ledger_issue(absl::StrCat("reference-", ++reference_rows, "-", n, "-"));
     return [n, issue, &measure](int64_t first) {
       return ClosedLoop(n, measure.seconds, issue, first);

@@ -41,24 +41,24 @@ def added_p50(rows, path):
     return p50_at_1(rows, path) - p50_at_1(rows, "ledger direct")
 
 
-def versus_limit(rows, path, limit_rate):
-    """The path's rate over its limit's at 64 in flight: the ratio of the pairs the bench
-    measured (a run of the limit right before each run of the path) when it did, else
-    the ratio of the two rows."""
+def paired_or_divided(rows, path, other_rate, paired="paired_ratio"):
+    """The path's rate over another's at 64 in flight: the ratio of the pairs the bench
+    measured (a run of the other right before each run of the path; `paired` names the
+    row's field) when it did, else the ratio of the two rows."""
     r = row(rows, path, 64)
-    if r and r.get("paired_ratio", 0) > 0:
-        return r["paired_ratio"]
-    return r["ops_per_s"] / limit_rate if r and limit_rate else 0
+    if r and r.get(paired, 0) > 0:
+        return r[paired]
+    return r["ops_per_s"] / other_rate if r and other_rate else 0
+
+
+def versus_limit(rows, path, limit_rate):
+    """Against the path's limit (echo or synced puts)."""
+    return paired_or_divided(rows, path, limit_rate)
 
 
 def versus_ledger(rows, path, ledger_rate):
-    """The path's rate over the ledger called directly at 64 in flight: the ratio of the
-    pairs the bench measured (a run of the ledger right before each run of the path) when
-    it did, else the ratio of the two rows."""
-    r = row(rows, path, 64)
-    if r and r.get("paired_ledger_ratio", 0) > 0:
-        return r["paired_ledger_ratio"]
-    return r["ops_per_s"] / ledger_rate if r and ledger_rate else 0
+    """Against the ledger called directly (the first-seen rows)."""
+    return paired_or_divided(rows, path, ledger_rate, "paired_ledger_ratio")
 
 
 def targets(figures):
