@@ -83,6 +83,20 @@ absl::Status CheckProducerFields(const v1::Command& c, const CommandLimits& limi
 
 }  // namespace
 
+absl::Status BatchSizeRefusal(int commands) {
+  if (commands == 0) {
+    return WithErrorMetadata(Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                                   "commands: a batch needs at least one command"),
+                             "field", "commands");
+  }
+  if (commands > kMaxBatchCommands) {
+    return Error(absl::StatusCode::kInvalidArgument, "BATCH_TOO_LARGE",
+                 absl::StrCat("commands: ", commands, " in one batch, at most ",
+                              kMaxBatchCommands, "; nothing was written"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateName(const std::string& value, size_t max_bytes, const char* field) {
   return CheckToken(value, max_bytes, field, "._@-");
 }

@@ -42,8 +42,12 @@ inline constexpr char kInboxTrailer[] = "eonce-inbox";
 inline constexpr char kInboxKept[] = "kept";
 inline constexpr char kInboxConflict[] = "conflict";
 
-// The most commands one SubmitBatch call may carry.
+// The most commands one SubmitBatch or EnqueueBatch call may carry.
 inline constexpr int kMaxBatchCommands = 64;
+// What refuses a whole batch call of `commands` commands before any is looked at:
+// INVALID_ARGUMENT for none (INVALID_FIELD) or more than kMaxBatchCommands
+// (BATCH_TOO_LARGE); OK otherwise.
+absl::Status BatchSizeRefusal(int commands);
 
 struct CommandLimits {
   size_t max_command_id_bytes = 128;

@@ -11,22 +11,6 @@
 namespace eonce {
 namespace {
 
-// What refuses a whole batch before any of its commands is looked at: none, or too many.
-absl::Status BatchRefusal(const v1::SubmitBatchRequest& request) {
-  if (request.commands_size() == 0) {
-    return WithErrorMetadata(Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
-                                   "commands: a batch needs at least one command"),
-                             "field", "commands");
-  }
-  if (request.commands_size() > kMaxBatchCommands) {
-    return Error(absl::StatusCode::kInvalidArgument, "BATCH_TOO_LARGE",
-                 absl::StrCat("commands: ", request.commands_size(),
-                              " in one batch, at most ", kMaxBatchCommands,
-                              "; nothing was written"));
-  }
-  return absl::OkStatus();
-}
-
 // A batch whose answer would be past the message limit: each of its commands was taken
 // (answered or refused on its own), and each is answered again from its record.
 absl::Status AnswerTooLarge(size_t bytes, size_t max_bytes) {
@@ -83,7 +67,7 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
                                         const v1::SubmitBatchRequest* request,
                                         v1::SubmitBatchResponse* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    absl::Status refused = BatchRefusal(*request);
+    absl::Status refused = BatchSizeRefusal(request->commands_size());
     if (refused.ok() && draining_.load()) refused = Draining();
     absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
     if (refused.ok() && !caller.ok()) refused = caller.status();
