@@ -53,6 +53,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/server_builder.h"
 #include "outbox_agent/agent_server.h"
+#include "outbox_agent/enqueue_batcher.h"
 #include "services/ledger/ledger_service.h"
 
 ABSL_FLAG(std::string, in_flight, "1,16,64", "calls in flight to measure at (the peers' client counts)");
@@ -117,9 +118,9 @@ int Run() {
   auto add = [&](const std::string& path, int n, Figures f, const std::string& limit) {
     rows.push_back(Row{path, n, f, limit});
     std::printf("  %-28s %3d in flight  %9.0f ops/s  p50 %8.0f us  p99 %8.0f us  cpu %5.0f us/op"
-                "  steal %3.0f%%%s\n",
-                path.c_str(), n, f.ops_per_s, f.p50_us, f.p99_us, f.cpu_us_per_op, f.steal_pct,
-                f.errors ? absl::StrCat("  (", f.errors, " errors)").c_str() : "");
+                "  switches %5.1f/op  steal %3.0f%%%s\n",
+                path.c_str(), n, f.ops_per_s, f.p50_us, f.p99_us, f.cpu_us_per_op,
+                f.switches_per_op, f.steal_pct, f.errors ? absl::StrCat("  (", f.errors, " errors)").c_str() : "");
     std::fflush(stdout);
   };
 
@@ -363,6 +364,21 @@ int Run() {
     }, put_run(n));
     add("agent enqueue", n, f, "synced put (limit)");
   }
+  // The same through EnqueueBatch calls, as a producer with many commands in flight sends
+  // them (outbox_agent/enqueue_batcher.h; two calls in flight, as the batched submits).
+  if (want("agent") || want("enqueue")) {
+    EnqueueBatcher::Options options = EnqueueBatcher::DefaultOptions();
+    options.max_calls = 2;
+    EnqueueBatcher batcher(options, EnqueueBatcher::Over(*agent_stub, RealClock::Get()));
+    Figures f = MeasurePaired(measure, 64, [&](int64_t i, std::function<void(bool)> done) {
+      v1::Command c = TransferCommand(absl::StrCat("enq-batched-", i), kAccounts, i);
+      c.clear_idempotency_key();
+      c.clear_payload_hash();
+      batcher.Enqueue(std::move(c), /*deadline_ms=*/0,
+                      [done](EnqueueBatcher::Answer answer) { done(answer.ok()); });
+    }, put_run(64));
+    add("agent enqueue, batched", 64, f, "synced put (limit)");
+  }
 
   // The whole pipeline: renew the credential and time the drain of what was enqueued. Its
   // target compares it with first seen through the sidecar, measured right before and
@@ -391,6 +407,8 @@ int Run() {
     drain.ops = acked;
     drain.ops_per_s = acked / drain_s;
     drain.cpu_us_per_op = acked > 0 ? drain_run.CpuUsSince() / acked : 0;
+    drain.switches_per_op =
+        acked > 0 ? static_cast<double>(drain_run.SwitchesSince()) / acked : 0;
     drain.steal_pct = drain_run.StealPctSince();
     const double first_seen_around = (first_seen_before + first_seen_run("fs-after-drain-")) / 2;
     drain.paired_limit_ops_per_s = first_seen_around;
@@ -425,9 +443,9 @@ int Run() {
   for (const Row& r : rows) limit[{r.path, r.in_flight}] = r.figures.ops_per_s;
   std::string out_dir = absl::GetFlag(FLAGS_out_dir);
   fs::create_directories(out_dir);
-  std::string table = absl::StrFormat("%-28s %9s %12s %10s %10s %14s %11s %8s\n", "path",
+  std::string table = absl::StrFormat("%-28s %9s %12s %10s %10s %14s %11s %11s %8s\n", "path",
                                       "in flight", "ops/s", "p50 us", "p99 us", "x its limit",
-                                      "cpu us/op", "steal %");
+                                      "cpu us/op", "switch/op", "steal %");
   std::string json = "{\n  \"machine\": {\"cores\": " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) +
                      "},\n  \"rows\": [\n";
   std::string dat;
@@ -438,20 +456,22 @@ int Run() {
     double ratio = r.figures.paired_ratio > 0 ? r.figures.paired_ratio
                    : lim > 0                  ? r.figures.ops_per_s / lim
                                               : 0;
-    absl::StrAppend(&table, absl::StrFormat("%-28s %9d %12.0f %10.0f %10.0f %14.2f %11.0f %8.0f\n",
-                                            r.path, r.in_flight, r.figures.ops_per_s,
-                                            r.figures.p50_us, r.figures.p99_us, ratio,
-                                            r.figures.cpu_us_per_op, r.figures.steal_pct));
+    absl::StrAppend(&table,
+                    absl::StrFormat("%-28s %9d %12.0f %10.0f %10.0f %14.2f %11.0f %11.1f %8.0f\n",
+                                    r.path, r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
+                                    r.figures.p99_us, ratio, r.figures.cpu_us_per_op,
+                                    r.figures.switches_per_op, r.figures.steal_pct));
     absl::StrAppend(&json, absl::StrFormat(
                                "    {\"path\": \"%s\", \"in_flight\": %d, \"ops_per_s\": %.1f, "
                                "\"p50_us\": %.1f, \"p99_us\": %.1f, \"ratio_to_limit\": %.4f, "
-                               "\"cpu_us_per_op\": %.1f, \"paired_ratio\": %.4f, "
+                               "\"cpu_us_per_op\": %.1f, \"switches_per_op\": %.2f, "
+                               "\"paired_ratio\": %.4f, "
                                "\"paired_limit_ops_per_s\": %.1f, "
                                "\"paired_ledger_ratio\": %.4f, \"steal_pct\": %.1f, "
                                "\"limit\": \"%s\"}%s\n",
                                r.path, r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
                                r.figures.p99_us, ratio, r.figures.cpu_us_per_op,
-                               r.figures.paired_ratio, r.figures.paired_limit_ops_per_s,
+                               r.figures.switches_per_op, r.figures.paired_ratio, r.figures.paired_limit_ops_per_s,
                                r.figures.paired_reference_ratio, r.figures.steal_pct, r.limit,
                                k + 1 < rows.size() ? "," : ""));
   }

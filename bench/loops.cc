@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <sys/resource.h>
 #include <time.h>
 #include <vector>
 
@@ -24,12 +25,13 @@ SteadyClock::time_point After(double seconds) {
 }
 
 Figures Summarize(std::vector<double> latencies_us, int64_t errors, double elapsed_s,
-                  double cpu_us) {
+                  double cpu_us, int64_t switches) {
   Figures f;
   f.ops = static_cast<int64_t>(latencies_us.size());
   f.errors = errors;
   f.ops_per_s = elapsed_s > 0 ? f.ops / elapsed_s : 0;
   f.cpu_us_per_op = f.ops > 0 ? cpu_us / f.ops : 0;
+  f.switches_per_op = f.ops > 0 ? static_cast<double>(switches) / f.ops : 0;
   std::sort(latencies_us.begin(), latencies_us.end());
   if (!latencies_us.empty()) {
     f.p50_us = latencies_us[latencies_us.size() / 2];
@@ -57,6 +59,12 @@ double ProcessCpuUs() {
   timespec now{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
   return now.tv_sec * 1e6 + now.tv_nsec / 1e3;
+}
+
+int64_t ProcessSwitches() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_nvcsw) + static_cast<int64_t>(usage.ru_nivcsw);
 }
 
 MachineTicks ParseMachineTicks(const std::string& proc_stat) {
@@ -155,7 +163,8 @@ Figures ClosedLoop(int in_flight, double seconds, const IssueFn& issue, int64_t 
     errors = loop->errors;
   }
   double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  Figures f = Summarize(std::move(latencies), errors, elapsed, run.CpuUsSince());
+  Figures f =
+      Summarize(std::move(latencies), errors, elapsed, run.CpuUsSince(), run.SwitchesSince());
   f.steal_pct = run.StealPctSince();
   return f;
 }
@@ -180,10 +189,11 @@ Figures Threads(int threads, double seconds, const BlockingFn& op, int64_t first
   }
   for (auto& thread : pool) thread.join();
   const double cpu_us = run.CpuUsSince();
+  const int64_t switches = run.SwitchesSince();
   double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
   std::vector<double> all;
   for (auto& v : per) all.insert(all.end(), v.begin(), v.end());
-  Figures f = Summarize(std::move(all), errors.load(), elapsed, cpu_us);
+  Figures f = Summarize(std::move(all), errors.load(), elapsed, cpu_us, switches);
   f.steal_pct = run.StealPctSince();
   return f;
 }

@@ -19,6 +19,10 @@ struct Figures {
   // The whole process's CPU time (every thread: the client loop, the servers in it) per
   // operation: steadier than a rate on a shared VM, so A/B comparisons read it first.
   double cpu_us_per_op = 0;
+  // The whole process's context switches (voluntary and not) per operation: each is a
+  // thread that slept and was woken, or was preempted. A count of hand-offs, it moves
+  // far less with the VM's speed than the CPU time does.
+  double switches_per_op = 0;
   // Set by MeasurePaired: the median over the pairs of (this run's rate / the limit's run
   // just before it), and the limit's median rate.
   double paired_ratio = 0;
@@ -34,6 +38,8 @@ struct Figures {
 
 // The process's CPU time so far, in microseconds (CLOCK_PROCESS_CPUTIME_ID).
 double ProcessCpuUs();
+// The context switches of all of the process's threads so far (getrusage).
+int64_t ProcessSwitches();
 
 // The machine's CPU time so far, all CPUs, in the kernel's clock ticks: in all, and the
 // part stolen by the hypervisor.
@@ -48,12 +54,14 @@ MachineTicks ReadMachineTicks();
 // The stolen share of the time between two readings, in percent; 0 if none passed.
 double StealPct(const MachineTicks& before, const MachineTicks& after);
 
-// Where a run began, for what it cost: the process's CPU time and the share of the
-// machine's time stolen since then.
+// Where a run began, for what it cost: the process's CPU time and context switches, and
+// the share of the machine's time stolen since then.
 struct RunStart {
   double cpu_us = ProcessCpuUs();
+  int64_t switches = ProcessSwitches();
   MachineTicks ticks = ReadMachineTicks();
   double CpuUsSince() const { return ProcessCpuUs() - cpu_us; }
+  int64_t SwitchesSince() const { return ProcessSwitches() - switches; }
   double StealPctSince() const { return StealPct(ticks, ReadMachineTicks()); }
 };
 

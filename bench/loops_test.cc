@@ -1,5 +1,6 @@
 // The bench's reading of the machine's stolen CPU time (/proc/stat), which it prints
-// beside every row: a VM's limits and rates fall with it; and the pairs of MeasurePaired.
+// beside every row: a VM's limits and rates fall with it; the context switches per
+// operation; and the pairs of MeasurePaired.
 #include "bench/loops.h"
 
 #include <chrono>
@@ -45,6 +46,24 @@ void EndsSoon(int64_t /*i*/, std::function<void(bool)> done) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     done(true);
   }).detach();
+}
+
+// Context switches per operation count hand-offs: an operation that sleeps gives up its
+// CPU each time, one that only computes almost never does.
+TEST(SwitchesTest, AnOperationThatSleepsSwitchesAndOneThatComputesDoesNot) {
+  Figures sleeping = Threads(1, 0.2, [](int64_t) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return true;
+  });
+  ASSERT_GT(sleeping.ops, 50);
+  EXPECT_GE(sleeping.switches_per_op, 0.9);
+  volatile uint64_t sink = 0;
+  Figures computing = Threads(1, 0.2, [&sink](int64_t i) {
+    for (int k = 0; k < 1000; ++k) sink = sink + static_cast<uint64_t>(i * k);
+    return true;
+  });
+  ASSERT_GT(computing.ops, 1000);
+  EXPECT_LT(computing.switches_per_op, 0.1);
 }
 
 TEST(MeasurePairedTest, EachRunOfThePathFollowsOneOfItsLimitAndOneOfItsReference) {

@@ -116,6 +116,9 @@ def targets(figures):
         ("whole-pipeline drain", drain, 0.8, "x first seen", None),
         ("agent Enqueue, 64 in flight", versus_limit(rows, "agent enqueue", put), 0.5,
          "x synced put", None),
+        # The same bound for a producer that sends its commands as EnqueueBatch calls.
+        ("agent Enqueue, batched", versus_limit(rows, "agent enqueue, batched", put), 0.5,
+         "x synced put", None),
         ("sidecar RSS with 1M records", figures.get("sidecar_rss_mib", 0), 300.0,
          "MiB (at most)", "max"),
         ("sidecar disk", figures.get("disk_ratio", 0), 2.0, "x raw bytes (at most)", "max"),
@@ -220,6 +223,8 @@ def main():
             ("sidecar dup, 1M records", "duplicates, a sidecar process holding 1M records",
              "the small store, paired"),
             ("agent enqueue", "agent `Enqueue`", "synced put"),
+            ("agent enqueue, batched",
+             "agent `EnqueueBatch` calls from a batching producer", "synced put"),
             ("pipeline drain", "the whole pipeline drains (agent → sidecar → ledger)",
              "first seen run around it, paired")):
         r = row(figures["rows"], name, 64) or {"ops_per_s": 0, "p99_us": 0,

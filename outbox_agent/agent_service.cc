@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/command.h"
+#include "common/error_details.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -192,6 +194,52 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
         reactor->Finish(ToGrpcStatus(result.status(), context));
       });
       return reactor;
+    });
+  }
+
+  grpc::ServerUnaryReactor* EnqueueBatch(grpc::CallbackServerContext* context,
+                                         const v1::EnqueueBatchRequest* request,
+                                         v1::EnqueueBatchResponse* response) override {
+    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+      absl::Status refused = BatchSizeRefusal(request->commands_size());
+      if (refused.ok() && draining_.load()) {
+        refused = Error(absl::StatusCode::kUnavailable, "DRAINING", "the agent is shutting down");
+      }
+      if (!refused.ok()) return FinishUnary<v1::EnqueueBatchResponse>(context, refused, response);
+      // Every item exists before the first command starts: an answer may come from the
+      // committer thread while later commands are still being started, and each answer
+      // writes only its own item. Their writes join one group commit, so one fsync
+      // serves the batch.
+      const int n = request->commands_size();
+      for (int i = 0; i < n; ++i) response->add_items();
+      struct Batch {
+        std::atomic<int> open{0};
+        std::atomic<bool> created{false};
+        grpc::ServerUnaryReactor* reactor = nullptr;
+      };
+      auto batch = std::make_shared<Batch>();
+      batch->open.store(n);
+      batch->reactor = context->DefaultReactor();
+      for (int i = 0; i < n; ++i) {
+        v1::EnqueueBatchItem* item = response->mutable_items(i);
+        outbox_.Enqueue(request->commands(i), [this, batch,
+                                               item](absl::StatusOr<v1::EnqueueResponse> result) {
+          if (result.ok()) {
+            if (result->created()) batch->created.store(true, std::memory_order_relaxed);
+            *item->mutable_response() = std::move(*result);
+            item->mutable_response()->mutable_record()->mutable_command()->clear_request();
+          } else {
+            item->set_code(static_cast<int>(result.status().code()));
+            item->set_message(std::string(result.status().message()));
+            item->set_error_details(StatusDetails(result.status()));
+          }
+          if (batch->open.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            if (batch->created.load(std::memory_order_relaxed)) kick_();
+            batch->reactor->Finish(grpc::Status::OK);
+          }
+        });
+      }
+      return batch->reactor;
     });
   }
 

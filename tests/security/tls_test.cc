@@ -271,6 +271,16 @@ TEST_F(TlsTest, TheTenantComesFromTheCertificate) {
   auto context = Context();
   grpc::Status s = agent->Enqueue(context.get(), enqueue, &enqueued);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  // A batch is settled against the caller's tenant as a whole, before any command of it.
+  v1::EnqueueBatchRequest batch;
+  *batch.add_commands() = OpenAccount("bob");
+  *batch.add_commands() = OpenAccount("carol");
+  v1::EnqueueBatchResponse batched;
+  auto batch_context = Context();
+  grpc::Status batch_status = agent->EnqueueBatch(batch_context.get(), batch, &batched);
+  EXPECT_EQ(batch_status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << batch_status.error_message();
+  EXPECT_EQ(batched.items_size(), 0);
   auto acme_view = v1::Agent::NewStub(FreshChannel(agent_->address(), Mtls(acme_)));
   v1::ListRequest list;
   list.set_limit(10);

@@ -1,0 +1,173 @@
+// EnqueueBatch against a real agent over loopback: each command of a batch is taken as
+// Enqueue takes it and answered on its own, a batch the agent cannot take is refused
+// whole with nothing stored, and the EnqueueBatcher shares calls among concurrent
+// commands. The agent sends nothing (its sidecar address leads nowhere), so every stored
+// record stays as Enqueue left it.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/clock.h"
+#include "common/command.h"
+#include "common/grpc_status.h"
+#include "common/random.h"
+#include "common/status.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "outbox_agent/agent_server.h"
+#include "outbox_agent/enqueue_batcher.h"
+#include "eonce/ledger/v1/ledger.pb.h"
+#include "tests/util/temp_dir.h"
+
+namespace eonce {
+namespace {
+
+class EnqueueBatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AgentServerOptions options;
+    options.data_dir = testing::FreshDir("agent");
+    options.tenant = "acme";
+    options.default_sidecar = "127.0.0.1:1";  // nothing is sent
+    options.startup_info_wait_ms = 0;
+    auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    agent_ = std::move(*agent);
+    stub_ = v1::Agent::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(agent_->port()), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    if (agent_ != nullptr) {
+      EXPECT_TRUE(agent_->Shutdown(1000).ok());
+    }
+  }
+
+  static v1::Command Open(const std::string& id, const std::string& command_id) {
+    ledger::v1::OpenAccountRequest open;
+    open.set_id(id);
+    v1::Command c;
+    c.set_command_id(command_id);
+    c.set_target_method("/eonce.ledger.v1.Ledger/OpenAccount");
+    c.set_request(open.SerializeAsString());
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id(id);
+    return c;
+  }
+
+  absl::StatusOr<v1::EnqueueBatchResponse> Batch(const std::vector<v1::Command>& commands) {
+    grpc::ClientContext context;
+    v1::EnqueueBatchRequest request;
+    for (const v1::Command& c : commands) *request.add_commands() = c;
+    v1::EnqueueBatchResponse response;
+    grpc::Status status = stub_->EnqueueBatch(&context, request, &response);
+    if (!status.ok()) return FromGrpcStatus(status, &context);
+    return response;
+  }
+
+  bool Stored(const std::string& command_id) {
+    auto record = agent_->store().Get(command_id);
+    return record.ok() && record->has_value();
+  }
+
+  std::unique_ptr<AgentServer> agent_;
+  std::unique_ptr<v1::Agent::Stub> stub_;
+};
+
+TEST_F(EnqueueBatchTest, EachCommandIsTakenAsEnqueueTakesItAndAnsweredOnItsOwn) {
+  v1::Command other_payload = Open("bob", "open-bob");
+  other_payload.mutable_entity()->set_id("carol");
+  other_payload.set_request(Open("carol", "x").request());
+  v1::Command invalid = Open("dave", "open-dave");
+  invalid.clear_target_method();
+  auto answered = Batch({Open("alice", "open-alice"), Open("bob", "open-bob"),
+                         Open("alice", "open-alice"), other_payload, invalid});
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  ASSERT_EQ(answered->items_size(), 5);
+  // Stored, durable, and without the request bytes the caller already has.
+  for (int i : {0, 1}) {
+    const v1::EnqueueBatchItem& item = answered->items(i);
+    ASSERT_EQ(item.code(), 0) << item.message();
+    EXPECT_TRUE(item.response().created());
+    EXPECT_EQ(item.response().record().state(), v1::QUEUED);
+    EXPECT_TRUE(item.response().record().command().request().empty());
+  }
+  EXPECT_EQ(answered->items(0).response().record().command().command_id(), "open-alice");
+  EXPECT_EQ(answered->items(1).response().record().command().command_id(), "open-bob");
+  // The same id and payload again, in the same batch: the one record, not created twice.
+  ASSERT_EQ(answered->items(2).code(), 0) << answered->items(2).message();
+  EXPECT_FALSE(answered->items(2).response().created());
+  EXPECT_EQ(answered->items(2).response().record().enqueue_seq(),
+            answered->items(0).response().record().enqueue_seq());
+  // The same id with another payload, and a command Enqueue refuses: errors of their own,
+  // with their reasons, and nothing stored for them.
+  absl::Status conflict = StatusFromParts(answered->items(3).code(), answered->items(3).message(),
+                                          answered->items(3).error_details());
+  EXPECT_EQ(conflict.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(ReasonOf(conflict), "COMMAND_ID_CONFLICT");
+  EXPECT_EQ(answered->items(4).code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_FALSE(Stored("open-dave"));
+  auto bob = agent_->store().Get("open-bob");
+  ASSERT_TRUE(bob.ok() && bob->has_value());
+  EXPECT_EQ((*bob)->command().request(), Open("bob", "x").request());  // the first payload
+  EXPECT_EQ(agent_->store().CountsByState()[v1::QUEUED], 2);
+}
+
+TEST_F(EnqueueBatchTest, ABatchTheAgentCannotTakeIsRefusedWholeWithNothingStored) {
+  auto empty = Batch({});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<v1::Command> too_many;
+  for (int i = 0; i <= kMaxBatchCommands; ++i) {
+    too_many.push_back(Open(absl::StrCat("a", i), absl::StrCat("open-a", i)));
+  }
+  auto refused = Batch(too_many);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReasonOf(refused.status()), "BATCH_TOO_LARGE");
+  for (const v1::Command& c : too_many) EXPECT_FALSE(Stored(c.command_id())) << c.command_id();
+  // One fewer is taken.
+  too_many.pop_back();
+  auto taken = Batch(too_many);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  for (const v1::Command& c : too_many) EXPECT_TRUE(Stored(c.command_id())) << c.command_id();
+}
+
+TEST_F(EnqueueBatchTest, TheBatcherSharesCallsAmongConcurrentCommands) {
+  constexpr int kCommands = 300;
+  std::atomic<int> calls{0};
+  EnqueueBatcher::SendBatch over = EnqueueBatcher::Over(*stub_, RealClock::Get());
+  EnqueueBatcher::Options options = EnqueueBatcher::DefaultOptions();
+  options.max_calls = 1;
+  std::atomic<int> created{0}, answered{0};
+  absl::Notification all_answered;
+  {
+    EnqueueBatcher batcher(options, [&](std::vector<v1::Command> commands, int64_t deadline_ms,
+                                        EnqueueBatcher::BatchDone done) {
+      calls.fetch_add(1);
+      over(std::move(commands), deadline_ms, std::move(done));
+    });
+    for (int i = 0; i < kCommands; ++i) {
+      batcher.Enqueue(Open(absl::StrCat("p", i), absl::StrCat("open-p", i)),
+                      RealClock::Get().NowMs() + 30'000,
+                      [&](EnqueueBatcher::Answer answer) {
+                        if (answer.ok() && answer->created()) created.fetch_add(1);
+                        if (answered.fetch_add(1) + 1 == kCommands) all_answered.Notify();
+                      });
+    }
+    ASSERT_TRUE(all_answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  }
+  EXPECT_EQ(created.load(), kCommands);
+  for (int i = 0; i < kCommands; ++i) EXPECT_TRUE(Stored(absl::StrCat("open-p", i)));
+  // One call at a time: the first command goes alone, the others wait and share calls of
+  // up to 64.
+  EXPECT_LT(calls.load(), kCommands / 10);
+  EXPECT_GE(calls.load(), kCommands / kMaxBatchCommands);
+}
+
+}  // namespace
+}  // namespace eonce
