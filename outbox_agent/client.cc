@@ -1,11 +1,15 @@
 #include "outbox_agent/client.h"
 
+#include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "common/clock.h"
 #include "common/grpc_status.h"
 #include "grpcpp/create_channel.h"
+#include "common/command.h"
 #include "grpcpp/security/credentials.h"
+#include "outbox_agent/enqueue_batcher.h"
 #include "outbox_agent/retry_policy.h"
 
 namespace eonce {
@@ -36,6 +40,52 @@ absl::StatusOr<v1::EnqueueResponse> EnqueueWithRetries(v1::Command command,
     clock.SleepMs(backoff.DelayMs(n));
   }
   return answer;
+}
+
+EnqueueAnswers EnqueueManyWithRetries(std::vector<v1::Command> commands,
+                                      const EnqueueOptions& options, size_t max_batch_bytes,
+                                      Random& random, Clock& clock,
+                                      const EnqueueBatchAttempt& attempt) {
+  for (v1::Command& command : commands) AssignCommandId(&command, random);
+  EnqueueAnswers answers(commands.size(), absl::InternalError("no attempt made"));
+  std::vector<size_t> pending(commands.size());
+  for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
+  RetryOptions spacing;
+  spacing.base_backoff_ms = options.base_backoff_ms;
+  spacing.max_backoff_ms = options.max_backoff_ms;
+  Backoff backoff(spacing, random);
+  const int attempts = std::max(1, options.max_attempts);
+  for (int n = 1; n <= attempts && !pending.empty(); ++n) {
+    if (n > 1) clock.SleepMs(backoff.DelayMs(n - 1));
+    std::vector<size_t> again;
+    for (size_t first = 0; first < pending.size();) {
+      // The next batch: at least one command, then as many as the limits let in.
+      size_t end = first;
+      size_t bytes = 0;
+      std::vector<v1::Command> batch;
+      while (end < pending.size() && static_cast<int>(batch.size()) < kMaxBatchCommands) {
+        const v1::Command& next = commands[pending[end]];
+        if (!batch.empty() && bytes + next.ByteSizeLong() > max_batch_bytes) break;
+        bytes += next.ByteSizeLong();
+        batch.push_back(next);
+        ++end;
+      }
+      absl::StatusOr<EnqueueAnswers> answered = attempt(batch);
+      if (answered.ok() && answered->size() != batch.size()) {
+        answered = absl::InternalError("the agent answered a batch with another count");
+      }
+      for (size_t k = first; k < end; ++k) {
+        absl::StatusOr<v1::EnqueueResponse> answer =
+            answered.ok() ? std::move((*answered)[k - first])
+                          : absl::StatusOr<v1::EnqueueResponse>(answered.status());
+        if (!answer.ok() && RetriesEnqueue(answer.status())) again.push_back(pending[k]);
+        answers[pending[k]] = std::move(answer);
+      }
+      first = end;
+    }
+    pending = std::move(again);
+  }
+  return answers;
 }
 
 std::unique_ptr<AgentClient> AgentClient::Connect(const std::string& address, const TlsFiles& tls,
@@ -77,6 +127,30 @@ absl::StatusOr<v1::OutboxRecord> AgentClient::Enqueue(const std::string& target_
   auto response = Enqueue(command, options);
   if (!response.ok()) return response.status();
   return response->record();
+}
+
+EnqueueAnswers AgentClient::EnqueueMany(std::vector<v1::Command> commands,
+                                        const EnqueueOptions& options) {
+  return EnqueueManyWithRetries(
+      std::move(commands), options, EnqueueBatcher::kMaxBatchBytes, random_, clock_,
+      [&](const std::vector<v1::Command>& batch) -> absl::StatusOr<EnqueueAnswers> {
+        grpc::ClientContext context;
+        context.set_deadline(WallIn(options.timeout_ms));
+        v1::EnqueueBatchRequest request;
+        for (const v1::Command& command : batch) *request.add_commands() = command;
+        v1::EnqueueBatchResponse response;
+        grpc::Status status = stub_->EnqueueBatch(&context, request, &response);
+        if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+          // An agent from before EnqueueBatch, which looked at none of them.
+          EnqueueAnswers each;
+          for (const v1::Command& command : batch) {
+            each.push_back(EnqueueOnce(command, options.timeout_ms));
+          }
+          return each;
+        }
+        if (!status.ok()) return FromGrpcStatus(status, &context);
+        return EnqueueBatcher::AnswersOf(response);
+      });
 }
 
 absl::StatusOr<v1::OutboxRecord> AgentClient::Get(const std::string& command_id) {

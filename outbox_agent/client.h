@@ -14,6 +14,9 @@
 // answer never becomes a second command. Retries are bounded (max_attempts) and spaced
 // by full-jitter backoff. Any other error is returned at once.
 //
+// EnqueueMany sends many commands as EnqueueBatch calls (up to 64 each), with the same
+// ids-first retries, one answer per command.
+//
 // EnqueueOnce makes exactly one attempt and is the only call that may send a command
 // without an id (the agent then creates one). Such a call is NOT safe to retry: if its
 // answer is lost, the caller cannot tell whether the command is stored, and sending it
@@ -23,9 +26,11 @@
 #ifndef EONCE_OUTBOX_AGENT_CLIENT_H_
 #define EONCE_OUTBOX_AGENT_CLIENT_H_
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
@@ -66,6 +71,22 @@ absl::StatusOr<v1::EnqueueResponse> EnqueueWithRetries(v1::Command command,
                                                        Random& random, Clock& clock,
                                                        const EnqueueAttempt& attempt);
 
+// One EnqueueBatch attempt for up to kMaxBatchCommands commands (with their ids): the
+// call's failure, or one answer per command in order.
+using EnqueueAnswers = std::vector<absl::StatusOr<v1::EnqueueResponse>>;
+using EnqueueBatchAttempt =
+    std::function<absl::StatusOr<EnqueueAnswers>(const std::vector<v1::Command>&)>;
+
+// The retry loop of EnqueueMany, apart from the transport: assigns every id first, then
+// sends the commands not yet answered in batches (at most kMaxBatchCommands and
+// `max_batch_bytes` of commands each) until each has succeeded, failed with an error
+// RetriesEnqueue refuses, or run out of attempts; a failed call counts as that error for
+// each of its commands. Waits on `clock` between attempts. Answers in `commands`' order.
+EnqueueAnswers EnqueueManyWithRetries(std::vector<v1::Command> commands,
+                                      const EnqueueOptions& options, size_t max_batch_bytes,
+                                      Random& random, Clock& clock,
+                                      const EnqueueBatchAttempt& attempt);
+
 class AgentClient {
  public:
   // `address`: host:port or unix:/path. With `tls` enabled, mutual TLS: the certificate
@@ -85,6 +106,12 @@ class AgentClient {
   // Exactly one attempt, nothing added: see the note above on commands without an id.
   absl::StatusOr<v1::EnqueueResponse> EnqueueOnce(const v1::Command& command,
                                                   int64_t timeout_ms);
+  // Many commands (as producers fill them; the ids are optional) in EnqueueBatch calls,
+  // retried as Enqueue retries one command; each gets its own answer, in order. The
+  // options' command_id, idempotency_key and actor are not used: each command carries
+  // its own. An agent without EnqueueBatch (an older release) gets one Enqueue each.
+  EnqueueAnswers EnqueueMany(std::vector<v1::Command> commands,
+                             const EnqueueOptions& options = {});
   absl::StatusOr<v1::OutboxRecord> Get(const std::string& command_id);
   v1::Agent::Stub& stub() { return *stub_; }
 

@@ -78,6 +78,86 @@ TEST(EnqueueWithRetriesTest, GivenIdsAreKeptOtherErrorsAreFinalAndAttemptsAreBou
   EXPECT_EQ(calls, 4);
 }
 
+// Answers by command id for the scripted batch attempts below.
+v1::EnqueueResponse Stored(const v1::Command& c) {
+  v1::EnqueueResponse r;
+  *r.mutable_record()->mutable_command() = c;
+  r.set_created(true);
+  return r;
+}
+
+TEST(EnqueueManyWithRetriesTest, OnlyTheCommandsWhoseAnswersWereLostGoAgainWithTheirIds) {
+  ManualClock clock;
+  SeededRandom random(7);
+  std::vector<v1::Command> intents;
+  for (int n = 0; n < 70; ++n) intents.push_back(Intent(n));
+  intents[3].set_command_id("given");
+  std::vector<std::vector<std::string>> calls;  // the ids of each call, in order
+  auto answers = EnqueueManyWithRetries(
+      intents, EnqueueOptions(), size_t{1} << 20, random, clock,
+      [&](const std::vector<v1::Command>& batch) -> absl::StatusOr<EnqueueAnswers> {
+        std::vector<std::string> ids;
+        for (const v1::Command& c : batch) ids.push_back(c.command_id());
+        calls.push_back(ids);
+        if (calls.size() == 1) return absl::UnavailableError("reset");  // the first 64
+        EnqueueAnswers out;
+        for (size_t k = 0; k < batch.size(); ++k) {
+          if (calls.size() == 2 && k == 1) {
+            out.push_back(absl::DeadlineExceededError("late"));
+          } else if (calls.size() == 2 && k == 2) {
+            out.push_back(absl::InvalidArgumentError("entity.type"));
+          } else {
+            out.push_back(Stored(batch[k]));
+          }
+        }
+        return out;
+      });
+  ASSERT_EQ(answers.size(), intents.size());
+  // 64 and 6 at first; then the 64 of the failed call and the one late answer.
+  ASSERT_EQ(calls.size(), 4u);
+  EXPECT_EQ(calls[0].size(), 64u);
+  EXPECT_EQ(calls[1].size(), 6u);
+  EXPECT_EQ(calls[2].size(), 64u);
+  EXPECT_EQ(calls[3].size(), 1u);
+  EXPECT_EQ(calls[2], calls[0]);  // the same ids again
+  EXPECT_EQ(calls[3][0], calls[1][1]);
+  EXPECT_EQ(calls[0][3], "given");
+  EXPECT_EQ(calls[0][0].size(), 32u);
+  // Each answer in its command's place; the refused one is final and was not sent again.
+  for (size_t i = 0; i < answers.size(); ++i) {
+    if (i == 66) {
+      EXPECT_EQ(answers[i].status().code(), absl::StatusCode::kInvalidArgument);
+      continue;
+    }
+    ASSERT_TRUE(answers[i].ok()) << i << ": " << answers[i].status();
+    EXPECT_EQ(answers[i]->record().command().request(), intents[i].request());
+  }
+}
+
+TEST(EnqueueManyWithRetriesTest, BatchesStayWithinTheirBytesAndAttemptsAreBounded) {
+  ManualClock clock;
+  SeededRandom random(7);
+  std::vector<v1::Command> intents;
+  for (int n = 0; n < 5; ++n) {
+    intents.push_back(Intent(n));
+    intents.back().set_request(std::string(600, 'x'));
+  }
+  EnqueueOptions options;
+  options.max_attempts = 3;
+  std::vector<size_t> sizes;
+  auto answers = EnqueueManyWithRetries(
+      intents, options, 1'000, random, clock,
+      [&](const std::vector<v1::Command>& batch) -> absl::StatusOr<EnqueueAnswers> {
+        sizes.push_back(batch.size());
+        return absl::UnavailableError("connection refused");
+      });
+  // One command of 600 bytes and more per batch of 1,000, five batches an attempt.
+  EXPECT_EQ(sizes, std::vector<size_t>(15, 1));
+  for (const auto& answer : answers) {
+    EXPECT_EQ(answer.status().code(), absl::StatusCode::kUnavailable);
+  }
+}
+
 class LostAnswersTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -139,6 +219,29 @@ TEST_F(LostAnswersTest, OneIntentIsOneRecordWhenAnswersAreLost) {
   }
   ASSERT_GT(proxy_->responses_lost(), lost_before);
   EXPECT_GT(Stored(), 2 * kIntents) << "late ids must turn a lost answer into a second record";
+}
+
+// The same promise for many commands in EnqueueBatch calls: each batch whose answer is
+// lost goes again with the same ids, and every intent is one record.
+TEST_F(LostAnswersTest, OneIntentIsOneRecordWhenBatchAnswersAreLost) {
+  constexpr int kIntents = 150;  // three batches
+  proxy_->SetLoseResponseRatio(0.5);
+  auto client = AgentClient::Connect(proxy_->address());
+  EnqueueOptions options;
+  options.max_attempts = 30;
+  options.base_backoff_ms = 1;
+  options.max_backoff_ms = 20;
+  options.timeout_ms = 2'000;
+  std::vector<v1::Command> intents;
+  for (int n = 0; n < kIntents; ++n) intents.push_back(Intent(n));
+  EnqueueAnswers answers = client->EnqueueMany(intents, options);
+  ASSERT_EQ(answers.size(), static_cast<size_t>(kIntents));
+  for (int n = 0; n < kIntents; ++n) {
+    ASSERT_TRUE(answers[n].ok()) << n << ": " << answers[n].status();
+    EXPECT_EQ(answers[n]->record().command().entity().id(), absl::StrCat("a", n));
+  }
+  EXPECT_GT(proxy_->responses_lost(), 0);
+  EXPECT_EQ(Stored(), kIntents);
 }
 
 }  // namespace
