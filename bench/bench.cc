@@ -369,7 +369,7 @@ int Run() {
   if (want("agent") || want("enqueue")) {
     EnqueueBatcher::Options options = EnqueueBatcher::DefaultOptions();
     options.max_calls = 2;
-    EnqueueBatcher batcher(options, EnqueueBatcher::Over(*agent_stub, RealClock::Get()));
+    EnqueueBatcher batcher(options, *agent_stub, RealClock::Get());
     Figures f = MeasurePaired(measure, 64, [&](int64_t i, std::function<void(bool)> done) {
       v1::Command c = TransferCommand(absl::StrCat("enq-batched-", i), kAccounts, i);
       c.clear_idempotency_key();

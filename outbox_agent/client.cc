@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "common/clock.h"
+#include "common/command.h"
 #include "common/grpc_status.h"
 #include "grpcpp/create_channel.h"
-#include "common/command.h"
 #include "grpcpp/security/credentials.h"
 #include "outbox_agent/enqueue_batcher.h"
 #include "outbox_agent/retry_policy.h"

@@ -176,6 +176,15 @@ class LostAnswersTest : public ::testing::Test {
     direct_ = AgentClient::Connect(direct);
   }
 
+  // Enough quick attempts to outlast a proxy that loses half the answers.
+  static EnqueueOptions Patient() {
+    EnqueueOptions options;
+    options.max_attempts = 30;
+    options.base_backoff_ms = 1;
+    options.max_backoff_ms = 20;
+    return options;
+  }
+
   int64_t Stored() {
     grpc::ClientContext context;
     v1::StatsResponse stats;
@@ -197,10 +206,7 @@ TEST_F(LostAnswersTest, OneIntentIsOneRecordWhenAnswersAreLost) {
   constexpr int kIntents = 30;
   proxy_->SetLoseResponseRatio(0.5);
   auto client = AgentClient::Connect(proxy_->address());
-  EnqueueOptions options;
-  options.max_attempts = 30;
-  options.base_backoff_ms = 1;
-  options.max_backoff_ms = 20;
+  const EnqueueOptions options = Patient();
   for (int n = 0; n < kIntents; ++n) {
     auto stored = client->Enqueue(Intent(n), options);
     ASSERT_TRUE(stored.ok()) << stored.status();
@@ -227,10 +233,7 @@ TEST_F(LostAnswersTest, OneIntentIsOneRecordWhenBatchAnswersAreLost) {
   constexpr int kIntents = 150;  // three batches
   proxy_->SetLoseResponseRatio(0.5);
   auto client = AgentClient::Connect(proxy_->address());
-  EnqueueOptions options;
-  options.max_attempts = 30;
-  options.base_backoff_ms = 1;
-  options.max_backoff_ms = 20;
+  EnqueueOptions options = Patient();
   options.timeout_ms = 2'000;
   std::vector<v1::Command> intents;
   for (int n = 0; n < kIntents; ++n) intents.push_back(Intent(n));

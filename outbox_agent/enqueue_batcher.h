@@ -9,9 +9,11 @@
 #ifndef EONCE_OUTBOX_AGENT_ENQUEUE_BATCHER_H_
 #define EONCE_OUTBOX_AGENT_ENQUEUE_BATCHER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <utility>
 
+#include "common/call_tracker.h"
 #include "common/clock.h"
 #include "common/command_batcher.h"
 #include "eonce/v1/agent.grpc.pb.h"
@@ -22,20 +24,31 @@ class EnqueueBatcher : public CommandBatcher<v1::EnqueueResponse, v1::EnqueueBat
  public:
   // Under the agent's message limit (gRPC's 4 MiB), with room for the call's framing.
   static constexpr size_t kMaxBatchBytes = (4 << 20) - (64 << 10);
-
-  EnqueueBatcher(Options options, SendBatch send)
-      : CommandBatcher("the agent", options, std::move(send)) {}
-
-  // Sends each batch as one EnqueueBatch call on `stub`, due at the batch's deadline as
-  // `clock` reads it. Both must outlive the batcher.
-  static SendBatch Over(v1::Agent::Stub& stub, Clock& clock);
   // Options with max_batch_bytes at kMaxBatchBytes.
   static Options DefaultOptions();
+
+  // Sends each batch as one EnqueueBatch call on `stub`, due at the batch's deadline as
+  // `clock` reads it. Both must outlive the batcher, whose end cancels the calls in
+  // flight and waits until each one's state is gone (common/call_tracker.h), so that the
+  // stub's channel may go right after it.
+  EnqueueBatcher(Options options, v1::Agent::Stub& stub, Clock& clock);
+  ~EnqueueBatcher() { calls_.CloseAndWait(); }
 
   // CommandBatcher::Add: `done` runs exactly once.
   void Enqueue(v1::Command command, int64_t deadline_ms, Done done) {
     Add(std::move(command), deadline_ms, std::move(done));
   }
+
+  // The EnqueueBatch calls started so far.
+  uint64_t calls_started() const { return calls_started_.load(std::memory_order_relaxed); }
+
+ private:
+  void Send(std::vector<v1::Command> commands, int64_t deadline_ms, BatchDone done);
+
+  v1::Agent::Stub& stub_;
+  Clock& clock_;
+  std::atomic<uint64_t> calls_started_{0};
+  CallTracker calls_;
 };
 
 }  // namespace eonce

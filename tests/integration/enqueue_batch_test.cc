@@ -1,11 +1,13 @@
 // EnqueueBatch against a real agent over loopback: each command of a batch is taken as
 // Enqueue takes it and answered on its own, a batch the agent cannot take is refused
 // whole with nothing stored, and the EnqueueBatcher shares calls among concurrent
-// commands. The agent sends nothing (its sidecar address leads nowhere), so every stored
+// commands (and, against an agent that holds its call, ends without waiting for it). The agent sends nothing (its sidecar address leads nowhere), so every stored
 // record stays as Enqueue left it.
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,7 @@
 #include "common/status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "outbox_agent/agent_server.h"
 #include "outbox_agent/enqueue_batcher.h"
@@ -139,18 +142,13 @@ TEST_F(EnqueueBatchTest, ABatchTheAgentCannotTakeIsRefusedWholeWithNothingStored
 
 TEST_F(EnqueueBatchTest, TheBatcherSharesCallsAmongConcurrentCommands) {
   constexpr int kCommands = 300;
-  std::atomic<int> calls{0};
-  EnqueueBatcher::SendBatch over = EnqueueBatcher::Over(*stub_, RealClock::Get());
   EnqueueBatcher::Options options = EnqueueBatcher::DefaultOptions();
   options.max_calls = 1;
   std::atomic<int> created{0}, answered{0};
   absl::Notification all_answered;
+  uint64_t calls = 0;
   {
-    EnqueueBatcher batcher(options, [&](std::vector<v1::Command> commands, int64_t deadline_ms,
-                                        EnqueueBatcher::BatchDone done) {
-      calls.fetch_add(1);
-      over(std::move(commands), deadline_ms, std::move(done));
-    });
+    EnqueueBatcher batcher(options, *stub_, RealClock::Get());
     for (int i = 0; i < kCommands; ++i) {
       batcher.Enqueue(Open(absl::StrCat("p", i), absl::StrCat("open-p", i)),
                       RealClock::Get().NowMs() + 30'000,
@@ -160,13 +158,70 @@ TEST_F(EnqueueBatchTest, TheBatcherSharesCallsAmongConcurrentCommands) {
                       });
     }
     ASSERT_TRUE(all_answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    calls = batcher.calls_started();
   }
   EXPECT_EQ(created.load(), kCommands);
   for (int i = 0; i < kCommands; ++i) EXPECT_TRUE(Stored(absl::StrCat("open-p", i)));
   // One call at a time: the first command goes alone, the others wait and share calls of
   // up to 64.
-  EXPECT_LT(calls.load(), kCommands / 10);
-  EXPECT_GE(calls.load(), kCommands / kMaxBatchCommands);
+  EXPECT_LT(calls, static_cast<uint64_t>(kCommands / 10));
+  EXPECT_GE(calls, static_cast<uint64_t>(kCommands / kMaxBatchCommands));
+}
+
+// An agent that takes EnqueueBatch calls and never answers them, until they are
+// cancelled.
+class HoldingAgent : public v1::Agent::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* EnqueueBatch(grpc::CallbackServerContext* /*context*/,
+                                         const v1::EnqueueBatchRequest* /*request*/,
+                                         v1::EnqueueBatchResponse* /*response*/) override {
+    class Held : public grpc::ServerUnaryReactor {
+     public:
+      void OnCancel() override { Finish(grpc::Status::CANCELLED); }
+      void OnDone() override { delete this; }
+    };
+    if (received_.fetch_add(1) == 0) first_.Notify();
+    return new Held;
+  }
+  absl::Notification first_;
+  std::atomic<int> received_{0};
+};
+
+// The batcher's end does not wait for an agent that holds its call: it cancels the call,
+// answers the command, and returns once the call's state is gone.
+TEST(EnqueueBatcherTest, ItsEndCancelsACallTheAgentHolds) {
+  HoldingAgent holding;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&holding);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Agent::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                     grpc::InsecureChannelCredentials()));
+  auto batcher = std::make_unique<EnqueueBatcher>(EnqueueBatcher::DefaultOptions(), *stub,
+                                                  RealClock::Get());
+  absl::Notification answered;
+  absl::Status answer;
+  v1::Command c;
+  c.set_command_id("held");
+  batcher->Enqueue(c, /*deadline_ms=*/0, [&](EnqueueBatcher::Answer a) {
+    answer = a.status();
+    answered.Notify();
+  });
+  ASSERT_TRUE(holding.first_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  absl::Notification ended;
+  std::thread end([&] {
+    batcher.reset();
+    ended.Notify();
+  });
+  const bool in_time = ended.WaitForNotificationWithTimeout(absl::Seconds(10));
+  // Cancels the held call, should the end still wait for it.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  end.join();
+  EXPECT_TRUE(in_time) << "the batcher's end waited for a call the agent held";
+  ASSERT_TRUE(answered.HasBeenNotified());
+  EXPECT_EQ(answer.code(), absl::StatusCode::kCancelled) << answer;
 }
 
 }  // namespace
