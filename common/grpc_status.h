@@ -42,6 +42,14 @@ absl::Status FromGrpcStatus(const grpc::Status& status, const grpc::ClientContex
 // A status sent as its parts (a batch's item): code, message and a serialized
 // google.rpc.Status, read as FromGrpcStatus reads a call's.
 absl::Status StatusFromParts(int code, const std::string& message, const std::string& details);
+// The other way: `status` written into a batch's item (SubmitBatchItem, EnqueueBatchItem:
+// code, message, error_details), for StatusFromParts to read back.
+template <typename Item>
+void SetStatusParts(const absl::Status& status, Item* item) {
+  item->set_code(static_cast<int>(status.code()));
+  item->set_message(std::string(status.message()));
+  item->set_error_details(StatusDetails(status));
+}
 
 // A finished call that ended because its request or its answer was larger than a message
 // limit: RESOURCE_EXHAUSTED with gRPC's "larger than max" and no reason of eonce's (every

@@ -96,9 +96,7 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
         if (result.ok()) {
           *item->mutable_response() = std::move(*result);
         } else {
-          item->set_code(static_cast<int>(result.status().code()));
-          item->set_message(std::string(result.status().message()));
-          item->set_error_details(StatusDetails(result.status()));
+          SetStatusParts(result.status(), item);
         }
         if (batch->open.fetch_sub(1, std::memory_order_acq_rel) == 1) {
           // Sent past the limit, the answer would be refused by gRPC, and the caller might

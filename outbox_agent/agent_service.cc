@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
-#include "common/error_details.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -229,9 +228,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
             *item->mutable_response() = std::move(*result);
             item->mutable_response()->mutable_record()->mutable_command()->clear_request();
           } else {
-            item->set_code(static_cast<int>(result.status().code()));
-            item->set_message(std::string(result.status().message()));
-            item->set_error_details(StatusDetails(result.status()));
+            SetStatusParts(result.status(), item);
           }
           if (batch->open.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             if (batch->created.load(std::memory_order_relaxed)) kick_();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <utility>
 
 #include "common/clock.h"
@@ -27,19 +28,13 @@ absl::StatusOr<v1::EnqueueResponse> EnqueueWithRetries(v1::Command command,
                                                        const EnqueueOptions& options,
                                                        Random& random, Clock& clock,
                                                        const EnqueueAttempt& attempt) {
-  AssignCommandId(&command, random);
-  RetryOptions spacing;
-  spacing.base_backoff_ms = options.base_backoff_ms;
-  spacing.max_backoff_ms = options.max_backoff_ms;
-  Backoff backoff(spacing, random);
-  int attempts = std::max(1, options.max_attempts);
-  absl::StatusOr<v1::EnqueueResponse> answer = absl::InternalError("no attempt made");
-  for (int n = 1; n <= attempts; ++n) {
-    answer = attempt(command);
-    if (answer.ok() || !RetriesEnqueue(answer.status()) || n == attempts) break;
-    clock.SleepMs(backoff.DelayMs(n));
-  }
-  return answer;
+  // One command is a batch of one: the same ids first, the same retries.
+  EnqueueAnswers answers = EnqueueManyWithRetries(
+      {std::move(command)}, options, std::numeric_limits<size_t>::max(), random, clock,
+      [&](const std::vector<v1::Command>& batch) -> absl::StatusOr<EnqueueAnswers> {
+        return EnqueueAnswers{attempt(batch.front())};
+      });
+  return std::move(answers.front());
 }
 
 EnqueueAnswers EnqueueManyWithRetries(std::vector<v1::Command> commands,
