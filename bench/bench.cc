@@ -53,6 +53,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/server_builder.h"
 #include "outbox_agent/agent_server.h"
+#include "outbox_agent/client.h"
 #include "outbox_agent/enqueue_batcher.h"
 #include "services/ledger/ledger_service.h"
 
@@ -378,6 +379,18 @@ int Run() {
                       [done](EnqueueBatcher::Answer answer) { done(answer.ok()); });
     }, put_run(64));
     add("agent enqueue, batched", 64, f, "synced put (limit)");
+  }
+  // The blocking client's Enqueue from 64 producer threads, as a service calls it from its
+  // request threads: the calls that overlap share EnqueueBatch calls (AgentClient).
+  if (want("agent") || want("enqueue")) {
+    auto client = AgentClient::Connect(Address((*agent)->port()));
+    Figures f = MeasureBlocking(measure, 64, [&](int64_t i) {
+      v1::Command c = TransferCommand(absl::StrCat("enq-client-", i), kAccounts, i);
+      c.clear_idempotency_key();
+      c.clear_payload_hash();
+      return client->Enqueue(c).ok();
+    }, put_run(64));
+    add("agent enqueue, client", 64, f, "synced put (limit)");
   }
 
   // The whole pipeline: renew the credential and time the drain of what was enqueued. Its

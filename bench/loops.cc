@@ -203,17 +203,18 @@ Figures Measure(const MeasureOptions& options, int in_flight, const IssueFn& iss
   return MeasurePaired(options, in_flight, issue, /*limit=*/nullptr, warmup_ops);
 }
 
-Figures MeasurePaired(const MeasureOptions& options, int in_flight, const IssueFn& issue,
-                      const LimitRunFn& limit, int64_t* warmup_ops,
-                      const LimitRunFn& reference) {
-  Figures warm = ClosedLoop(in_flight, options.warmup_seconds, issue, 0);
-  if (warmup_ops != nullptr) *warmup_ops = warm.ops;
+namespace {
+
+// `runs` pairs after the warm-up: one run of the limit (and of the reference), then one
+// run of the path; the path's median run with the pairs' median ratios.
+Figures Paired(const MeasureOptions& options, const LimitRunFn& path, const LimitRunFn& limit,
+               const LimitRunFn& reference) {
   std::vector<Figures> runs;
   std::vector<double> ratios, limits, reference_ratios;
   for (int k = 1; k <= std::max(1, options.runs); ++k) {
     const Figures limit_run = limit ? limit(k * kRunStride) : Figures();
     const Figures reference_run = reference ? reference(k * kRunStride) : Figures();
-    runs.push_back(ClosedLoop(in_flight, options.seconds, issue, k * kRunStride));
+    runs.push_back(path(k * kRunStride));
     const double rate = runs.back().ops_per_s;
     if (limit_run.ops_per_s > 0) {
       ratios.push_back(rate / limit_run.ops_per_s);
@@ -228,13 +229,25 @@ Figures MeasurePaired(const MeasureOptions& options, int in_flight, const IssueF
   return median;
 }
 
-Figures MeasureBlocking(const MeasureOptions& options, int threads, const BlockingFn& op) {
+}  // namespace
+
+Figures MeasurePaired(const MeasureOptions& options, int in_flight, const IssueFn& issue,
+                      const LimitRunFn& limit, int64_t* warmup_ops,
+                      const LimitRunFn& reference) {
+  Figures warm = ClosedLoop(in_flight, options.warmup_seconds, issue, 0);
+  if (warmup_ops != nullptr) *warmup_ops = warm.ops;
+  return Paired(
+      options,
+      [&](int64_t first) { return ClosedLoop(in_flight, options.seconds, issue, first); },
+      limit, reference);
+}
+
+Figures MeasureBlocking(const MeasureOptions& options, int threads, const BlockingFn& op,
+                        const LimitRunFn& limit) {
   Threads(threads, options.warmup_seconds, op, 0);
-  std::vector<Figures> runs;
-  for (int k = 1; k <= std::max(1, options.runs); ++k) {
-    runs.push_back(Threads(threads, options.seconds, op, k * kRunStride));
-  }
-  return Median(std::move(runs));
+  return Paired(
+      options, [&](int64_t first) { return Threads(threads, options.seconds, op, first); },
+      limit, nullptr);
 }
 
 }  // namespace eonce::bench

@@ -90,7 +90,6 @@ struct MeasureOptions {
 inline constexpr int64_t kRunStride = 1'000'000'000;
 Figures Measure(const MeasureOptions& options, int in_flight, const IssueFn& issue,
                 int64_t* warmup_ops = nullptr);
-Figures MeasureBlocking(const MeasureOptions& options, int threads, const BlockingFn& op);
 
 // One run of a physical limit (echo, synced puts) whose operation numbers start at `first`.
 using LimitRunFn = std::function<Figures(int64_t first)>;
@@ -103,6 +102,9 @@ using LimitRunFn = std::function<Figures(int64_t first)>;
 Figures MeasurePaired(const MeasureOptions& options, int in_flight, const IssueFn& issue,
                       const LimitRunFn& limit, int64_t* warmup_ops = nullptr,
                       const LimitRunFn& reference = nullptr);
+// Measure or MeasurePaired for blocking calls on `threads` threads.
+Figures MeasureBlocking(const MeasureOptions& options, int threads, const BlockingFn& op,
+                        const LimitRunFn& limit = nullptr);
 
 }  // namespace eonce::bench
 

@@ -119,6 +119,10 @@ def targets(figures):
         # The same bound for a producer that sends its commands as EnqueueBatch calls.
         ("agent Enqueue, batched", versus_limit(rows, "agent enqueue, batched", put), 0.5,
          "x synced put", None),
+        # And for a producer's request threads calling the blocking client's Enqueue,
+        # whose overlapping calls share EnqueueBatch calls.
+        ("agent Enqueue, blocking client", versus_limit(rows, "agent enqueue, client", put),
+         0.5, "x synced put", None),
         ("sidecar RSS with 1M records", figures.get("sidecar_rss_mib", 0), 300.0,
          "MiB (at most)", "max"),
         ("sidecar disk", figures.get("disk_ratio", 0), 2.0, "x raw bytes (at most)", "max"),
@@ -225,6 +229,9 @@ def main():
             ("agent enqueue", "agent `Enqueue`", "synced put"),
             ("agent enqueue, batched",
              "agent `EnqueueBatch` calls from a batching producer", "synced put"),
+            ("agent enqueue, client",
+             "agent `Enqueue` from 64 threads of the blocking client (`AgentClient`)",
+             "synced put"),
             ("pipeline drain", "the whole pipeline drains (agent → sidecar → ledger)",
              "first seen run around it, paired")):
         r = row(figures["rows"], name, 64) or {"ops_per_s": 0, "p99_us": 0,

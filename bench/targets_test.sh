@@ -11,7 +11,7 @@ trap 'rm -rf "$work"' EXIT
 
 figures() {  # figures SIDECAR_P50_AT_1 IN_PROCESS_P50_AT_1 DUPLICATE_RATIO DRAIN_PAIRED
   #                [IN_PROCESS_BATCHED_PAIRED_ECHO IN_PROCESS_BATCHED_PAIRED_LEDGER
-  #                 ENQUEUE_BATCHED_PAIRED]
+  #                 ENQUEUE_BATCHED_PAIRED ENQUEUE_CLIENT_PAIRED]
   row() {  # row PATH IN_FLIGHT OPS P50 PAIRED [PAIRED_LEDGER]
     echo "{\"path\": \"$1\", \"in_flight\": $2, \"ops_per_s\": $3, \"p50_us\": $4,"
     echo " \"p99_us\": 300.0, \"ratio_to_limit\": 1.0, \"paired_ratio\": $5,"
@@ -23,6 +23,7 @@ figures() {  # figures SIDECAR_P50_AT_1 IN_PROCESS_P50_AT_1 DUPLICATE_RATIO DRAI
     row "synced put (limit)" 1 4000.0 200.0 0; echo ,
     row "synced put (limit)" 64 2000.0 1000.0 0; echo ,
     row "agent enqueue, batched" 64 700.0 1000.0 "${7:-0}"; echo ,
+    row "agent enqueue, client" 64 900.0 1000.0 "${8:-0}"; echo ,
     row "ledger direct" 1 2000.0 400.0 0; echo ,
     row "sidecar first-seen" 1 1000.0 "$1" 0; echo ,
     row "first-seen, in process" 1 1500.0 "$2" 0; echo ,
@@ -113,6 +114,16 @@ figures 650 750 0.70 0.85 0 0 0.55
 expect "agent Enqueue, batched" met
 grep -q "| agent \`EnqueueBatch\` calls from a batching producer | 700 | .* | 0.55 of synced put |" \
   "$work/latest.md" || { echo "FAIL: batched Enqueue in latest.md"; cat "$work/latest.md"; exit 1; }
+
+# The blocking client's Enqueue from 64 threads, paired the same way (the rows' 900 / 2000
+# would be 0.45).
+figures 650 750 0.70 0.85 0 0 0 0.48
+expect "agent Enqueue, blocking client" MISSED
+figures 650 750 0.70 0.85 0 0 0 0.62
+expect "agent Enqueue, blocking client" met
+client_row="| agent \`Enqueue\` from 64 threads of the blocking client (\`AgentClient\`) | 900 |"
+grep -qF "$client_row" "$work/latest.md" && grep -q "| 900 | .* | 0.62 of synced put |" \
+  "$work/latest.md" || { echo "FAIL: the blocking client in latest.md"; cat "$work/latest.md"; exit 1; }
 
 # A figure the run did not measure meets no bound: without the in-process row at 1 in
 # flight there is no added latency in process, and without a 1M-record row no p99 ratio.

@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
@@ -101,10 +102,30 @@ absl::StatusOr<v1::EnqueueResponse> AgentClient::EnqueueOnce(const v1::Command& 
   return response;
 }
 
+absl::StatusOr<v1::EnqueueResponse> AgentClient::EnqueueShared(const v1::Command& command,
+                                                               int64_t timeout_ms) {
+  if (no_batches_.load(std::memory_order_relaxed)) return EnqueueOnce(command, timeout_ms);
+  absl::StatusOr<v1::EnqueueResponse> answer = absl::InternalError("not answered");
+  absl::Notification answered;
+  // The batch call is due at its earliest command's deadline, so the answer comes.
+  shared_.Enqueue(command, std::max<int64_t>(1, clock_.NowMs() + timeout_ms),
+                  [&](EnqueueBatcher::Answer a) {
+                    answer = std::move(a);
+                    answered.Notify();
+                  });
+  answered.WaitForNotification();
+  if (answer.status().code() == absl::StatusCode::kUnimplemented) {
+    // An agent from before EnqueueBatch, which looked at none of the batch.
+    no_batches_.store(true, std::memory_order_relaxed);
+    return EnqueueOnce(command, timeout_ms);
+  }
+  return answer;
+}
+
 absl::StatusOr<v1::EnqueueResponse> AgentClient::Enqueue(const v1::Command& command,
                                                          const EnqueueOptions& options) {
   return EnqueueWithRetries(command, options, random_, clock_, [&](const v1::Command& c) {
-    return EnqueueOnce(c, options.timeout_ms);
+    return EnqueueShared(c, options.timeout_ms);
   });
 }
 
@@ -129,22 +150,25 @@ EnqueueAnswers AgentClient::EnqueueMany(std::vector<v1::Command> commands,
   return EnqueueManyWithRetries(
       std::move(commands), options, EnqueueBatcher::kMaxBatchBytes, random_, clock_,
       [&](const std::vector<v1::Command>& batch) -> absl::StatusOr<EnqueueAnswers> {
-        grpc::ClientContext context;
-        context.set_deadline(WallIn(options.timeout_ms));
-        v1::EnqueueBatchRequest request;
-        for (const v1::Command& command : batch) *request.add_commands() = command;
-        v1::EnqueueBatchResponse response;
-        grpc::Status status = stub_->EnqueueBatch(&context, request, &response);
-        if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-          // An agent from before EnqueueBatch, which looked at none of them.
-          EnqueueAnswers each;
-          for (const v1::Command& command : batch) {
-            each.push_back(EnqueueOnce(command, options.timeout_ms));
+        if (!no_batches_.load(std::memory_order_relaxed)) {
+          grpc::ClientContext context;
+          context.set_deadline(WallIn(options.timeout_ms));
+          v1::EnqueueBatchRequest request;
+          for (const v1::Command& command : batch) *request.add_commands() = command;
+          v1::EnqueueBatchResponse response;
+          grpc::Status status = stub_->EnqueueBatch(&context, request, &response);
+          if (status.ok()) return EnqueueBatcher::AnswersOf(response);
+          if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED) {
+            return FromGrpcStatus(status, &context);
           }
-          return each;
+          // An agent from before EnqueueBatch, which looked at none of them.
+          no_batches_.store(true, std::memory_order_relaxed);
         }
-        if (!status.ok()) return FromGrpcStatus(status, &context);
-        return EnqueueBatcher::AnswersOf(response);
+        EnqueueAnswers each;
+        for (const v1::Command& command : batch) {
+          each.push_back(EnqueueOnce(command, options.timeout_ms));
+        }
+        return each;
       });
 }
 

@@ -7,7 +7,10 @@
 //   alice.set_id("alice");
 //   auto record = agent->Enqueue("/eonce.ledger.v1.Ledger/Transfer", transfer, alice);
 //
-// Enqueue returns once the command is durable in the agent's outbox. The client creates
+// Enqueue returns once the command is durable in the agent's outbox. Threads that call it at
+// the same time share EnqueueBatch calls (an EnqueueBatcher: a lone call goes at once, and
+// those that arrive while calls are in flight go together in the next one), so a producer
+// with many request threads pays one call's fixed cost for many commands. The client creates
 // the command id before the first attempt (unless the caller gives one) and retries with
 // that same id when an answer is lost (UNAVAILABLE, DEADLINE_EXCEEDED): the agent
 // answers a retry of a stored command with that record (created = false), so a lost
@@ -26,7 +29,9 @@
 #ifndef EONCE_OUTBOX_AGENT_CLIENT_H_
 #define EONCE_OUTBOX_AGENT_CLIENT_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -38,6 +43,7 @@
 #include "common/tls.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "google/protobuf/message.h"
+#include "outbox_agent/enqueue_batcher.h"
 
 namespace eonce {
 
@@ -114,13 +120,26 @@ class AgentClient {
                              const EnqueueOptions& options = {});
   absl::StatusOr<v1::OutboxRecord> Get(const std::string& command_id);
   v1::Agent::Stub& stub() { return *stub_; }
+  // The EnqueueBatch calls Enqueue has started: fewer than its commands when callers
+  // overlapped.
+  uint64_t shared_calls_started() const { return shared_.calls_started(); }
 
  private:
   AgentClient(std::unique_ptr<v1::Agent::Stub> stub, Clock& clock, Random& random)
-      : stub_(std::move(stub)), clock_(clock), random_(random) {}
+      : stub_(std::move(stub)),
+        clock_(clock),
+        random_(random),
+        shared_(EnqueueBatcher::DefaultOptions(), *stub_, clock_) {}
+  // One attempt of Enqueue: in the next shared EnqueueBatch call, or on its own when the
+  // agent serves no EnqueueBatch.
+  absl::StatusOr<v1::EnqueueResponse> EnqueueShared(const v1::Command& command,
+                                                    int64_t timeout_ms);
+
   std::unique_ptr<v1::Agent::Stub> stub_;
   Clock& clock_;
   Random& random_;
+  std::atomic<bool> no_batches_{false};  // the agent answered EnqueueBatch UNIMPLEMENTED
+  EnqueueBatcher shared_;  // after the stub: its end cancels its calls before the stub goes
 };
 
 }  // namespace eonce

@@ -3,9 +3,13 @@
 // then the real agent behind a proxy that loses its answers.
 #include "outbox_agent/client.h"
 
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/random.h"
 #include "common/status.h"
@@ -225,6 +229,40 @@ TEST_F(LostAnswersTest, OneIntentIsOneRecordWhenAnswersAreLost) {
   }
   ASSERT_GT(proxy_->responses_lost(), lost_before);
   EXPECT_GT(Stored(), 2 * kIntents) << "late ids must turn a lost answer into a second record";
+}
+
+// The same promise for producers calling Enqueue from many threads at once, whose commands
+// share EnqueueBatch calls: a shared call whose answer is lost goes again with its ids.
+TEST_F(LostAnswersTest, OneIntentIsOneRecordWhenSharedAnswersAreLost) {
+  constexpr int kThreads = 8;
+  constexpr int kEach = 10;
+  // A lost answer resets the proxy's connection, and every call on it fails: a third of
+  // them, and more attempts, so that no command runs out of them.
+  proxy_->SetLoseResponseRatio(0.3);
+  auto client = AgentClient::Connect(proxy_->address());
+  EnqueueOptions options = Patient();
+  options.max_attempts = 100;
+  options.timeout_ms = 2'000;
+  absl::Mutex mu;
+  std::vector<std::string> wrong;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const int n = t * kEach + i;
+        auto stored = client->Enqueue(Intent(n), options);
+        if (!stored.ok() ||
+            stored->record().command().entity().id() != absl::StrCat("a", n)) {
+          absl::MutexLock lock(&mu);
+          wrong.push_back(absl::StrCat(n, ": ", stored.status().ToString()));
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(wrong.empty()) << absl::StrJoin(wrong, "; ");
+  EXPECT_GT(proxy_->responses_lost(), 0);
+  EXPECT_EQ(Stored(), kThreads * kEach);
 }
 
 // The same promise for many commands in EnqueueBatch calls: each batch whose answer is

@@ -1,8 +1,10 @@
 // EnqueueBatch against a real agent over loopback: each command of a batch is taken as
 // Enqueue takes it and answered on its own, a batch the agent cannot take is refused
 // whole with nothing stored, and the EnqueueBatcher shares calls among concurrent
-// commands (and, against an agent that holds its call, ends without waiting for it). The agent sends nothing (its sidecar address leads nowhere), so every stored
-// record stays as Enqueue left it.
+// commands (and, against an agent that holds its call, ends without waiting for it), as
+// does the blocking client's Enqueue called from many threads (and, against an agent
+// without EnqueueBatch, falls back to one Enqueue each). The agent sends nothing (its
+// sidecar address leads nowhere), so every stored record stays as Enqueue left it.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -22,12 +24,25 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "outbox_agent/agent_server.h"
+#include "outbox_agent/client.h"
 #include "outbox_agent/enqueue_batcher.h"
 #include "eonce/ledger/v1/ledger.pb.h"
 #include "tests/util/temp_dir.h"
 
 namespace eonce {
 namespace {
+
+v1::Command Open(const std::string& id, const std::string& command_id) {
+  ledger::v1::OpenAccountRequest open;
+  open.set_id(id);
+  v1::Command c;
+  c.set_command_id(command_id);
+  c.set_target_method("/eonce.ledger.v1.Ledger/OpenAccount");
+  c.set_request(open.SerializeAsString());
+  c.mutable_entity()->set_type("account");
+  c.mutable_entity()->set_id(id);
+  return c;
+}
 
 class EnqueueBatchTest : public ::testing::Test {
  protected:
@@ -48,18 +63,6 @@ class EnqueueBatchTest : public ::testing::Test {
     if (agent_ != nullptr) {
       EXPECT_TRUE(agent_->Shutdown(1000).ok());
     }
-  }
-
-  static v1::Command Open(const std::string& id, const std::string& command_id) {
-    ledger::v1::OpenAccountRequest open;
-    open.set_id(id);
-    v1::Command c;
-    c.set_command_id(command_id);
-    c.set_target_method("/eonce.ledger.v1.Ledger/OpenAccount");
-    c.set_request(open.SerializeAsString());
-    c.mutable_entity()->set_type("account");
-    c.mutable_entity()->set_id(id);
-    return c;
   }
 
   absl::StatusOr<v1::EnqueueBatchResponse> Batch(const std::vector<v1::Command>& commands) {
@@ -166,6 +169,92 @@ TEST_F(EnqueueBatchTest, TheBatcherSharesCallsAmongConcurrentCommands) {
   // up to 64.
   EXPECT_LT(calls, static_cast<uint64_t>(kCommands / 10));
   EXPECT_GE(calls, static_cast<uint64_t>(kCommands / kMaxBatchCommands));
+}
+
+// The blocking client's Enqueue, called from many threads at once, shares EnqueueBatch
+// calls: every command is stored and answered to its own caller, in fewer calls than
+// commands.
+TEST_F(EnqueueBatchTest, ConcurrentClientEnqueuesShareCalls) {
+  constexpr int kThreads = 32;
+  constexpr int kEach = 10;
+  auto client = AgentClient::Connect("127.0.0.1:" + std::to_string(agent_->port()));
+  std::atomic<int> mismatched{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const std::string id = absl::StrCat("t", t, "-", i);
+        auto stored = client->Enqueue(Open(id, absl::StrCat("open-", id)));
+        if (!stored.ok() || stored->record().command().command_id() != "open-" + id ||
+            !stored->created()) {
+          mismatched.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatched.load(), 0);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kEach; ++i) EXPECT_TRUE(Stored(absl::StrCat("open-t", t, "-", i)));
+  }
+  // At most max_calls (4) calls in flight for 32 waiting threads: the others' commands
+  // wait and go together.
+  const uint64_t calls = client->shared_calls_started();
+  EXPECT_GT(calls, 0u);
+  EXPECT_LT(calls, static_cast<uint64_t>(kThreads * kEach * 3 / 4)) << calls << " calls";
+}
+
+// An agent from before EnqueueBatch: it serves Enqueue and answers EnqueueBatch
+// UNIMPLEMENTED, as gRPC does for a method a server does not know.
+class OlderAgent : public v1::Agent::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* Enqueue(grpc::CallbackServerContext* context,
+                                    const v1::EnqueueRequest* request,
+                                    v1::EnqueueResponse* response) override {
+    enqueues_.fetch_add(1);
+    *response->mutable_record()->mutable_command() = request->command();
+    response->set_created(true);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  grpc::ServerUnaryReactor* EnqueueBatch(grpc::CallbackServerContext* context,
+                                         const v1::EnqueueBatchRequest* /*request*/,
+                                         v1::EnqueueBatchResponse* /*response*/) override {
+    batches_.fetch_add(1);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, ""));
+    return reactor;
+  }
+  std::atomic<int> enqueues_{0};
+  std::atomic<int> batches_{0};
+};
+
+// The client asks an older agent for EnqueueBatch once, then sends each command, from
+// Enqueue and EnqueueMany alike, as an Enqueue of its own.
+TEST(AgentClientTest, AnAgentWithoutEnqueueBatchGetsOneEnqueueEach) {
+  OlderAgent older;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&older);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto client = AgentClient::Connect(absl::StrCat("127.0.0.1:", port));
+  for (int i = 0; i < 3; ++i) {
+    auto stored = client->Enqueue(Open(absl::StrCat("o", i), ""));
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_EQ(stored->record().command().entity().id(), absl::StrCat("o", i));
+    EXPECT_FALSE(stored->record().command().command_id().empty());
+  }
+  std::vector<v1::Command> many;
+  for (int i = 0; i < 5; ++i) many.push_back(Open(absl::StrCat("m", i), ""));
+  EnqueueAnswers answers = client->EnqueueMany(many);
+  ASSERT_EQ(answers.size(), 5u);
+  for (const auto& answer : answers) EXPECT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(older.batches_.load(), 1);
+  EXPECT_EQ(older.enqueues_.load(), 8);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
 // An agent that takes EnqueueBatch calls and never answers them, until they are
