@@ -42,6 +42,24 @@ void FinishedAnswers::InsertLocked(Shard& shard, const std::string& scoped_key, 
   while (shard.bytes > max_bytes_per_shard_) EraseLocked(shard, std::prev(shard.lru.end()));
 }
 
+bool FinishedAnswers::NoteMissLocked(Shard& shard, size_t hash) {
+  uint64_t* set = &shard.missed[((hash / kShards) % (kMissesNoted / kNoteWays)) * kNoteWays];
+  const uint64_t fingerprint = static_cast<uint64_t>(hash) | 1;  // never 0, the empty
+  uint64_t* empty = nullptr;
+  for (size_t way = 0; way < kNoteWays; ++way) {
+    if (set[way] == fingerprint) {
+      set[way] = 0;
+      return true;
+    }
+    if (set[way] == 0 && empty == nullptr) empty = &set[way];
+  }
+  // No empty place: one picked by the count of notes mixed with the key's own bits, so
+  // that more keys retried in turn than a set holds still find theirs most of the time.
+  const uint64_t mixed = (shard.notes++ * 0x9E3779B97F4A7C15ull) ^ (fingerprint >> 33);
+  *(empty != nullptr ? empty : &set[mixed % kNoteWays]) = fingerprint;
+  return false;
+}
+
 bool FinishedAnswers::Get(const std::string& scoped_key, Entry* out, Ticket* ticket) {
   if (max_bytes_per_shard_ == 0) return false;
   const size_t hash = HashOf(scoped_key);
@@ -53,10 +71,7 @@ bool FinishedAnswers::Get(const std::string& scoped_key, Entry* out, Ticket* tic
     if (found == shard.index.end()) {
       if (ticket != nullptr) {
         ticket->generation = shard.generation;
-        uint64_t& noted = shard.missed[(hash / kShards) % kMissesNoted];
-        const uint64_t fingerprint = static_cast<uint64_t>(hash) | 1;  // never 0, the empty
-        ticket->admitted = noted == fingerprint;
-        noted = ticket->admitted ? 0 : fingerprint;
+        ticket->admitted = NoteMissLocked(shard, hash);
       }
       misses_.fetch_add(1, std::memory_order_relaxed);
       return false;

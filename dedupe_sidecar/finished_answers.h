@@ -93,8 +93,13 @@ class FinishedAnswers {
   // fingerprint is still there is admitted. 8,192 in all, fewer than the entries of the
   // default bound (about 46,000), so that a key admitted was retried soon enough to be
   // found here again before it is evicted; keys retried further apart than that are read
-  // from the store, and are not copied in only to be pushed out unread.
+  // from the store, and are not copied in only to be pushed out unread. A key's
+  // fingerprint goes in one set of kNoteWays places (an empty one, else one picked by the
+  // count of notes mixed with the key's bits), so that keys retried in turn do not push
+  // each other's fingerprint out every time, as two keys with one place would.
   static constexpr size_t kMissesNoted = 512;
+  static constexpr size_t kNoteWays = 4;
+  static_assert(kMissesNoted % kNoteWays == 0);
   static int ShardIndexOf(const std::string& scoped_key);
   int64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   int64_t misses() const { return misses_.load(std::memory_order_relaxed); }
@@ -116,6 +121,7 @@ class FinishedAnswers {
     uint64_t generation ABSL_GUARDED_BY(mu) = 0;
     int writing ABSL_GUARDED_BY(mu) = 0;  // writes begun and not yet ended
     std::vector<uint64_t> missed ABSL_GUARDED_BY(mu);  // kMissesNoted, or none when off
+    uint64_t notes ABSL_GUARDED_BY(mu) = 0;  // fingerprints noted: picks a place to take
   };
 
   static size_t HashOf(const std::string& scoped_key);
@@ -125,6 +131,9 @@ class FinishedAnswers {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   void InsertLocked(Shard& shard, const std::string& scoped_key, Stored stored)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Notes a miss of the key of `hash`: true if it missed lately too (its fingerprint was
+  // there, and is taken out), else its fingerprint goes in.
+  static bool NoteMissLocked(Shard& shard, size_t hash) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   const size_t max_bytes_per_shard_;
   Shard shards_[kShards];

@@ -3,7 +3,7 @@
 // then the real agent behind a proxy that loses its answers.
 #include "outbox_agent/client.h"
 
-#include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 

@@ -204,6 +204,14 @@ TEST_F(EnqueueBatchTest, ConcurrentClientEnqueuesShareCalls) {
   EXPECT_LT(calls, static_cast<uint64_t>(kThreads * kEach * 3 / 4)) << calls << " calls";
 }
 
+// A stand-in agent on a loopback port of its own (`*port`).
+std::unique_ptr<grpc::Server> ServeOnLoopback(grpc::Service* agent, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(agent);
+  return builder.BuildAndStart();
+}
+
 // An agent from before EnqueueBatch: it serves Enqueue and answers EnqueueBatch
 // UNIMPLEMENTED, as gRPC does for a method a server does not know.
 class OlderAgent : public v1::Agent::CallbackService {
@@ -234,11 +242,8 @@ class OlderAgent : public v1::Agent::CallbackService {
 // Enqueue and EnqueueMany alike, as an Enqueue of its own.
 TEST(AgentClientTest, AnAgentWithoutEnqueueBatchGetsOneEnqueueEach) {
   OlderAgent older;
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&older);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = ServeOnLoopback(&older, &port);
   ASSERT_NE(server, nullptr);
   auto client = AgentClient::Connect(absl::StrCat("127.0.0.1:", port));
   for (int i = 0; i < 3; ++i) {
@@ -280,11 +285,8 @@ class HoldingAgent : public v1::Agent::CallbackService {
 // answers the command, and returns once the call's state is gone.
 TEST(EnqueueBatcherTest, ItsEndCancelsACallTheAgentHolds) {
   HoldingAgent holding;
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&holding);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = ServeOnLoopback(&holding, &port);
   ASSERT_NE(server, nullptr);
   auto stub = v1::Agent::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                                      grpc::InsecureChannelCredentials()));
