@@ -10,12 +10,13 @@
 // Enqueue returns once the command is durable in the agent's outbox. Threads that call it at
 // the same time share EnqueueBatch calls (an EnqueueBatcher: a lone call goes at once, and
 // those that arrive while calls are in flight go together in the next one), so a producer
-// with many request threads pays one call's fixed cost for many commands. The client creates
-// the command id before the first attempt (unless the caller gives one) and retries with
-// that same id when an answer is lost (UNAVAILABLE, DEADLINE_EXCEEDED): the agent
-// answers a retry of a stored command with that record (created = false), so a lost
-// answer never becomes a second command. Retries are bounded (max_attempts) and spaced
-// by full-jitter backoff. Any other error is returned at once.
+// with many request threads pays one call's fixed cost for many commands (past 4,096
+// commands waiting for a call, Enqueue fails at once with RESOURCE_EXHAUSTED, nothing
+// sent). The client creates the command id before the first attempt (unless the caller
+// gives one) and retries with that same id when an answer is lost (UNAVAILABLE,
+// DEADLINE_EXCEEDED): the agent answers a retry of a stored command with that record
+// (created = false), so a lost answer never becomes a second command. Retries are bounded
+// (max_attempts) and spaced by full-jitter backoff. Any other error is returned at once.
 //
 // EnqueueMany sends many commands as EnqueueBatch calls (up to 64 each), with the same
 // ids-first retries, one answer per command.
