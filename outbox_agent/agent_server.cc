@@ -156,6 +156,11 @@ std::vector<prometheus::MetricFamily> AgentServer::Collect() {
 }
 
 void AgentServer::Kick() {
+  if (replayer_ != nullptr && !replayer_->CanStart()) {
+    kicks_skipped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  kicks_sent_.fetch_add(1, std::memory_order_relaxed);
   absl::MutexLock lock(&loop_mu_);
   kicked_ = true;
 }

@@ -83,8 +83,15 @@ class AgentServer {
 
   // Stops accepting, lets in-flight attempts finish for up to `drain_ms`, closes the store.
   absl::Status Shutdown(int64_t drain_ms);
-  // Wakes the replay loop (new work arrived).
+  // Wakes the replay loop (new work arrived), unless it could start no attempt now: while
+  // the credential is not active or every attempt slot is taken, a wake-up would find
+  // nothing to do, and what ends that state kicks again (a new credential, an attempt's
+  // end); the loop's idle wake-up (idle_pump_ms) catches the rest. Under load this spares
+  // the loop a wake-up, and the kicker a futex call, per Enqueue.
   void Kick();
+  // Kicks that woke the loop, and kicks left out because it could start nothing.
+  int64_t kicks_sent() const { return kicks_sent_.load(std::memory_order_relaxed); }
+  int64_t kicks_skipped() const { return kicks_skipped_.load(std::memory_order_relaxed); }
 
  private:
   AgentServer() = default;
@@ -111,6 +118,8 @@ class AgentServer {
   std::unique_ptr<grpc::Server> server_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> ready_{false};
+  std::atomic<int64_t> kicks_sent_{0};
+  std::atomic<int64_t> kicks_skipped_{0};
   absl::Mutex loop_mu_;
   bool kicked_ ABSL_GUARDED_BY(loop_mu_) = false;
   bool stop_ ABSL_GUARDED_BY(loop_mu_) = false;

@@ -99,6 +99,12 @@ int Replayer::in_flight() const {
   return in_flight_;
 }
 
+bool Replayer::CanStart() const {
+  if (!credential_.active()) return false;
+  absl::MutexLock lock(&mu_);
+  return in_flight_ < options_.max_in_flight;
+}
+
 void Replayer::Publish(const OutboxRecord& record) {
   if (feed_ == nullptr) return;
   v1::WatchEvent event;
@@ -480,9 +486,12 @@ void Replayer::WriteTransitions() {
 }
 
 void Replayer::Done(const std::shared_ptr<Attempt>& attempt) {
-  absl::MutexLock lock(&mu_);
-  --in_flight_;
-  busy_entities_.erase(attempt->entity);
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    busy_entities_.erase(attempt->entity);
+  }
+  // The slot is free before the wake, which asks CanStart.
   if (wake_) wake_();
 }
 

@@ -77,6 +77,10 @@ class Replayer {
 
   // Starts attempts for due records; returns how many it started.
   int Pump();
+  // Whether Pump could start an attempt now: the credential is active and an attempt slot
+  // is free. (Each attempt's end calls `wake`, outside the replayer's lock, once its slot
+  // is free.)
+  bool CanStart() const;
   int in_flight() const;
   const ReplayStats& stats() const { return stats_; }
   const ReplayerOptions& options() const { return options_; }

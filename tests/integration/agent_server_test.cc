@@ -205,6 +205,54 @@ TEST_F(AgentServerTest, AnAttemptsEndStartsTheNextWithoutWaitingForTheIdleTimer)
   EXPECT_EQ((*agent)->replayer().stats().attempts.load(), 3);
 }
 
+// A kick that could start nothing does not wake the loop: none while the credential is
+// revoked, and none while the only attempt slot is taken. What ends that state kicks
+// instead (the new credential, each attempt's end), so nothing waits for the loop's idle
+// timer, which here is longer than the test may take.
+TEST_F(AgentServerTest, KicksThatCouldStartNothingAreSkippedAndNothingWaitsForTheIdleTimer) {
+  AgentServerOptions options = Options();
+  options.idle_pump_ms = 600'000;
+  options.replay.max_in_flight = 1;
+  auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  const std::string address = "127.0.0.1:" + std::to_string((*agent)->port());
+  auto client = AgentClient::Connect(address);
+  ASSERT_TRUE((*agent)->credential().Set(1, true).ok());
+
+  std::vector<std::string> ids;
+  const int64_t sent_before = (*agent)->kicks_sent();
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(absl::StrCat("revoked-", i));
+    ASSERT_TRUE(client->Enqueue(Open(ids.back())).ok());
+  }
+  EXPECT_EQ((*agent)->kicks_sent(), sent_before);
+  EXPECT_GE((*agent)->kicks_skipped(), 5);
+
+  // The renewal kicks; then one attempt at a time, each started by the end of the one
+  // before, while more commands arrive and find the slot taken.
+  auto stub = v1::Agent::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::SetCredentialRequest renew;
+  renew.set_epoch(2);
+  v1::SetCredentialResponse renewed;
+  ASSERT_TRUE(stub->SetCredential(&context, renew, &renewed).ok());
+  for (int i = 0; i < 10; ++i) {
+    ids.push_back(absl::StrCat("busy-", i));
+    ASSERT_TRUE(client->Enqueue(Open(ids.back())).ok());
+  }
+  size_t acked = 0;
+  for (int i = 0; i < 2000 && acked < ids.size(); ++i) {  // at most 20 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    acked = 0;
+    for (const std::string& id : ids) {
+      auto r = (*agent)->store().Get("open-" + id);
+      if (r.ok() && r->has_value() && (*r)->state() == v1::ACKED) ++acked;
+    }
+  }
+  EXPECT_EQ(acked, ids.size());
+  EXPECT_EQ((*agent)->replayer().stats().attempts.load(), static_cast<int64_t>(ids.size()));
+}
+
 TEST_F(AgentServerTest, MetricsEndpointPassesPromtool) {
   AgentServerOptions options = Options();
   options.metrics_address = "127.0.0.1:0";
