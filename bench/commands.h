@@ -58,6 +58,23 @@ inline void SubmitAsync(v1::Sidecar::Stub& sidecar, const v1::Command& command,
                           });
 }
 
+// Sends `request` again without waiting, as a client's retry resends the command it built
+// and hashed for the first attempt; `request` must outlive the call. `done(true)` once it
+// is answered with the disposition `want`.
+inline void ResendAsync(v1::Sidecar::Stub& sidecar, const v1::SubmitRequest& request,
+                        v1::Disposition want, std::function<void(bool)> done) {
+  struct Call {
+    grpc::ClientContext context;
+    v1::SubmitResponse response;
+  };
+  auto call = std::make_shared<Call>();
+  call->context.AddMetadata(kTenantHeader, "bench");
+  sidecar.async()->Submit(&call->context, &request, &call->response,
+                          [call, want, done = std::move(done)](grpc::Status s) {
+                            done(s.ok() && call->response.disposition() == want);
+                          });
+}
+
 // Submits as SubmitAsync does, but through a SubmitBatcher: the commands in flight at
 // once share SubmitBatch calls (at most `max_calls` of them in flight), as a client that
 // batches sends them.
