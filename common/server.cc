@@ -91,17 +91,35 @@ absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& addres
   return absl::OkStatus();
 }
 
+absl::Status AddLocalSocket(grpc::ServerBuilder& builder, const std::string& address) {
+  if (!absl::StartsWith(address, "unix:") || UnixSocketPath(address).empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local socket \"", address, "\" must be unix:/path"));
+  }
+  if (UnixSocketPath(address).size() > kMaxUnixSocketPathBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("local socket \"", address,
+                                                   "\": a unix socket path may have at most ",
+                                                   kMaxUnixSocketPathBytes, " bytes"));
+  }
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<grpc::Server>> BuildAndServe(grpc::ServerBuilder& builder,
-                                                            const std::string& address) {
+                                                            const std::string& address,
+                                                            const std::string& local_socket) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
-    return absl::UnavailableError(absl::StrCat("listen: cannot bind ", address));
+    return absl::UnavailableError(absl::StrCat(
+        "listen: cannot bind ", address, local_socket.empty() ? "" : " or ", local_socket));
   }
   // A unix socket is for this process's own user only (the containers of one pod share
   // it): whoever can open it is trusted as a local caller.
-  if (std::string path = UnixSocketPath(address); !path.empty() &&
-                                                   chmod(path.c_str(), 0600) != 0) {
-    return absl::InternalError(absl::StrCat("listen: cannot restrict ", path, " to 0600"));
+  for (const std::string* listened : {&address, &local_socket}) {
+    if (std::string path = UnixSocketPath(*listened); !path.empty() &&
+                                                       chmod(path.c_str(), 0600) != 0) {
+      return absl::InternalError(absl::StrCat("listen: cannot restrict ", path, " to 0600"));
+    }
   }
   SetServing(*server, nullptr, true);
   return server;

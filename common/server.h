@@ -44,10 +44,17 @@ std::string UnixSocketPath(const std::string& address);
 absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& address,
                          const TlsFiles& tls, int* bound_port);
 
+// Adds a second, plaintext listening port on a unix socket ("unix:/path"), for the pod's
+// own containers (a business's sidecar) while the main address serves other callers.
+// INVALID_ARGUMENT for any other kind of address or a path that is too long.
+absl::Status AddLocalSocket(grpc::ServerBuilder& builder, const std::string& address);
+
 // Builds and starts the server and marks it serving; UNAVAILABLE naming the address when
-// it cannot bind.
+// it cannot bind. Every unix socket among `address` and `local_socket` (empty: none) is
+// restricted to the process's own user.
 absl::StatusOr<std::unique_ptr<grpc::Server>> BuildAndServe(grpc::ServerBuilder& builder,
-                                                            const std::string& address);
+                                                            const std::string& address,
+                                                            const std::string& local_socket = "");
 
 // A plaintext port that serves grpc.health.v1 only, for probes that cannot present a
 // client certificate (the kubelet's) when the main port speaks mutual TLS. It reveals

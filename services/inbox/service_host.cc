@@ -17,6 +17,10 @@
 
 ABSL_FLAG(std::string, listen, "",
           "address to serve on: host:port or unix:/path (the pod's localhost only)");
+ABSL_FLAG(std::string, sidecar_socket, "",
+          "also serve, in plaintext, on this unix socket (unix:/path in the pod's shared "
+          "volume) for the pod's own sidecar, while --listen serves other callers; empty: "
+          "none");
 ABSL_FLAG(std::string, data_dir, "", "RocksDB data directory (required)");
 ABSL_FLAG(bool, legacy, false, "legacy mode: no inbox and no Outcome service; every call applies");
 ABSL_FLAG(int64_t, drain_ms, 5000, "how long in-flight calls may finish on SIGTERM");
@@ -62,6 +66,9 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   EnableStandardServices();
   grpc::ServerBuilder builder;
   EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, options.tls, &host->port_));
+  if (!options.sidecar_socket.empty()) {
+    EONCE_RETURN_IF_ERROR(AddLocalSocket(builder, options.sidecar_socket));
+  }
   ApplyServerLimits(builder, 4 << 20, 1024);
   builder.RegisterService(host->service_.get());
   builder.RegisterService(host->effects_service_.get());
@@ -72,7 +79,8 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
     host->outcome_service_ = std::make_unique<OutcomeServiceImpl>(*host->inbox_);
     builder.RegisterService(host->outcome_service_.get());
   }
-  EONCE_ASSIGN_OR_RETURN(host->server_, BuildAndServe(builder, options.listen_address));
+  EONCE_ASSIGN_OR_RETURN(host->server_,
+                         BuildAndServe(builder, options.listen_address, options.sidecar_socket));
   host->ready_ = true;
   host->metrics_name_ = options.metrics_name;
   if (!options.health_address.empty()) {
@@ -145,6 +153,7 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   ServiceHostOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   if (options.listen_address.empty()) options.listen_address = default_listen;
+  options.sidecar_socket = absl::GetFlag(FLAGS_sidecar_socket);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.legacy_mode = absl::GetFlag(FLAGS_legacy);
   options.inbox_retention_ms = absl::GetFlag(FLAGS_inbox_retention_ms);

@@ -49,6 +49,11 @@ struct ServiceHostOptions {
   std::string health_address;
   // Free space kept on the store's disk; below it mutations are refused (STORE_FULL).
   uint64_t min_free_bytes = 256ull << 20;
+  // A unix socket ("unix:/path", in the pod's shared volume) on which the same services
+  // are also served, in plaintext, to the pod's own sidecar, while listen_address serves
+  // other callers (reads that need no dedupe, operators); empty: none. The sidecar's
+  // forwards then cross no loopback TCP (docs/performance.md).
+  std::string sidecar_socket;
 };
 
 // What a service adds to its host.

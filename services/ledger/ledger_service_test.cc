@@ -1,6 +1,8 @@
 // The ledger over real gRPC on a loopback port, in both modes.
 #include "services/ledger/ledger_service.h"
 
+#include <sys/stat.h>
+
 #include "common/command.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "google/rpc/error_details.pb.h"
@@ -99,6 +101,43 @@ TEST_F(LedgerServiceTest, DuplicateCallReturnsStoredAnswerAndOutcomeIsExact) {
   ASSERT_TRUE(ledger_->GetTotal(&total_context, ledger::v1::GetTotalRequest(), &total).ok());
   EXPECT_EQ(total.total_balance(), 100);
   EXPECT_EQ(total.total_minted(), 100);
+}
+
+// A business that also serves its sidecar on a unix socket: the same services over the
+// same store on both (a transfer sent on the socket is a repeat on the port), the socket
+// open to its own user only; an address that is not a unix socket is refused at start.
+TEST_F(LedgerServiceTest, ServesItsSidecarOnAUnixSocketBesideItsPort) {
+  LedgerServerOptions options;
+  options.data_dir = testing::FreshDir("ledger_service");
+  const std::string path = testing::SocketDir() + "/ledger-sidecar.sock";
+  options.sidecar_socket = "unix:" + path;
+  auto server = LedgerServer::Start(options, clock_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  server_ = std::move(*server);
+  ledger_ = ledger::v1::Ledger::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(Open("a", 100).ok());
+  ASSERT_TRUE(Open("b", 0).ok());
+  auto port_stub = std::move(ledger_);
+  ledger_ = ledger::v1::Ledger::NewStub(
+      grpc::CreateChannel("unix:" + path, grpc::InsecureChannelCredentials()));
+  ledger::v1::TransferResponse on_socket, on_port;
+  ASSERT_TRUE(Transfer("cmd-local", 30, &on_socket).ok());
+  EXPECT_EQ(on_socket.from_balance(), 70);
+  ledger_ = std::move(port_stub);
+  ASSERT_TRUE(Transfer("cmd-local", 30, &on_port).ok());
+  EXPECT_EQ(on_port.SerializeAsString(), on_socket.SerializeAsString());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+
+  LedgerServerOptions tcp_as_socket;
+  tcp_as_socket.data_dir = testing::FreshDir("ledger_service");
+  tcp_as_socket.sidecar_socket = "127.0.0.1:0";
+  auto refused = LedgerServer::Start(tcp_as_socket, clock_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("unix:/path"), std::string::npos);
 }
 
 TEST_F(LedgerServiceTest, MetricsCountEffectsRepeatsAndRejectionsAndPassPromtool) {
