@@ -200,6 +200,9 @@ int Run() {
   auto sidecar = SidecarServer::Start(sidecar_options, RealClock::Get());
   AgentServerOptions agent_options;
   agent_options.data_dir = base + "/agent";
+  // As deploy/base/producer.yaml runs it: the producer reaches its agent on the pod's unix
+  // socket.
+  agent_options.listen_address = absl::StrCat("unix:", base, "/agent.sock");
   agent_options.tenant = "bench";
   agent_options.default_sidecar = Address((*sidecar)->port());
   agent_options.idle_pump_ms = absl::GetFlag(FLAGS_agent_idle_pump_ms);
@@ -362,7 +365,7 @@ int Run() {
 
   // Enqueue alone: the credential is revoked, so nothing is replayed meanwhile.
   auto agent_stub = v1::Agent::NewStub(
-      grpc::CreateChannel(Address((*agent)->port()), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(agent_options.listen_address, grpc::InsecureChannelCredentials()));
   (*agent)->credential().Set(1, true).IgnoreError();
   for (int n : want("agent") || want("enqueue") ? points : std::vector<int>()) {
     Figures f = MeasurePaired(measure, n, [&, n](int64_t i, std::function<void(bool)> done) {
@@ -399,7 +402,7 @@ int Run() {
   // The blocking client's Enqueue from 64 producer threads, as a service calls it from its
   // request threads: the calls that overlap share EnqueueBatch calls (AgentClient).
   if (want("agent") || want("enqueue")) {
-    auto client = AgentClient::Connect(Address((*agent)->port()));
+    auto client = AgentClient::Connect(agent_options.listen_address);
     Figures f = MeasureBlocking(measure, 64, [&](int64_t i) {
       v1::Command c = TransferCommand(absl::StrCat("enq-client-", i), kAccounts, i);
       c.clear_idempotency_key();
