@@ -19,8 +19,8 @@ ABSL_FLAG(std::string, listen, "",
           "address to serve on: host:port or unix:/path (the pod's localhost only)");
 ABSL_FLAG(std::string, sidecar_socket, "",
           "also serve, in plaintext, on this unix socket (unix:/path in the pod's shared "
-          "volume) for the pod's own sidecar, while --listen serves other callers; empty: "
-          "none");
+          "volume) for the pod's own sidecar, beside --listen (which then needs mutual TLS "
+          "on a TCP port); empty: none");
 ABSL_FLAG(std::string, data_dir, "", "RocksDB data directory (required)");
 ABSL_FLAG(bool, legacy, false, "legacy mode: no inbox and no Outcome service; every call applies");
 ABSL_FLAG(int64_t, drain_ms, 5000, "how long in-flight calls may finish on SIGTERM");

@@ -50,9 +50,10 @@ struct ServiceHostOptions {
   // Free space kept on the store's disk; below it mutations are refused (STORE_FULL).
   uint64_t min_free_bytes = 256ull << 20;
   // A unix socket ("unix:/path", in the pod's shared volume) on which the same services
-  // are also served, in plaintext, to the pod's own sidecar, while listen_address serves
-  // other callers (reads that need no dedupe, operators); empty: none. The sidecar's
-  // forwards then cross no loopback TCP (docs/performance.md).
+  // are also served, in plaintext, to the pod's own sidecar, while listen_address keeps
+  // serving on its port (which, trusting identity headers as the socket does, needs
+  // mutual TLS: docs/operations.md); empty: none. The sidecar's forwards then cross no
+  // loopback TCP (docs/performance.md).
   std::string sidecar_socket;
 };
 
