@@ -73,6 +73,18 @@ std::string UnixSocketPath(const std::string& address) {
   return "";
 }
 
+namespace {
+
+// INVALID_ARGUMENT, naming `what`, for a unix socket path longer than the kernel takes.
+absl::Status CheckSocketPathLength(const char* what, const std::string& address) {
+  if (UnixSocketPath(address).size() <= kMaxUnixSocketPathBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, " \"", address,
+                                                 "\": a unix socket path may have at most ",
+                                                 kMaxUnixSocketPathBytes, " bytes"));
+}
+
+}  // namespace
+
 absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& address,
                          const TlsFiles& tls, int* bound_port) {
   if (address.empty()) return absl::InvalidArgumentError("listen address is empty");
@@ -81,11 +93,7 @@ absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& addres
     return absl::InvalidArgumentError(
         absl::StrCat("listen address \"", address, "\" must be host:port or unix:/path"));
   }
-  if (UnixSocketPath(address).size() > kMaxUnixSocketPathBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("listen address \"", address,
-                                                   "\": a unix socket path may have at most ",
-                                                   kMaxUnixSocketPathBytes, " bytes"));
-  }
+  EONCE_RETURN_IF_ERROR(CheckSocketPathLength("listen address", address));
   EONCE_RETURN_IF_ERROR(ValidateTlsFiles(tls));
   builder.AddListeningPort(address, ServerCredentials(tls), unix_socket ? nullptr : bound_port);
   return absl::OkStatus();
@@ -96,11 +104,7 @@ absl::Status AddLocalSocket(grpc::ServerBuilder& builder, const std::string& add
     return absl::InvalidArgumentError(
         absl::StrCat("local socket \"", address, "\" must be unix:/path"));
   }
-  if (UnixSocketPath(address).size() > kMaxUnixSocketPathBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("local socket \"", address,
-                                                   "\": a unix socket path may have at most ",
-                                                   kMaxUnixSocketPathBytes, " bytes"));
-  }
+  EONCE_RETURN_IF_ERROR(CheckSocketPathLength("local socket", address));
   builder.AddListeningPort(address, grpc::InsecureServerCredentials());
   return absl::OkStatus();
 }
