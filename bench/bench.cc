@@ -35,6 +35,7 @@
 #include "bench/in_process.h"
 #include "bench/large.h"
 #include "bench/loops.h"
+#include "bench/plot.h"
 #include "bench/shards.h"
 #include "common/clock.h"
 #include "common/command.h"
@@ -88,13 +89,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
-
-struct Row {
-  std::string path;
-  int in_flight;
-  Figures figures;
-  std::string limit;  // the physical limit this row is compared with
-};
 
 int Run() {
   SetLogsEnabled(false);
@@ -565,42 +559,7 @@ int Run() {
   std::ofstream(out_dir + "/latest.json") << json;
   std::ofstream(out_dir + "/latest.txt") << table;
 
-  // The plot: throughput and p99 against calls in flight, one line per path.
-  std::string data_file = out_dir + "/latest.dat";
-  {
-    std::ofstream data(data_file);
-    std::vector<std::string> paths;
-    for (const Row& r : rows) {
-      if (std::find(paths.begin(), paths.end(), r.path) == paths.end() && r.path != "pipeline drain" &&
-          r.path.rfind("sidecar dup, ", 0) != 0) {
-        paths.push_back(r.path);
-      }
-    }
-    for (const std::string& p : paths) {
-      data << "# " << p << "\n";
-      for (const Row& r : rows) {
-        if (r.path == p) data << r.in_flight << " " << r.figures.ops_per_s << " " << r.figures.p99_us << "\n";
-      }
-      data << "\n\n";
-    }
-    std::ofstream script(out_dir + "/latest.gnuplot");
-    script << "set terminal png size 1200,500\nset output '" << out_dir << "/latest.png'\n"
-           << "set multiplot layout 1,2\nset logscale x 2\nset xlabel 'calls in flight'\n"
-           << "set key left top\nset title 'throughput (ops/s)'\nplot ";
-    for (size_t k = 0; k < paths.size(); ++k) {
-      script << (k ? ", " : "") << "'" << data_file << "' index " << k
-             << " using 1:2 with linespoints title '" << paths[k] << "'";
-    }
-    script << "\nset title 'p99 latency (us)'\nset logscale y\nplot ";
-    for (size_t k = 0; k < paths.size(); ++k) {
-      script << (k ? ", " : "") << "'" << data_file << "' index " << k
-             << " using 1:3 with linespoints title '" << paths[k] << "'";
-    }
-    script << "\nunset multiplot\n";
-  }
-  if (std::system(absl::StrCat("gnuplot ", out_dir, "/latest.gnuplot 2>/dev/null").c_str()) == 0) {
-    std::printf("plot: %s/latest.png\n", out_dir.c_str());
-  }
+  if (WritePlot(rows, out_dir)) std::printf("plot: %s/latest.png\n", out_dir.c_str());
   std::printf("figures: %s/latest.json\n", out_dir.c_str());
   std::error_code ignored;
   fs::remove_all(base, ignored);
