@@ -223,25 +223,52 @@ absl::Status RocksStore::AwaitDurable() {
   return absl::OkStatus();
 }
 
+bool RocksStore::AnsweredAtOnce() {
+  if (failed() || inline_durability_) return true;  // AwaitDurable answers a failed store
+  absl::MutexLock lock(&sync_mu_);
+  return unwritten_.load() == 0 && durable_seq_ >= db_->GetLatestSequenceNumber();
+}
+
 void RocksStore::WhenDurable(DurableFn done) {
   if (db_ == nullptr) {
     done(Error(absl::StatusCode::kUnavailable, "STORE_CLOSED", "the store is closed"));
     return;
   }
-  bool durable = false;
-  {
-    absl::MutexLock lock(&sync_mu_);
-    durable = unwritten_.load() == 0 && durable_seq_ >= db_->GetLatestSequenceNumber();
-  }
-  // Already durable (or a failed store, which AwaitDurable answers at once), or inline:
-  // answered here.
-  if (durable || failed() || inline_durability_) {
+  if (AnsweredAtOnce()) {
     done(AwaitDurable());
     return;
   }
   Enqueue(Waiter{std::nullopt, "", [done = std::move(done)](absl::Status status, bool) {
                    done(std::move(status));
                  }});
+}
+
+void RocksStore::WhenDurableLeadingWhenIdle(DurableFn done) {
+  bool quiet = false;
+  if (db_ != nullptr && !AnsweredAtOnce()) {
+    absl::MutexLock lock(&committer_mu_);
+    quiet = quiet_ && waiters_.empty() && !committing_ && unwritten_.load() == 0;
+  }
+  if (quiet) {
+    absl::MutexLock lock(&sync_mu_);
+    quiet = !syncing_;
+  }
+  if (!quiet) {
+    WhenDurable(std::move(done));
+    return;
+  }
+  // Two callers may both find the store quiet: AwaitDurable serializes their syncs, and
+  // the second is covered by the first or syncs again.
+  led_syncs_.fetch_add(1, std::memory_order_relaxed);
+  absl::Status durable = AwaitDurable();
+  {
+    absl::MutexLock lock(&committer_mu_);
+    if (!waiters_.empty()) {  // others came meanwhile: the store is busy
+      quiet_ = false;
+      single_rounds_ = 0;
+    }
+  }
+  done(std::move(durable));
 }
 
 void RocksStore::WriteWhenDurable(rocksdb::WriteBatch batch, const char* what, WrittenFn done) {
@@ -294,6 +321,7 @@ void RocksStore::CommitterLoop() {
       committer_mu_.Await(absl::Condition(&ready));
       if (waiters_.empty()) return;  // stopping, and nobody waits
       group.swap(waiters_);
+      committing_ = true;
     }
     // The group's batches, in arrival order, from this one thread: no other writer of the
     // group waits in RocksDB's write queue. A batch that cannot be written fails alone
@@ -309,6 +337,13 @@ void RocksStore::CommitterLoop() {
     // Every waiter of the group wrote before it queued, or above: one sync covers them
     // all. Those that queue meanwhile wait for the next round.
     const absl::Status durable = AwaitDurable();
+    {
+      absl::MutexLock lock(&committer_mu_);
+      committing_ = false;
+      single_rounds_ = group.size() == 1 ? single_rounds_ + 1 : 0;
+      if (single_rounds_ >= kQuietRounds) quiet_ = true;
+      if (group.size() > 1) quiet_ = false;
+    }
     // The group's callbacks run back to back: what they start together (the outcome
     // records of the answers they carry) is done once for all, as the batch closes.
     CallbackBatch together;

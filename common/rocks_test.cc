@@ -40,6 +40,21 @@ class RocksStoreTest : public ::testing::TestWithParam<bool> {
     ASSERT_TRUE(store_->Write(&batch, /*sync=*/false, "test").ok());
   }
 
+  // Writes `key` unsynced, runs WhenDurableLeadingWhenIdle and waits for its callback;
+  // returns whether the callback ran on this thread (this caller led the sync).
+  bool LedOnThisThread(const std::string& key) {
+    PutUnsynced(key);
+    absl::Notification done;
+    std::thread::id on;
+    store_->WhenDurableLeadingWhenIdle([&](absl::Status durable) {
+      EXPECT_TRUE(durable.ok()) << durable;
+      on = std::this_thread::get_id();
+      done.Notify();
+    });
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    return on == std::this_thread::get_id();
+  }
+
   bool Has(const std::string& key) {
     std::string value;
     return store_->Get("data", key, &value).ok();
@@ -137,6 +152,69 @@ TEST_P(RocksStoreTest, AQueuedBatchIsWrittenInOrderAndDurableWhenItsCallbackRuns
   std::string value;
   ASSERT_TRUE(store_->Get("data", "k", &value).ok()) << "answered before it was durable";
   EXPECT_EQ(value, "second");
+}
+
+// WhenDurableLeadingWhenIdle on a quiet store: the caller's own thread syncs, the
+// callback runs before the call returns, and the write survives a crash.
+TEST_P(RocksStoreTest, OnAQuietStoreTheCallerSyncsOnItsOwnThreadAndTheWriteIsDurable) {
+  PutUnsynced("one");
+  bool answered = false;
+  std::thread::id answered_on;
+  store_->WhenDurableLeadingWhenIdle([&](absl::Status durable) {
+    EXPECT_TRUE(durable.ok()) << durable;
+    answered = true;
+    answered_on = std::this_thread::get_id();
+  });
+  EXPECT_TRUE(answered) << "a quiet store handed the sync to its committer";
+  EXPECT_EQ(answered_on, std::this_thread::get_id());
+  EXPECT_EQ(store_->led_syncs(), 1u);
+  testing::CrashStore(*fs_, store_);
+  Open();
+  EXPECT_TRUE(Has("one")) << "the callback ran before the write was durable";
+}
+
+// While others wait for the committer, a caller does not sync on its own thread; after a
+// round that served several callers the store counts as busy, and callers go to the
+// committer even on an idle store, until kQuietRounds rounds in a row served one each.
+TEST_P(RocksStoreTest, ABusyStoreKeepsTheGroupCommitOnTheCommitter) {
+  // Hold the committer in a callback, so that what comes meanwhile waits in its queue.
+  PutUnsynced("held");
+  auto release = std::make_shared<absl::Notification>();
+  absl::Notification holding;
+  store_->WhenDurable([&, release](absl::Status) {
+    holding.Notify();
+    release->WaitForNotification();
+  });
+  holding.WaitForNotification();
+  PutUnsynced("waiting");
+  auto waiting = std::make_shared<absl::Notification>();
+  store_->WhenDurable([waiting](absl::Status) { waiting->Notify(); });
+  PutUnsynced("busy");
+  auto busy = std::make_shared<absl::Notification>();
+  store_->WhenDurableLeadingWhenIdle([busy](absl::Status durable) {
+    EXPECT_TRUE(durable.ok()) << durable;
+    busy->Notify();
+  });
+  EXPECT_FALSE(busy->HasBeenNotified()) << "synced on the caller's thread behind a queue";
+  release->Notify();
+  ASSERT_TRUE(busy->WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(waiting->WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(store_->led_syncs(), 0u);
+  // That round served two callers: the next ones go to the committer, in rounds of
+  // one, until kQuietRounds of them in a row make the store quiet again.
+  std::vector<std::string> keys = {"held", "waiting", "busy"};
+  for (int i = 0; i < RocksStore::kQuietRounds; ++i) {
+    keys.push_back(absl::StrCat("after-busy-", i));
+    EXPECT_FALSE(LedOnThisThread(keys.back())) << i;
+  }
+  keys.push_back("quiet");
+  EXPECT_TRUE(LedOnThisThread(keys.back()));
+  EXPECT_EQ(store_->led_syncs(), 1u);
+  testing::CrashStore(*fs_, store_);
+  Open();
+  for (const std::string& key : keys) {
+    EXPECT_TRUE(Has(key)) << key << ": answered before it was durable";
+  }
 }
 
 // A batch the store refuses is answered at once as not written, and nothing of it lands.

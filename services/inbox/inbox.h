@@ -138,6 +138,11 @@ class Inbox {
   // Every wait of the inbox goes through it. Virtual only so that a negative control can
   // skip the wait (inbox_test).
   virtual void WhenDurable(RocksStore::DurableFn done) { store_.WhenDurable(std::move(done)); }
+  // The same for a unary call's handler, which may sync on its own thread when the store
+  // is quiet (RocksStore::WhenDurableLeadingWhenIdle).
+  void WhenDurableLeadingWhenIdle(RocksStore::DurableFn done) {
+    store_.WhenDurableLeadingWhenIdle(std::move(done));
+  }
 
   absl::StatusOr<v1::QueryOutcomeResponse> QueryOutcome(const std::string& tenant,
                                                        const std::string& command_id);

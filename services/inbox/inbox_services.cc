@@ -92,7 +92,7 @@ grpc::ServerUnaryReactor* RunMutation(grpc::CallbackServerContext* context, Inbo
                                       std::function<void(const v1::CallResult&)> before_finish) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CallIdentity identity = IdentityFromMetadata(*context);
-  identity.durability_by_caller = true;  // awaited below, without blocking this thread
+  identity.durability_by_caller = true;  // awaited below, in a group commit
   absl::StatusOr<v1::CallResult> result = mutation(identity);
   // The sidecar learns from this trailer that the outcome is held here (it may then
   // forward and answer without syncing its own records), or that the key was refused.
@@ -102,8 +102,10 @@ grpc::ServerUnaryReactor* RunMutation(grpc::CallbackServerContext* context, Inbo
   } else if (IsKeyConflict(result.status())) {
     inbox_says = kInboxConflict;
   }
-  inbox.WhenDurable([context, reactor, response, result = std::move(result), inbox_says,
-                     before_finish = std::move(before_finish)](absl::Status durable) {
+  // A quiet store syncs on this thread and the call finishes before the handler returns;
+  // a busy one leaves the sync to its committer, and this thread goes back to gRPC.
+  auto finish = [context, reactor, response, result = std::move(result), inbox_says,
+                 before_finish = std::move(before_finish)](absl::Status durable) {
     if (!durable.ok()) {
       FinishMutationOn(reactor, context, durable, response);
       return;
@@ -111,7 +113,8 @@ grpc::ServerUnaryReactor* RunMutation(grpc::CallbackServerContext* context, Inbo
     if (inbox_says != nullptr) context->AddTrailingMetadata(kInboxTrailer, inbox_says);
     if (result.ok() && result->code() == 0 && before_finish) before_finish(*result);
     FinishMutationOn(reactor, context, result, response);
-  });
+  };
+  inbox.WhenDurableLeadingWhenIdle(std::move(finish));
   return reactor;
 }
 

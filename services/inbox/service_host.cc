@@ -124,6 +124,10 @@ std::vector<prometheus::MetricFamily> ServiceHost::Collect() const {
                             {{{}, static_cast<double>(inbox_->follow_ups_pending())}}));
   out.push_back(GaugeFamily(p + "store_size_bytes", "RocksDB live SST and memtable bytes.",
                             {{{}, static_cast<double>(store_->ApproximateBytes())}}));
+  out.push_back(CounterFamily(p + "syncs_on_caller_total",
+                              "Group commits a call's handler ran on its own thread, the "
+                              "store being quiet (under load the committer thread runs them).",
+                              {{{}, static_cast<double>(store_->led_syncs())}}));
   out.push_back(GaugeFamily(p + "ready", "1 when serving, 0 when not ready.",
                             {{{}, ready_.load() ? 1.0 : 0.0}}));
   if (collect_) {

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/command.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "google/rpc/error_details.pb.h"
@@ -163,6 +164,27 @@ TEST_F(LedgerServiceTest, MetricsCountEffectsRepeatsAndRejectionsAndPassPromtool
   int promtool = testing::PromtoolCheck(text, &output);
   if (promtool == -1) GTEST_SKIP() << "promtool is not installed (tools/setup.sh installs it)";
   EXPECT_EQ(promtool, 0) << output;
+}
+
+// One call at a time, each mutation's handler syncs the store on its own thread: no
+// hand-off to the committer thread and back while the store is quiet.
+TEST_F(LedgerServiceTest, OneCallAtATimeIsSyncedOnItsHandlersThread) {
+  Start(/*legacy=*/false);
+  ASSERT_TRUE(Open("a", 100).ok());
+  ASSERT_TRUE(Open("b", 0).ok());
+  constexpr int kTransfers = 10;
+  for (int i = 0; i < kTransfers; ++i) {
+    ledger::v1::TransferResponse response;
+    ASSERT_TRUE(Transfer(absl::StrCat("t", i), 1, &response).ok());
+    EXPECT_EQ(response.from_balance(), 99 - i);
+  }
+  std::string text = testing::HttpGet(server_->metrics_port(), "/metrics");
+  const std::string name = "\neonce_ledger_syncs_on_caller_total ";
+  size_t at = text.find(name);
+  ASSERT_NE(at, std::string::npos) << text;
+  // Each write was synced by its own call (a health probe's synced write may make one
+  // more sync necessary, never one fewer).
+  EXPECT_GE(std::stod(text.substr(at + name.size())), 2 + kTransfers) << text;
 }
 
 // The rejection travels in gRPC's standard richer error model, decoded here the way any
