@@ -40,6 +40,20 @@ class RocksStoreTest : public ::testing::TestWithParam<bool> {
     ASSERT_TRUE(store_->Write(&batch, /*sync=*/false, "test").ok());
   }
 
+  // Writes `key` unsynced and holds the committer in that write's callback until the
+  // returned notification is notified.
+  std::shared_ptr<absl::Notification> HoldCommitter(const std::string& key) {
+    PutUnsynced(key);
+    auto release = std::make_shared<absl::Notification>();
+    auto holding = std::make_shared<absl::Notification>();
+    store_->WhenDurable([holding, release](absl::Status) {
+      holding->Notify();
+      release->WaitForNotification();
+    });
+    holding->WaitForNotification();
+    return release;
+  }
+
   // Writes `key` unsynced, runs WhenDurableLeadingWhenIdle and waits for its callback;
   // returns whether the callback ran on this thread (this caller led the sync).
   bool LedOnThisThread(const std::string& key) {
@@ -117,14 +131,7 @@ TEST_P(RocksStoreTest, EveryCallbackOfManyConcurrentCallersRestsOnADurableWrite)
 // waits for that batch, even when everything written so far is durable.
 TEST_P(RocksStoreTest, AQueuedBatchIsWrittenInOrderAndDurableWhenItsCallbackRuns) {
   // Hold the committer in a callback, so that what is queued meanwhile waits unwritten.
-  PutUnsynced("before");
-  auto release = std::make_shared<absl::Notification>();
-  absl::Notification holding;
-  store_->WhenDurable([&, release](absl::Status) {
-    holding.Notify();
-    release->WaitForNotification();
-  });
-  holding.WaitForNotification();
+  std::shared_ptr<absl::Notification> release = HoldCommitter("before");
   auto queue = [&](const std::string& key, const std::string& value,
                    std::shared_ptr<absl::Notification> done) {
     rocksdb::WriteBatch batch;
@@ -178,14 +185,7 @@ TEST_P(RocksStoreTest, OnAQuietStoreTheCallerSyncsOnItsOwnThreadAndTheWriteIsDur
 // committer even on an idle store, until kQuietRounds rounds in a row served one each.
 TEST_P(RocksStoreTest, ABusyStoreKeepsTheGroupCommitOnTheCommitter) {
   // Hold the committer in a callback, so that what comes meanwhile waits in its queue.
-  PutUnsynced("held");
-  auto release = std::make_shared<absl::Notification>();
-  absl::Notification holding;
-  store_->WhenDurable([&, release](absl::Status) {
-    holding.Notify();
-    release->WaitForNotification();
-  });
-  holding.WaitForNotification();
+  std::shared_ptr<absl::Notification> release = HoldCommitter("held");
   PutUnsynced("waiting");
   auto waiting = std::make_shared<absl::Notification>();
   store_->WhenDurable([waiting](absl::Status) { waiting->Notify(); });
