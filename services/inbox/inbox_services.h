@@ -82,11 +82,12 @@ void FinishMutationOn(grpc::ServerUnaryReactor* reactor, grpc::CallbackServerCon
                       google::protobuf::Message* response);
 
 // Runs a mutation for the caller the request metadata names, on gRPC's callback thread
-// (it holds its locks only while it reads and writes; nothing in it waits for a disk),
-// and finishes the call with its result once the write is durable: the inbox's group
-// commit, so the calls in flight share their fsyncs. Under load no gRPC thread waits for
-// one; a call that finds the store quiet syncs on its own thread and finishes at once
-// (RocksStore::WhenDurableLeadingWhenIdle), which spares it two thread wake-ups.
+// (it holds its locks only while it reads and writes; nothing waits for a disk while it
+// holds one), and finishes the call with its result once the write is durable: the
+// inbox's group commit, so the calls in flight share their fsyncs. Under load no gRPC
+// thread waits for one; a call that finds the store quiet syncs on its own thread and
+// finishes at once (RocksStore::WhenDurableLeadingWhenIdle), which spares it two thread
+// wake-ups.
 // `before_finish`, if set, sees a successful result first (to add trailers).
 // `mutation` must apply through `inbox.Run`: the answer tells the sidecar (trailer
 // `eonce-inbox: kept`) that the inbox holds its outcome, and the sidecar then skips its
