@@ -97,6 +97,7 @@ class TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
     if (fs_->Dead(generation_)) return IOStatus::OK();
     if (fs_->fail_syncs()) return IOStatus::IOError("injected sync error");
     if (fs_->no_space()) return IOStatus::NoSpace("injected: no space left on device");
+    if (absl::EndsWith(fname_, ".log")) fs_->BeforeWalSync();
     IOStatus s = target()->Flush(options, dbg);
     if (s.ok() && fs_->real_sync()) s = target()->Sync(options, dbg);
     if (s.ok() && !(fs_->drop_wal_syncs() && absl::EndsWith(fname_, ".log"))) {
@@ -250,6 +251,20 @@ IOStatus CrashFileSystem::LinkFile(const std::string& src, const std::string& ta
 void CrashFileSystem::Written(const std::string& fname, uint64_t size) {
   absl::MutexLock lock(&mu_);
   files_[fname].written = size;
+}
+
+void CrashFileSystem::set_before_wal_sync(std::function<void()> hook) {
+  absl::MutexLock lock(&mu_);
+  before_wal_sync_ = std::move(hook);
+}
+
+void CrashFileSystem::BeforeWalSync() {
+  std::function<void()> hook;
+  {
+    absl::MutexLock lock(&mu_);
+    hook = before_wal_sync_;
+  }
+  if (hook) hook();
 }
 
 void CrashFileSystem::Synced(const std::string& fname) {

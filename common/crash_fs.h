@@ -13,6 +13,7 @@
 #define EONCE_COMMON_CRASH_FS_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,6 +69,10 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   // if every synced write were written unsynced; a crash then loses them.
   void set_drop_wal_syncs(bool drop) { drop_wal_syncs_ = drop; }
   bool drop_wal_syncs() const { return drop_wal_syncs_.load(); }
+  // Runs `hook` on the syncing thread before each sync of a write-ahead log (a test that
+  // needs something to happen while a sync is under way); empty: none.
+  void set_before_wal_sync(std::function<void()> hook);
+  void BeforeWalSync();
   bool no_space() const { return no_space_.load(); }
 
   // An Env over this file system, for rocksdb::Options::env.
@@ -101,6 +106,7 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   std::atomic<bool> drop_wal_syncs_{false};
   absl::Mutex mu_;
   std::map<std::string, FileState> files_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> before_wal_sync_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<rocksdb::Env> env_;
 };
 

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -215,6 +216,26 @@ TEST_P(RocksStoreTest, ABusyStoreKeepsTheGroupCommitOnTheCommitter) {
   for (const std::string& key : keys) {
     EXPECT_TRUE(Has(key)) << key << ": answered before it was durable";
   }
+}
+
+// A caller that syncs on its own thread, and finds that another came to wait meanwhile,
+// leaves the store busy: the callers after it go to the committer.
+TEST_P(RocksStoreTest, OthersComingDuringACallersOwnSyncMakeTheStoreBusy) {
+  auto came = std::make_shared<absl::Notification>();
+  bool hooked = false;  // the first log sync from here on: the leader's
+  fs_->set_before_wal_sync([&, came] {
+    if (std::exchange(hooked, true)) return;
+    store_->WhenDurable([came](absl::Status durable) {
+      EXPECT_TRUE(durable.ok()) << durable;
+      came->Notify();
+    });
+  });
+  EXPECT_TRUE(LedOnThisThread("leader"));
+  fs_->set_before_wal_sync(nullptr);
+  EXPECT_TRUE(hooked);
+  ASSERT_TRUE(came->WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_FALSE(LedOnThisThread("next")) << "a store that others waited on stayed quiet";
+  EXPECT_EQ(store_->led_syncs(), 1u);
 }
 
 // A batch the store refuses is answered at once as not written, and nothing of it lands.
