@@ -97,10 +97,11 @@ class TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
     if (fs_->Dead(generation_)) return IOStatus::OK();
     if (fs_->fail_syncs()) return IOStatus::IOError("injected sync error");
     if (fs_->no_space()) return IOStatus::NoSpace("injected: no space left on device");
-    if (absl::EndsWith(fname_, ".log")) fs_->BeforeWalSync();
+    const bool wal = absl::EndsWith(fname_, ".log");
+    if (wal) fs_->BeforeWalSync();
     IOStatus s = target()->Flush(options, dbg);
     if (s.ok() && fs_->real_sync()) s = target()->Sync(options, dbg);
-    if (s.ok() && !(fs_->drop_wal_syncs() && absl::EndsWith(fname_, ".log"))) {
+    if (s.ok() && !(fs_->drop_wal_syncs() && wal)) {
       fs_->Synced(fname_);
     }
     return s;

@@ -72,7 +72,6 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   // Runs `hook` on the syncing thread before each sync of a write-ahead log (a test that
   // needs something to happen while a sync is under way); empty: none.
   void set_before_wal_sync(std::function<void()> hook);
-  void BeforeWalSync();
   bool no_space() const { return no_space_.load(); }
 
   // An Env over this file system, for rocksdb::Options::env.
@@ -83,6 +82,7 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   uint64_t generation() const { return generation_.load(); }
   void Written(const std::string& fname, uint64_t size);
   void Synced(const std::string& fname);
+  void BeforeWalSync();
   bool fail_writes() const { return fail_writes_.load(); }
   bool fail_syncs() const { return fail_syncs_.load(); }
   bool real_sync() const { return real_sync_; }

@@ -247,7 +247,8 @@ void RocksStore::WhenDurableLeadingWhenIdle(DurableFn done) {
   bool quiet = false;
   if (db_ != nullptr && !AnsweredAtOnce()) {
     absl::MutexLock lock(&committer_mu_);
-    quiet = quiet_ && waiters_.empty() && !committing_ && unwritten_.load() == 0;
+    // (A queued batch is in waiters_ until the committer takes it, which is committing_.)
+    quiet = single_rounds_ >= kQuietRounds && waiters_.empty() && !committing_;
   }
   if (quiet) {
     absl::MutexLock lock(&sync_mu_);
@@ -263,10 +264,7 @@ void RocksStore::WhenDurableLeadingWhenIdle(DurableFn done) {
   absl::Status durable = AwaitDurable();
   {
     absl::MutexLock lock(&committer_mu_);
-    if (!waiters_.empty()) {  // others came meanwhile: the store is busy
-      quiet_ = false;
-      single_rounds_ = 0;
-    }
+    if (!waiters_.empty()) single_rounds_ = 0;  // others came meanwhile: the store is busy
   }
   done(std::move(durable));
 }
@@ -340,9 +338,7 @@ void RocksStore::CommitterLoop() {
     {
       absl::MutexLock lock(&committer_mu_);
       committing_ = false;
-      single_rounds_ = group.size() == 1 ? single_rounds_ + 1 : 0;
-      if (single_rounds_ >= kQuietRounds) quiet_ = true;
-      if (group.size() > 1) quiet_ = false;
+      single_rounds_ = group.size() == 1 ? std::min(single_rounds_ + 1, kQuietRounds) : 0;
     }
     // The group's callbacks run back to back: what they start together (the outcome
     // records of the answers they carry) is done once for all, as the batch closes.

@@ -217,10 +217,10 @@ class RocksStore {
   bool stop_committer_ ABSL_GUARDED_BY(committer_mu_) = false;
   // The committer is between taking a group and answering it.
   bool committing_ ABSL_GUARDED_BY(committer_mu_) = false;
-  // WhenDurableLeadingWhenIdle may sync on the caller's thread. False once a sync served
-  // several callers; true again after kQuietRounds rounds in a row of one caller each.
-  bool quiet_ ABSL_GUARDED_BY(committer_mu_) = true;
-  int single_rounds_ ABSL_GUARDED_BY(committer_mu_) = 0;
+  // Committer rounds in a row that served one caller each, up to kQuietRounds; at that the
+  // store is quiet (WhenDurableLeadingWhenIdle may sync on the caller's thread). 0 once a
+  // sync served several callers, or others came during a caller's own.
+  int single_rounds_ ABSL_GUARDED_BY(committer_mu_) = kQuietRounds;
   std::atomic<uint64_t> led_syncs_{0};
   std::thread committer_;
 };
