@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/filter_policy.h"
+#include "rocksdb/slice_transform.h"
 #include "rocksdb/table.h"
 
 namespace eonce {
@@ -76,8 +77,14 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
     // A first-seen command's lookups miss (its inbox entry, its key's owner, its sidecar
     // record): a bloom filter over each memtable's keys answers them without a search of
     // the memtable's skiplist.
-    cf_options.memtable_prefix_bloom_size_ratio = 0.02;
-    cf_options.memtable_whole_key_filtering = true;
+    if (family.lookups_miss) {
+      cf_options.memtable_prefix_bloom_size_ratio = 0.02;
+      cf_options.memtable_whole_key_filtering = true;
+    }
+    if (family.hint_tag_bytes.has_value()) {
+      cf_options.memtable_insert_with_hint_prefix_extractor.reset(
+          rocksdb::NewCappedPrefixTransform(*family.hint_tag_bytes));
+    }
     cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
     descriptors.emplace_back(family.name, cf_options);
   }

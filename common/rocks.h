@@ -28,6 +28,21 @@ namespace eonce {
 struct ColumnFamilySpec {
   std::string name;
   rocksdb::ColumnFamilyOptions options;
+  // How the family is written and read, which shapes its memtables (RocksStore::Open).
+  // Point lookups of keys it does not hold are common (a first-seen command's inbox entry,
+  // key owner or sidecar record): a bloom filter over each memtable's keys answers them
+  // without a search of the skiplist. False for a family that is only scanned, or whose
+  // lookups find their key: there every insert would fill a filter that no read uses.
+  bool lookups_miss = true;
+  // Each memtable insert starts where the last one with the same tag went (the key's first
+  // `hint_tag_bytes` bytes), instead of a search from the skiplist's top: for keys that
+  // arrive in ascending order behind a short tag (a sequence number, alone or after a
+  // one-byte state), or that are rewritten again and again (a busy account, whose new
+  // version goes right before its last). A key out of place is still put right, at the
+  // cost of that search. Each tag a memtable sees costs it an insert position (about 220
+  // bytes of its arena, and an entry of a map beside it): a family whose keys are mostly
+  // new to their memtable fills it faster and gains nothing. Unset: every insert searches.
+  std::optional<size_t> hint_tag_bytes;
 };
 
 struct StoreOptions {

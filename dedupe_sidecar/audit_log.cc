@@ -40,6 +40,9 @@ std::vector<ColumnFamilySpec> AuditLog::ColumnFamilies(RecordStoreFilters& filte
   audit.options.compaction_filter_factory = filters.drop_only_filter;
   ColumnFamilySpec index{kAuditIndexCf, {}};
   index.options.compaction_filter_factory = filters.drop_only_filter;
+  // Both are scanned (Verify, Query).
+  audit.lookups_miss = false;
+  index.lookups_miss = false;
   return {audit, index};
 }
 

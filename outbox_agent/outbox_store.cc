@@ -40,8 +40,14 @@ std::vector<ColumnFamilySpec> OutboxStore::ColumnFamilies(Filters& filters) {
   records.options.compaction_filter_factory = filters.factory;
   ColumnFamilySpec states{kStatesCf, {}};
   states.options.compaction_filter_factory = filters.factory;
-  return {records, ColumnFamilySpec{kDueCf, {}}, states,
-          ColumnFamilySpec{kLanesCf, {}}, ColumnFamilySpec{kMetaCf, {}}};
+  // Scanned: a state's records in enqueue order, and each lane's. A state's key is a byte
+  // for the state, then the enqueue number: a record entering a state mostly goes to its
+  // end, and the states' inserts interleave while the agent drains.
+  states.lookups_miss = false;
+  states.hint_tag_bytes = 1;
+  ColumnFamilySpec lanes{kLanesCf, {}};
+  lanes.lookups_miss = false;
+  return {records, ColumnFamilySpec{kDueCf, {}}, states, lanes, ColumnFamilySpec{kMetaCf, {}}};
 }
 
 OutboxStore::OutboxStore(RocksStore& store, Clock& clock, OutboxStoreOptions options)

@@ -93,8 +93,13 @@ std::vector<ColumnFamilySpec> Inbox::ColumnFamilies(Clock& clock) {
   keys.options.compaction_filter_factory = std::make_shared<InboxTtlFilter>(clock);
   ColumnFamilySpec index{kSlotIndexCf, {}};
   index.options.compaction_filter_factory = std::make_shared<InboxTtlFilter>(clock);
-  return {inbox, keys, index, ColumnFamilySpec{kEffectsCf, {}},
-          ColumnFamilySpec{kFollowUpsCf, {}}};
+  // Scanned: a slot's rows, the effects after a number, a tenant's follow-ups.
+  index.lookups_miss = false;
+  ColumnFamilySpec effects{kEffectsCf, {}};
+  effects.lookups_miss = false;
+  ColumnFamilySpec follow_ups{kFollowUpsCf, {}};
+  follow_ups.lookups_miss = false;
+  return {inbox, keys, index, effects, follow_ups};
 }
 
 StoreOptions Inbox::StoreOptionsFor(StoreOptions base) {
