@@ -121,7 +121,7 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
 
   Begun begun = Begin(ctx);
   if (!begun.await.has_value()) {
-    Proceed(ctx, std::move(begun));
+    Proceed(ctx, std::move(begun), /*alone=*/caller.one_command);
     return;
   }
   // Outside the key's lock: what Begin wrote (or read) is durable before the forward or
@@ -140,13 +140,13 @@ void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDon
       });
 }
 
-void Deduper::Proceed(const std::shared_ptr<Context>& ctx, Begun begun) {
+void Deduper::Proceed(const std::shared_ptr<Context>& ctx, Begun begun, bool alone) {
   switch (begun.kind) {
     case Begun::Kind::kAnswer:
       ctx->Answer(std::move(begun.answer));
       return;
     case Begun::Kind::kForward:
-      Forward(ctx, begun.token);
+      Forward(ctx, begun.token, alone);
       return;
     case Begun::Kind::kRecover:
       Recover(ctx, begun.token);
@@ -299,7 +299,7 @@ Deduper::Begun Deduper::Begin(const std::shared_ptr<Context>& ctx) {
   }
 }
 
-void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token) {
+void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token, bool alone) {
   if (absl::Status fault = HitFault(faults_, FaultPoint::kAfterRecordStartedBeforeForward);
       !fault.ok()) {
     ctx->Answer(fault);
@@ -321,6 +321,7 @@ void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token) {
   call.fencing_token = token;
   call.deadline_ms = CallDeadline(*ctx, options_.forward_timeout_ms);
   call.parent = ctx->caller.context;
+  call.alone = alone;
   stats_.forwards++;
   int64_t started_ms = clock_.NowMs();
   upstream_.Forward(std::move(call), [this, ctx, token, started_ms](ForwardReply reply) {

@@ -96,6 +96,8 @@ struct Caller {
   std::optional<int64_t> certificate_epoch;
   int64_t deadline_ms = 0;       // absolute; 0 = none
   grpc::CallbackServerContext* context = nullptr;
+  // The call carries one command (Submit, not an item of SubmitBatch).
+  bool one_command = false;
 };
 
 // Counters the metrics endpoint exports.
@@ -172,13 +174,14 @@ class Deduper {
 
   Begun Begin(const std::shared_ptr<Context>& ctx);
   // What Begin decided, once what it wrote or read is durable: answer, forward or recover.
-  void Proceed(const std::shared_ptr<Context>& ctx, Begun begun);
+  // `alone`: on the thread of a call that carries this one command (ForwardCall::alone).
+  void Proceed(const std::shared_ptr<Context>& ctx, Begun begun, bool alone = false);
   // Runs `then` once what an answer rests on is durable: a record this call wrote
   // (`wrote`), or an outcome it read whose own write still waits for its fsync
   // (not_durable_); at once for an outcome already on disk.
   void AfterDurable(const std::string& scoped_key, Record::State state, bool wrote,
                     RocksStore::DurableFn then);
-  void Forward(const std::shared_ptr<Context>& ctx, uint64_t token);
+  void Forward(const std::shared_ptr<Context>& ctx, uint64_t token, bool alone = false);
   void OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token, ForwardReply reply);
   void Recover(const std::shared_ptr<Context>& ctx, uint64_t token);
   // The deadline of a call made under the lease: `timeout_ms` from now, the caller's

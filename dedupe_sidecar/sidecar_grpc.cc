@@ -52,7 +52,9 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
     }
     auto ticket = std::make_shared<Admission::Ticket>(std::move(*admitted));
     // On this callback thread: the Deduper holds a key's lock only while it reads and
-    // writes, and waits for no disk (its fsyncs complete on the store's committer thread).
+    // writes, and waits for no disk (its fsyncs complete on the store's committer thread;
+    // a business in this process may sync a quiet store on it: ForwardCall::alone).
+    caller->one_command = true;
     deduper_.Submit(*caller, request->command(),
                     [context, reactor, response,
                      ticket](absl::StatusOr<v1::SubmitResponse> result) {

@@ -52,6 +52,11 @@ struct ForwardCall {
   int64_t deadline_ms = 0;  // absolute, on the Deduper's clock
   // The caller's call, whose cancellation the forward follows; null when there is none.
   grpc::CallbackServerContext* parent = nullptr;
+  // The only forward of its caller's call (a unary Submit), made on that call's thread: a
+  // business in the same process may sync its store on that thread when the store is
+  // quiet (InboxUpstream), instead of handing the wait to its committer thread. False for
+  // the items of a batch, whose syncs on one thread would run one after another.
+  bool alone = false;
 };
 
 struct ForwardReply {

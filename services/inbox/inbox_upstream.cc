@@ -50,8 +50,8 @@ void InboxUpstream::Forward(ForwardCall call, std::function<void(ForwardReply)> 
     return;
   }
   const bool kept = !inbox_.legacy_mode() && !identity.command_id.empty();
-  inbox_.WhenDurable([done = std::move(done), result = *std::move(result),
-                      kept](absl::Status durable) mutable {
+  auto answer = [done = std::move(done), result = *std::move(result),
+                 kept](absl::Status durable) mutable {
     ForwardReply reply;
     if (!durable.ok()) {
       reply.kind = ForwardReply::Kind::kUnknown;
@@ -63,7 +63,14 @@ void InboxUpstream::Forward(ForwardCall call, std::function<void(ForwardReply)> 
       reply.inbox_kept = kept;
     }
     done(std::move(reply));
-  });
+  };
+  // A unary Submit's one forward, as a unary mutation over gRPC (RunMutation): its thread
+  // syncs a quiet store itself and answers at once. A batch's items go to the committer.
+  if (call.alone) {
+    inbox_.WhenDurableLeadingWhenIdle(std::move(answer));
+  } else {
+    inbox_.WhenDurable(std::move(answer));
+  }
 }
 
 void InboxUpstream::QueryOutcome(

@@ -5,10 +5,11 @@
 // Everything else is as over gRPC: the sidecar writes its records and checks the policy,
 // the handler runs the business's mutation through Inbox::Run, and the answer goes back
 // once the business's write is durable (Inbox::WhenDurable: the inbox is the commit
-// point, as its `eonce-inbox: kept` trailer says over gRPC). A key the inbox refuses is a
-// conflict; QueryOutcome is the inbox's. A crash takes the sidecar and the business down
-// together, and recovery is the same as for two processes: the business's inbox holds
-// what was applied.
+// point, as its `eonce-inbox: kept` trailer says over gRPC). A unary Submit's forward
+// (ForwardCall::alone) may sync a quiet store on its own thread, as a unary mutation over
+// gRPC does (RunMutation). A key the inbox refuses is a conflict; QueryOutcome is the
+// inbox's. A crash takes the sidecar and the business down together, and recovery is the
+// same as for two processes: the business's inbox holds what was applied.
 #ifndef EONCE_SERVICES_INBOX_INBOX_UPSTREAM_H_
 #define EONCE_SERVICES_INBOX_INBOX_UPSTREAM_H_
 
@@ -26,7 +27,7 @@ class InboxUpstream : public Upstream {
  public:
   // A business method: the mutation for the caller `identity` names, from the serialized
   // request, run through Inbox::Run with identity.durability_by_caller set (the upstream
-  // waits for durability before it answers, on no thread).
+  // waits for durability before it answers, on no thread but a quiet store's caller).
   using Handler = std::function<absl::StatusOr<v1::CallResult>(const CallIdentity& identity,
                                                                const std::string& request)>;
 

@@ -212,6 +212,34 @@ TEST_P(InProcessTest, ABatchAppliesEachCommandOnceAndAnswersEachInItsPlace) {
   EXPECT_EQ(Balance("a"), 1000 - 210);
 }
 
+// Where a first-seen command's wait for the ledger's disk runs. A one-command Submit's
+// forward syncs a quiet store on the Submit's own thread, as a unary mutation over gRPC
+// does; a batch's items leave their waits to the committer, which syncs once for them
+// all. In legacy mode the forward follows the sidecar's own synced record, from that
+// store's committer: it never syncs the ledger on its thread. The store counts the syncs
+// that ran on a caller's thread. (The sidecar learns from a method's first answer that
+// the business keeps its inbox; until then it syncs its own record first.)
+TEST_P(InProcessTest, AOneCommandSubmitSyncsAQuietLedgerOnItsThreadAndABatchDoesNot) {
+  auto learned = Submit(testing::TransferCommand("first", 1));
+  ASSERT_TRUE(learned.ok()) << learned.status();
+  const uint64_t before = store_->led_syncs();
+  constexpr int kSubmits = 12;
+  for (int i = 0; i < kSubmits; ++i) {
+    auto answer = Submit(testing::TransferCommand(absl::StrCat("alone-", i), 1));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+  }
+  EXPECT_EQ(store_->led_syncs() - before, GetParam() ? 0u : uint64_t{kSubmits});
+
+  std::vector<v1::Command> batch;
+  for (int i = 0; i < 20; ++i) batch.push_back(testing::TransferCommand(absl::StrCat("b", i), 1));
+  auto answers = testing::SubmitBatchTo(*stub_, batch);
+  ASSERT_TRUE(answers.ok()) << answers.status();
+  for (const auto& answer : *answers) ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(store_->led_syncs() - before, GetParam() ? 0u : uint64_t{kSubmits})
+      << "a batch's items synced on the batch's thread, one after another";
+  EXPECT_EQ(Balance("a"), 1000 - 1 - kSubmits - 20);
+}
+
 TEST_P(InProcessTest, ABatchRefusesOnlyItsBadCommandsAndNeverMoreThanItsLimit) {
   v1::Command no_id = testing::TransferCommand("ignored", 1);
   no_id.clear_command_id();
