@@ -33,11 +33,13 @@ Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, Policy
       own_claims_(claims == nullptr ? std::make_unique<InFlightClaims>() : nullptr),
       claims_(claims != nullptr ? *claims : *own_claims_) {}
 
-void Deduper::Submit(const Caller& caller, const v1::Command& command, SubmitDone done) {
+void Deduper::Submit(Caller caller_in, v1::Command command_in, SubmitDone done) {
   auto ctx = std::make_shared<Context>();
-  ctx->caller = caller;
-  ctx->command = command;
+  ctx->caller = std::move(caller_in);
+  ctx->command = std::move(command_in);
   ctx->done = std::move(done);
+  const Caller& caller = ctx->caller;
+  const v1::Command& command = ctx->command;
 
   if (caller.tenant.empty()) {
     stats_.denied++;

@@ -143,8 +143,10 @@ class Deduper {
           Clock& clock, DeduperOptions options, FaultInjector* faults = nullptr,
           ShardGate* shards = nullptr, InFlightClaims* claims = nullptr);
 
-  // `done` runs exactly once.
-  void Submit(const Caller& caller, const v1::Command& command, SubmitDone done);
+  // `done` runs exactly once. The caller and the command are kept for the call's life: a
+  // caller that owns them moves them in (the gRPC handlers do) rather than have them
+  // copied.
+  void Submit(Caller caller, v1::Command command, SubmitDone done);
 
   absl::StatusOr<v1::ReconcileResponse> Reconcile(const Caller& caller,
                                                   const v1::ReconcileRequest& request);

@@ -1,8 +1,11 @@
 #include "dedupe_sidecar/sidecar_grpc.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
+#include "common/owned_request.h"
 #include "common/slots.h"
 #include "common/status.h"
 #include "dedupe_sidecar/caller.h"
@@ -18,6 +21,12 @@ absl::Status AnswerTooLarge(size_t bytes, size_t max_bytes) {
                absl::StrCat("the batch's answer is ", bytes, " bytes, past the message limit of ",
                             max_bytes, "; each of its commands was taken: send them one Submit "
                             "each, and each is answered from its record"));
+}
+
+// A command to keep for its call: moved out of a request the handler owns, else copied.
+v1::Command TakeCommand(v1::Command* owned, const v1::Command& view) {
+  if (owned != nullptr) return std::move(*owned);
+  return view;
 }
 
 class SidecarServiceImpl : public v1::Sidecar::CallbackService {
@@ -55,7 +64,11 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
     // writes, and waits for no disk (its fsyncs complete on the store's committer thread;
     // a business in this process may sync a quiet store on it: ForwardCall::alone).
     caller->one_command = true;
-    deduper_.Submit(*caller, request->command(),
+    // Moved, not copied: nothing reads the request or the caller after this.
+    auto* owned = OwnedRequest<v1::SubmitRequest, v1::SubmitResponse>(context, request);
+    deduper_.Submit(std::move(*caller),
+                    TakeCommand(owned != nullptr ? owned->mutable_command() : nullptr,
+                                request->command()),
                     [context, reactor, response,
                      ticket](absl::StatusOr<v1::SubmitResponse> result) {
                       if (result.ok()) *response = std::move(*result);
@@ -92,6 +105,9 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
     batch->reactor = reactor;
     batch->context = context;
     batch->response = response;
+    // Each command is moved into its Submit, not copied: nothing reads it after that.
+    auto* owned =
+        OwnedRequest<v1::SubmitBatchRequest, v1::SubmitBatchResponse>(context, request);
     for (int i = 0; i < n; ++i) {
       v1::SubmitBatchItem* item = response->mutable_items(i);
       auto answer = [this, batch, item](absl::StatusOr<v1::SubmitResponse> result) {
@@ -117,7 +133,9 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
         continue;
       }
       auto ticket = std::make_shared<Admission::Ticket>(std::move(*admitted));
-      deduper_.Submit(*caller, request->commands(i),
+      deduper_.Submit(*caller,
+                      TakeCommand(owned != nullptr ? owned->mutable_commands(i) : nullptr,
+                                  request->commands(i)),
                       [answer = std::move(answer), ticket](absl::StatusOr<v1::SubmitResponse> r) {
                         ticket->Release();
                         answer(std::move(r));
