@@ -2,7 +2,7 @@
 // apart.
 //
 // gRPC hands a callback handler a const view of the request, but the messages are ones
-// it allocated for the call (its MessageHolder, which the call's allocator state is), and
+// it allocated for the call (the MessageHolder that is the call's allocator state), and
 // they are the handler's until the call finishes. A handler that keeps part of the
 // request for the call's life (a command the sidecar holds while it forwards it) may
 // move that part out instead of copying it.

@@ -2,6 +2,7 @@
 // own request, and may move what it keeps out of it.
 #include "common/owned_request.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,7 +15,7 @@ namespace eonce {
 namespace {
 
 // Answers each Submit with the command id it kept (as its result's message), and notes
-// what it saw of the request.
+// what it saw of the request (on gRPC's thread, read by the test's after the call).
 class KeepingService : public v1::Sidecar::CallbackService {
  public:
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
@@ -33,16 +34,16 @@ class KeepingService : public v1::Sidecar::CallbackService {
     } else {
       kept = request->command();
     }
-    left_in_request_ = request->command().command_id();
+    request_left_empty_ = request->command().command_id().empty();
     response->mutable_result()->set_message(kept.command_id());
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
 
-  bool owned_ = false;
-  bool stranger_owned_ = true;
-  std::string left_in_request_;
+  std::atomic<bool> owned_{false};
+  std::atomic<bool> stranger_owned_{true};
+  std::atomic<bool> request_left_empty_{false};
 };
 
 TEST(OwnedRequestTest, AHandlerTakesItsOwnRequestApartAndNoOtherMessage) {
@@ -66,7 +67,7 @@ TEST(OwnedRequestTest, AHandlerTakesItsOwnRequestApartAndNoOtherMessage) {
   EXPECT_FALSE(service.stranger_owned_);
   // Moved: the handler kept the command, and the request no longer holds it.
   EXPECT_EQ(response.result().message(), "cmd-kept-by-the-handler");
-  EXPECT_EQ(service.left_in_request_, "");
+  EXPECT_TRUE(service.request_left_empty_);
   server->Shutdown();
 }
 
