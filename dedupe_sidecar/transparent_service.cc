@@ -1,6 +1,7 @@
 #include "dedupe_sidecar/transparent_service.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -77,18 +78,20 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
       return;
     }
     if (!Admit(caller->tenant)) return;
-    deduper_.Submit(*caller, command, [this](absl::StatusOr<v1::SubmitResponse> result) {
-      if (!result.ok()) {
-        Finish(ToGrpcStatus(result.status(), context_));
-        return;
-      }
-      if (result->disposition() == v1::REPLAYED) {
-        context_->AddInitialMetadata(kReplayedHeader, "true");
-        context_->AddInitialMetadata(kFirstSeenHeader,
-                                     absl::StrCat(result->replay().first_seen_ms()));
-      }
-      Answer(result->result());
-    });
+    // Moved, not copied (the request's bytes with it): nothing reads them after this.
+    deduper_.Submit(std::move(*caller), std::move(command),
+                    [this](absl::StatusOr<v1::SubmitResponse> result) {
+                      if (!result.ok()) {
+                        Finish(ToGrpcStatus(result.status(), context_));
+                        return;
+                      }
+                      if (result->disposition() == v1::REPLAYED) {
+                        context_->AddInitialMetadata(kReplayedHeader, "true");
+                        context_->AddInitialMetadata(
+                            kFirstSeenHeader, absl::StrCat(result->replay().first_seen_ms()));
+                      }
+                      Answer(result->result());
+                    });
   }
 
   void OnWriteDone(bool /*ok*/) override {}
