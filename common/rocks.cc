@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/filter_policy.h"
+#include "rocksdb/memtablerep.h"
 #include "rocksdb/slice_transform.h"
 #include "rocksdb/table.h"
 
@@ -84,6 +85,11 @@ absl::StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(
     if (family.hint_tag_bytes.has_value()) {
       cf_options.memtable_insert_with_hint_prefix_extractor.reset(
           rocksdb::NewCappedPrefixTransform(*family.hint_tag_bytes));
+    }
+    if (family.unsorted_memtable) {
+      cf_options.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
+      cf_options.write_buffer_size = kUnsortedWriteBufferBytes;
+      db_options.allow_concurrent_memtable_write = false;
     }
     cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
     descriptors.emplace_back(family.name, cf_options);

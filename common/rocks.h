@@ -43,7 +43,20 @@ struct ColumnFamilySpec {
   // bytes of its arena, and an entry of a map beside it): a family whose keys are mostly
   // new to their memtable fills it faster and gains nothing. Unset: every insert searches.
   std::optional<size_t> hint_tag_bytes;
+  // The family is read only by rare scans (an operator's query), never by a point lookup
+  // or a scan on a hot path. Its memtables keep keys in arrival order (RocksDB's vector
+  // memtable): an insert is an append, not a search of a skiplist, and each memtable is
+  // sorted once, when it is flushed or first scanned after it stops taking writes. A scan
+  // or a lookup of the memtable still being written copies and sorts it, so its memtables
+  // are kept at kUnsortedWriteBufferBytes. A store with such a family writes each write
+  // group's memtables from the group's leader alone (RocksDB's concurrent memtable writes
+  // need skiplists).
+  bool unsorted_memtable = false;
 };
+
+// The memtable size of a family with `unsorted_memtable`: a scan of the one being written
+// sorts a copy of at most this many bytes of keys.
+inline constexpr size_t kUnsortedWriteBufferBytes = 4 << 20;
 
 struct StoreOptions {
   // Bounded memory: a shared block cache and small memtables. 128 MiB holds the data
