@@ -6,6 +6,7 @@
 #include "common/big_endian.h"
 #include "common/hash.h"
 #include "common/status.h"
+#include "common/thread_class.h"
 #include "common/ttl.h"
 
 namespace eonce {
@@ -118,12 +119,26 @@ uint64_t AuditLog::appended() const {
 
 size_t AuditLog::BatchLimit() const { return std::min(kMaxWriteBatch, max_queue_); }
 
+bool AuditLog::writer_runs_as_batch() const {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](const WriterClass* c) { return *c != WriterClass::kStarting; }, &writer_class_));
+  return writer_class_ == WriterClass::kBatch;
+}
+
 uint64_t AuditLog::writes() const {
   absl::MutexLock lock(&mu_);
   return writes_;
 }
 
 void AuditLog::WriterLoop() {
+  // The writer wakes from its linger on a timer, on whichever core it slept; as batch
+  // work it then waits for a free core instead of preempting a request's thread there.
+  const bool batch = AsBatchThread().ok() && IsBatchThread();
+  {
+    absl::MutexLock lock(&mu_);
+    writer_class_ = batch ? WriterClass::kBatch : WriterClass::kNormal;
+  }
   while (true) {
     std::vector<v1::AuditEvent> batch;
     {

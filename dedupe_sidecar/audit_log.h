@@ -65,6 +65,9 @@ class AuditLog {
   uint64_t appended() const;
   // The RocksDB writes that carried them (each holds one or more events).
   uint64_t writes() const;
+  // Whether the writer thread runs as batch work (common/thread_class.h): false only
+  // where the platform refuses it. Waits for the writer to start.
+  bool writer_runs_as_batch() const;
 
   // The background check: verifies the next `max_events` events after those the step
   // before verified; past the end the next step starts a new pass from the beginning, so
@@ -78,6 +81,8 @@ class AuditLog {
   // The most events one write carries (a queue shorter than a batch fills at its bound).
   size_t BatchLimit() const;
   absl::Status WriteEvents(const std::vector<v1::AuditEvent>& events);
+
+  enum class WriterClass { kStarting, kBatch, kNormal };
 
   RocksStore& store_;
   Clock& clock_;
@@ -97,6 +102,7 @@ class AuditLog {
   uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status write_error_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  WriterClass writer_class_ ABSL_GUARDED_BY(mu_) = WriterClass::kStarting;
   uint64_t verified_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> chain_broken_{false};
   std::thread writer_;

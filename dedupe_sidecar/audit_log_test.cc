@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_class.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
 
@@ -114,6 +115,15 @@ TEST_F(AuditLogTest, TheDestructorWritesWhatIsQueuedWithoutWaitingForTheLinger) 
   EXPECT_EQ(audit_->appended(), 10u) << "the reopened log continues after the last event";
   EXPECT_EQ(Found(9), 1u);
 }
+
+#ifdef __linux__
+TEST_F(AuditLogTest, TheWriterRunsAsBatchWorkSoThatItsTimerNeverPreemptsARequest) {
+  Open(kLongLinger);
+  EXPECT_TRUE(audit_->writer_runs_as_batch());
+  // The thread that made the log keeps its class.
+  EXPECT_FALSE(IsBatchThread());
+}
+#endif
 
 TEST_F(AuditLogTest, WithoutALingerEventsStillArriveInOrder) {
   Open(absl::ZeroDuration());
