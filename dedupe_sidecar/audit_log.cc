@@ -134,10 +134,10 @@ uint64_t AuditLog::writes() const {
 void AuditLog::WriterLoop() {
   // The writer wakes from its linger on a timer, on whichever core it slept; as batch
   // work it then waits for a free core instead of preempting a request's thread there.
-  const bool batch = AsBatchThread().ok() && IsBatchThread();
+  const bool as_batch = AsBatchThread().ok() && IsBatchThread();
   {
     absl::MutexLock lock(&mu_);
-    writer_class_ = batch ? WriterClass::kBatch : WriterClass::kNormal;
+    writer_class_ = as_batch ? WriterClass::kBatch : WriterClass::kNormal;
   }
   while (true) {
     std::vector<v1::AuditEvent> batch;
