@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(
   bazel-bootstrap
   g++
+  cmake
+  curl
   pkg-config
   protobuf-compiler
   libprotobuf-dev
@@ -50,6 +52,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# RocksDB built for release from Debian's source; on any failure the build links Debian's
+# librocksdb.a instead (tools/rocksdb.sh says why it is built).
+bash "$(dirname "${BASH_SOURCE[0]}")/rocksdb.sh"
 
 # The offline Kubernetes schema validator for deploy/ comes from the npm registry, pinned
 # by tools/k8s-validate/package-lock.json.
