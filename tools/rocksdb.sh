@@ -6,8 +6,9 @@
 # Why: Debian builds its RocksDB with CMake's build type "None", so NDEBUG is not set: every
 # write runs RocksDB's debug assertions (the memtable's skiplist checks each insert's order
 # with extra key comparisons) and its test sync points. Its PORTABLE build also computes
-# CRC32C in software. This build sets NDEBUG and, where the CPU has SSE 4.2, the hardware
-# CRC32C. docs/performance.md ("Then: RocksDB built for release") has the measurements.
+# CRC32C in software. This build sets NDEBUG and, where the CPU of the machine that builds
+# it has SSE 4.2, the hardware CRC32C (a binary built so needs SSE 4.2 where it runs).
+# docs/performance.md ("Then: RocksDB built for release") has the measurements.
 #
 # Safe to run twice: a stamp names the source and flags the library was built from, and a
 # library built from the same ones is kept. Any failure (no network to deb.debian.org, a
@@ -56,11 +57,13 @@ cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=None \
   -DPORTABLE=ON -DFORCE_SSE42="$sse42" -DROCKSDB_BUILD_SHARED=OFF -DWITH_GFLAGS=OFF \
   -DWITH_TESTS=OFF -DWITH_BENCHMARK_TOOLS=OFF -DWITH_CORE_TOOLS=OFF -DWITH_TOOLS=OFF \
   -DWITH_BZ2=ON -DWITH_LZ4=ON -DWITH_ZLIB=ON -DWITH_ZSTD=ON -DWITH_SNAPPY=ON \
-  -DFAIL_ON_WARNINGS=OFF >"$work/cmake.log" 2>&1 || fallback "cmake failed ($(tail -1 "$work/cmake.log"))"
+  -DFAIL_ON_WARNINGS=OFF >"$work/cmake.log" 2>&1 ||
+  fallback "cmake failed ($(tail -1 "$work/cmake.log"))"
 make -C "$work/build" -j"$(nproc)" rocksdb >"$work/make.log" 2>&1 ||
   fallback "the build failed ($(tail -1 "$work/make.log"))"
 
-# Installed whole or not at all: the new tree is moved into place in one rename.
+# Installed whole or not at all: the new tree is complete before the old one is removed
+# and the new one renamed into its place.
 $SUDO mkdir -p "$(dirname "$PREFIX")" || fallback "cannot create $(dirname "$PREFIX")"
 $SUDO rm -rf "$PREFIX.new"
 $SUDO mkdir -p "$PREFIX.new/lib" &&
