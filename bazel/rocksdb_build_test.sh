@@ -4,16 +4,17 @@
 # so its objects call RocksDB's test sync points, and the release build has none.
 set -euo pipefail
 probe="$1"
+stamp=/opt/eonce/rocksdb/STAMP
 "$probe" "${TEST_TMPDIR:-$(mktemp -d)}/db"
 debug_symbols="$(nm -C "$probe" | grep -c 'rocksdb::SyncPoint::' || true)"
-if [ ! -f /opt/eonce/rocksdb/STAMP ]; then
+if [ ! -f "$stamp" ]; then
   echo "SKIP: tools/rocksdb.sh has not installed a release RocksDB here; linked Debian's" \
     "librocksdb.a ($debug_symbols sync point symbols)" >&2
   exit 0
 fi
 if [ "$debug_symbols" -ne 0 ]; then
-  echo "FAIL: /opt/eonce/rocksdb holds a release RocksDB ($(cat /opt/eonce/rocksdb/STAMP))," \
+  echo "FAIL: $(dirname "$stamp") holds a release RocksDB ($(cat "$stamp"))," \
     "but the binary links one built without NDEBUG ($debug_symbols sync point symbols)" >&2
   exit 1
 fi
-echo "linked: $(cat /opt/eonce/rocksdb/STAMP)"
+echo "linked: $(cat "$stamp")"

@@ -53,13 +53,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
 # RocksDB built for release from Debian's source; on any failure the build links Debian's
 # librocksdb.a instead (tools/rocksdb.sh says why it is built).
-bash "$(dirname "${BASH_SOURCE[0]}")/rocksdb.sh"
+bash "$root/tools/rocksdb.sh"
 
 # The offline Kubernetes schema validator for deploy/ comes from the npm registry, pinned
 # by tools/k8s-validate/package-lock.json.
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ ! -d "$root/tools/k8s-validate/node_modules/kubernetes-models" ]; then
   if command -v npm >/dev/null 2>&1; then
     echo "setup: installing the Kubernetes schema validator (npm)"
