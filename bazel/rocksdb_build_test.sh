@@ -4,7 +4,8 @@
 # so its objects call RocksDB's test sync points, and the release build has none.
 set -euo pipefail
 probe="$1"
-stamp=/opt/eonce/rocksdb/STAMP
+release_dir="$2"
+stamp="$release_dir/STAMP"
 "$probe" "${TEST_TMPDIR:-$(mktemp -d)}/db"
 debug_symbols="$(nm -C "$probe" | grep -c 'rocksdb::SyncPoint::' || true)"
 if [ ! -f "$stamp" ]; then
@@ -13,7 +14,7 @@ if [ ! -f "$stamp" ]; then
   exit 0
 fi
 if [ "$debug_symbols" -ne 0 ]; then
-  echo "FAIL: $(dirname "$stamp") holds a release RocksDB ($(cat "$stamp"))," \
+  echo "FAIL: $release_dir holds a release RocksDB ($(cat "$stamp"))," \
     "but the binary links one built without NDEBUG ($debug_symbols sync point symbols)" >&2
   exit 1
 fi

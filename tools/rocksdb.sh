@@ -20,7 +20,7 @@ set -uo pipefail
 VERSION=7.8.3
 SHA256=b85408a374770897332bf15e51620a5f35720dd416a4749e3899057f9cfaf84d
 URL="http://deb.debian.org/debian/pool/main/r/rocksdb/rocksdb_${VERSION}.orig.tar.gz"
-PREFIX=/opt/eonce/rocksdb
+PREFIX=/opt/eonce/rocksdb  # bazel/BUILD.bazel links from here (ROCKSDB_RELEASE_DIR)
 
 if [ "${EONCE_ROCKSDB:-}" = "debian" ]; then
   echo "setup: EONCE_ROCKSDB=debian: linking Debian's librocksdb.a"
