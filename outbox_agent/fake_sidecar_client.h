@@ -27,6 +27,7 @@ class FakeSidecarClient : public SidecarClient {
     {
       absl::MutexLock lock(&mu_);
       submitted_.push_back(command.command_id());
+      submitted_requests_.push_back(command.request());
       sessions_.push_back(session);
       if (hold_) {
         held_.push_back(std::move(done));
@@ -110,6 +111,11 @@ class FakeSidecarClient : public SidecarClient {
   void set_hold(bool hold) { absl::MutexLock l(&mu_); hold_ = hold; }
   void set_retention_ms(std::optional<int64_t> ms) { absl::MutexLock l(&mu_); retention_ms_ = ms; }
   std::vector<std::string> submitted() { absl::MutexLock l(&mu_); return submitted_; }
+  // The request bytes of each Submit, in the order of submitted().
+  std::vector<std::string> submitted_requests() {
+    absl::MutexLock l(&mu_);
+    return submitted_requests_;
+  }
   std::vector<std::string> reconciled() { absl::MutexLock l(&mu_); return reconciled_; }
   std::vector<v1::ReconcileRequest> reconcile_requests() {
     absl::MutexLock l(&mu_);
@@ -131,6 +137,7 @@ class FakeSidecarClient : public SidecarClient {
   std::deque<Session> held_sessions_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> held_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> submitted_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> submitted_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<Session> sessions_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> reconciled_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ReconcileRequest> reconcile_requests_ ABSL_GUARDED_BY(mu_);

@@ -3,6 +3,7 @@
 #ifndef EONCE_OUTBOX_AGENT_OUTBOX_LAYOUT_H_
 #define EONCE_OUTBOX_AGENT_OUTBOX_LAYOUT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,6 +19,13 @@ inline constexpr char kDueCf[] = "due";
 inline constexpr char kStatesCf[] = "states";
 inline constexpr char kLanesCf[] = "lanes";
 inline constexpr char kMetaCf[] = "meta";
+inline constexpr char kPayloadsCf[] = "payloads";
+
+// A payload longer than this is kept apart from its record while the record may be sent
+// (the payloads column family), so that each transition rewrites only the record's state.
+// A shorter one stays in the record: rewriting it costs less than a second key to insert
+// at Enqueue, read at each claim and delete when the record is final.
+inline constexpr size_t kInlinePayloadBytes = 512;
 inline constexpr char kCredentialKey[] = "credential";
 
 inline std::string LaneKey(const OutboxRecord& record) {

@@ -14,8 +14,10 @@ namespace eonce {
 using outbox_layout::DueAt;
 using outbox_layout::kCredentialKey;
 using outbox_layout::kDueCf;
+using outbox_layout::kInlinePayloadBytes;
 using outbox_layout::kLanesCf;
 using outbox_layout::kMetaCf;
+using outbox_layout::kPayloadsCf;
 using outbox_layout::kRecordsCf;
 using outbox_layout::kStatesCf;
 using outbox_layout::LaneKey;
@@ -47,7 +49,13 @@ std::vector<ColumnFamilySpec> OutboxStore::ColumnFamilies(Filters& filters) {
   states.hint_tag_bytes = 1;
   ColumnFamilySpec lanes{kLanesCf, {}};
   lanes.lookups_miss = false;
-  return {records, ColumnFamilySpec{kDueCf, {}}, states, lanes, ColumnFamilySpec{kMetaCf, {}}};
+  // Read for records kept apart from their payloads, which have an entry here. No
+  // compaction filter: an entry is deleted by the transition that moves its payload back
+  // into the record.
+  ColumnFamilySpec payloads{kPayloadsCf, {}};
+  payloads.lookups_miss = false;
+  return {records, ColumnFamilySpec{kDueCf, {}}, states, lanes, ColumnFamilySpec{kMetaCf, {}},
+          payloads};
 }
 
 OutboxStore::OutboxStore(RocksStore& store, Clock& clock, OutboxStoreOptions options)
@@ -96,7 +104,7 @@ void OutboxStore::RebuildDue() {
     for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
       if (it->key().size() < 9) continue;
       const std::string id = it->key().ToString().substr(9);
-      auto record = Get(id);
+      auto record = GetState(id);
       if (!record.ok() || !record->has_value()) continue;
       std::optional<int64_t> due = DueAt(**record);
       if (due.has_value() && IsLaneHead(**record)) due_.Set(id, *due);
@@ -113,7 +121,26 @@ std::string OutboxStore::Encode(const OutboxRecord& record) const {
   return EncodeFramed(DropAt(record), 0, record.SerializeAsString());
 }
 
+absl::StatusOr<std::optional<std::string>> OutboxStore::ReadPayload(
+    const std::string& command_id) {
+  std::string payload;
+  rocksdb::Status status = store_.Get(kPayloadsCf, command_id, &payload);
+  if (status.IsNotFound()) return std::optional<std::string>();
+  EONCE_RETURN_IF_ERROR(FromRocks(status, "read outbox payload"));
+  return std::optional<std::string>(std::move(payload));
+}
+
 absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::Get(const std::string& command_id) {
+  EONCE_ASSIGN_OR_RETURN(std::optional<OutboxRecord> record, GetState(command_id));
+  if (record.has_value() && record->command().request().empty()) {
+    EONCE_ASSIGN_OR_RETURN(std::optional<std::string> payload, ReadPayload(command_id));
+    if (payload.has_value()) record->mutable_command()->set_request(*std::move(payload));
+  }
+  return record;
+}
+
+absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::GetState(
+    const std::string& command_id) {
   std::string value;
   rocksdb::Status status = store_.Get(kRecordsCf, command_id, &value);
   if (status.IsNotFound()) return std::optional<OutboxRecord>();
@@ -213,7 +240,16 @@ void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done) {
       t->set_to(v1::QUEUED);
       t->set_at_ms(now);
       t->set_why("enqueued");
-      batch.Put(store_.cf(kRecordsCf), id, Encode(record));
+      if (record.command().request().size() > kInlinePayloadBytes) {
+        // The payload apart from the record, which its transitions rewrite.
+        std::string payload = std::move(*record.mutable_command()->mutable_request());
+        record.mutable_command()->clear_request();
+        batch.Put(store_.cf(kRecordsCf), id, Encode(record));
+        batch.Put(store_.cf(kPayloadsCf), id, payload);
+        record.mutable_command()->set_request(std::move(payload));
+      } else {
+        batch.Put(store_.cf(kRecordsCf), id, Encode(record));
+      }
       batch.Put(store_.cf(kLanesCf), LaneKey(record), id);
       AddIndexes(&batch, nullptr, record);
       // In memory at once, under the locks, as if written: only the head of a lane is due,
@@ -312,7 +348,7 @@ absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::GetIncludingPending(
       return std::optional<OutboxRecord>(it->second.record);
     }
   }
-  return Get(command_id);
+  return GetState(command_id);
 }
 
 void OutboxStore::MarkDurable(const std::string& command_id) { due_.Release(command_id); }
@@ -342,7 +378,7 @@ absl::StatusOr<std::vector<OutboxRecord>> OutboxStore::List(OutboxState state,
   // the record it ended on, so states before that record's state are done.
   std::string after_key;
   if (!after.empty()) {
-    EONCE_ASSIGN_OR_RETURN(auto anchor, Get(after));
+    EONCE_ASSIGN_OR_RETURN(auto anchor, GetState(after));
     if (!anchor.has_value()) {
       return Error(absl::StatusCode::kFailedPrecondition, "LIST_ANCHOR_GONE",
                    absl::StrCat("after_command_id ", after,
@@ -384,7 +420,7 @@ absl::StatusOr<int64_t> OutboxStore::OldestWaitingAgeMs() {
     std::string prefix(1, static_cast<char>(s));
     it->Seek(prefix);
     if (!it->Valid() || !it->key().starts_with(prefix)) continue;
-    EONCE_ASSIGN_OR_RETURN(auto record, Get(it->key().ToString().substr(9)));
+    EONCE_ASSIGN_OR_RETURN(auto record, GetState(it->key().ToString().substr(9)));
     if (record.has_value()) {
       oldest = std::max(oldest, clock_.NowMs() - record->created_at_ms());
     }
@@ -438,7 +474,7 @@ absl::StatusOr<std::pair<int64_t, bool>> OutboxStore::LoadCredential() {
 }
 
 absl::Status OutboxStore::CompactAll() {
-  for (const char* name : {kRecordsCf, kDueCf, kStatesCf, kLanesCf}) {
+  for (const char* name : {kRecordsCf, kDueCf, kStatesCf, kLanesCf, kPayloadsCf}) {
     EONCE_RETURN_IF_ERROR(store_.FlushAndCompact(name));
   }
   return absl::OkStatus();

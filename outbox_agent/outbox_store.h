@@ -12,6 +12,13 @@
 //             waiting records: only the head of each entity's lane is due, so a blocked
 //             lane costs nothing and the replayer never starves other entities.
 //   meta      the credential, so a revocation survives a restart
+//   payloads  command id -> the command's request bytes (its payload), when longer than
+//             kInlinePayloadBytes, while the record may still be sent: a transition then
+//             rewrites only the record's state, not the payload. A shorter payload stays
+//             in the record. A record that is final and releases its lane carries its
+//             payload again (moved back by that transition), so that retention drops
+//             both together; a requeue moves it out again. Records of earlier versions
+//             carry theirs and move it out at their next transition.
 //
 // Every change of a record is one atomic WriteBatch with all of its index entries.
 // Changes are serialized per entity lane and per command id (striped locks, both taken
@@ -104,11 +111,17 @@ class OutboxStore {
   // Calls `done` once every write made so far is durable (RocksStore::WhenDurable).
   void WhenDurable(RocksStore::DurableFn done) { store_.WhenDurable(std::move(done)); }
 
+  // The record with its command's payload.
   absl::StatusOr<std::optional<OutboxRecord>> Get(const std::string& command_id);
+  // The record as stored: its command's request is empty while the payload is kept apart.
+  // For readers of the state alone.
+  absl::StatusOr<std::optional<OutboxRecord>> GetState(const std::string& command_id);
 
   // Reads the record, lets `change` edit it, and writes the result with its index entries
   // in one batch. `change` returning an error aborts with that error and writes nothing.
-  // `why` goes into the history. Returns the record as written.
+  // `why` goes into the history. `change` sees the record without its payload (as
+  // GetState reads it) and must leave the command as it is. Returns the record as
+  // written, with its payload.
   using ChangeFn = std::function<absl::Status(OutboxRecord* record)>;
   absl::StatusOr<OutboxRecord> Mutate(const std::string& command_id, const std::string& why,
                                       const ChangeFn& change, bool sync);
@@ -116,11 +129,13 @@ class OutboxStore {
   // commands and entities go in one batch, written once, under all of their locks; a
   // change of a command or entity already in the batch goes in the next one. Each change
   // stands alone: one that fails or aborts writes nothing and leaves the others be. The
-  // results come in the changes' order, each as its Mutate would have returned it.
+  // results come in the changes' order, each as its Mutate would have returned it, but
+  // with its payload only where the change asks for it.
   struct Change {
     std::string command_id;
     std::string why;
     ChangeFn change;
+    bool with_payload = false;  // the result carries the payload (to send it)
   };
   std::vector<absl::StatusOr<OutboxRecord>> MutateMany(const std::vector<Change>& changes);
 
@@ -172,6 +187,8 @@ class OutboxStore {
   // When compaction may drop the record (0: never), and the record framed with it.
   int64_t DropAt(const OutboxRecord& record) const;
   std::string Encode(const OutboxRecord& record) const;
+  // The payload kept apart for `command_id`, if any.
+  absl::StatusOr<std::optional<std::string>> ReadPayload(const std::string& command_id);
   // Rebuilds due_ from the records in waiting states (lanes_ first).
   void RebuildDue();
   // The records in waiting states (the outbox's limit counts them).

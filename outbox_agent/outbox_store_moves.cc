@@ -13,14 +13,17 @@
 namespace eonce {
 
 using outbox_layout::DueAt;
+using outbox_layout::kInlinePayloadBytes;
 using outbox_layout::kLanesCf;
+using outbox_layout::kPayloadsCf;
 using outbox_layout::kRecordsCf;
 using outbox_layout::LaneKey;
 
 absl::StatusOr<OutboxRecord> OutboxStore::Mutate(const std::string& command_id,
                                                  const std::string& why,
                                                  const ChangeFn& change, bool sync) {
-  std::vector<absl::StatusOr<OutboxRecord>> moved = MutateMany({{command_id, why, change}});
+  std::vector<absl::StatusOr<OutboxRecord>> moved =
+      MutateMany({{command_id, why, change, /*with_payload=*/true}});
   // A synced transition is durable before the caller goes on; awaited after the locks are
   // released, so transitions share their fsyncs.
   if (sync && moved[0].ok()) EONCE_RETURN_IF_ERROR(store_.AwaitDurable());
@@ -33,7 +36,7 @@ absl::StatusOr<std::string> OutboxStore::LaneToLock(const std::string& command_i
   if (std::optional<std::string> lane = lanes_.LaneOf(command_id); lane.has_value()) {
     return *std::move(lane);
   }
-  EONCE_ASSIGN_OR_RETURN(auto peek, Get(command_id));
+  EONCE_ASSIGN_OR_RETURN(auto peek, GetState(command_id));
   if (!peek.has_value()) {
     return Error(absl::StatusCode::kNotFound, "NO_SUCH_COMMAND",
                  absl::StrCat("no outbox record ", command_id));
@@ -99,7 +102,7 @@ std::vector<absl::StatusOr<OutboxRecord>> OutboxStore::MutateMany(
 
 absl::StatusOr<OutboxStore::Prepared> OutboxStore::PrepareLocked(const Change& c,
                                                                  rocksdb::WriteBatch* batch) {
-  EONCE_ASSIGN_OR_RETURN(auto before, Get(c.command_id));
+  EONCE_ASSIGN_OR_RETURN(auto before, GetState(c.command_id));
   if (!before.has_value()) {
     return Error(absl::StatusCode::kNotFound, "NO_SUCH_COMMAND",
                  absl::StrCat("no outbox record ", c.command_id));
@@ -127,8 +130,30 @@ absl::StatusOr<OutboxStore::Prepared> OutboxStore::PrepareLocked(const Change& c
   if (p.released) {
     EONCE_ASSIGN_OR_RETURN(p.next_due, NextDue(after));
   }
+  // A long payload stays apart while the record may still be sent, so that this write
+  // rewrites only the state; a record that is final and releases its lane carries it
+  // again, so that retention drops both together (DropAt).
+  const bool carries_payload = DropAt(after) > 0;
+  std::optional<std::string> payload;  // read, or moved out of the record
+  if (after.command().request().empty() && (carries_payload || c.with_payload)) {
+    EONCE_ASSIGN_OR_RETURN(payload, ReadPayload(c.command_id));
+  }
 
+  if (carries_payload) {
+    if (payload.has_value()) {
+      after.mutable_command()->set_request(*std::move(payload));
+      batch->Delete(store_.cf(kPayloadsCf), c.command_id);
+    }
+  } else if (after.command().request().size() > kInlinePayloadBytes) {
+    // Carried until now (a requeued final record, or one of an earlier version).
+    payload = std::move(*after.mutable_command()->mutable_request());
+    after.mutable_command()->clear_request();
+    batch->Put(store_.cf(kPayloadsCf), c.command_id, *payload);
+  }
   batch->Put(store_.cf(kRecordsCf), c.command_id, Encode(after));
+  if (c.with_payload && payload.has_value() && after.command().request().empty()) {
+    after.mutable_command()->set_request(*std::move(payload));
+  }
   AddIndexes(batch, &*before, after);
   if (p.released) batch->Delete(store_.cf(kLanesCf), LaneKey(after));
   if (p.rejoined) batch->Put(store_.cf(kLanesCf), LaneKey(after), c.command_id);

@@ -172,7 +172,7 @@ int Replayer::Pump() {
   absl::flat_hash_set<std::string> picked_entities;
   for (const std::string& id : *due) {
     if (static_cast<int>(picked.size()) >= free_slots) break;
-    auto found = store_.Get(id);
+    auto found = store_.GetState(id);
     if (!found.ok() || !found->has_value()) continue;
     const OutboxRecord& record = **found;
     if (!Sendable(record, now)) continue;
@@ -213,7 +213,8 @@ int Replayer::Pump() {
           r->mutable_claim()->set_expires_at_ms(expires);
           r->set_attempt(r->attempt() + 1);
           return absl::OkStatus();
-        }});
+        },
+        /*with_payload=*/true});
     picked.push_back(std::move(attempt));
     picked_entities.insert(std::move(entity));
   }

@@ -46,11 +46,12 @@ class ReplayerTest : public ::testing::Test {
                                            options_);
   }
 
-  std::string Enqueue(const std::string& id, const std::string& entity) {
+  std::string Enqueue(const std::string& id, const std::string& entity,
+                      const std::string& request = "") {
     v1::Command c;
     c.set_command_id(id);
     c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
-    c.set_request("req-" + id);
+    c.set_request(request.empty() ? "req-" + id : request);
     c.mutable_entity()->set_type("account");
     c.mutable_entity()->set_id(entity);
     auto r = outbox_->Enqueue(c);
@@ -449,6 +450,38 @@ TEST_F(ReplayerTest, RestartReconcilesWhatWasInFlight) {
   for (const auto& t : record.history()) path.push_back(t.to());
   EXPECT_EQ(path, (std::vector<OutboxState>{v1::QUEUED, v1::SENDING, v1::UNKNOWN, v1::CLAIMED,
                                             v1::ACKED}));
+}
+
+// A long payload is kept apart from the record while it may be sent: every attempt still
+// carries it, the first, a retry, one after a reconcile and one after a restart.
+TEST_F(ReplayerTest, EveryAttemptCarriesTheEnqueuedPayload) {
+  const std::string payload = "req-c1" + std::string(2000, 'p');
+  Enqueue("c1", "a", payload);
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kUnavailable, "UPSTREAM_UNAVAILABLE", 0));
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kDeadlineExceeded, nullptr));
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("c1"), v1::RETRYABLE_FAILED);
+  clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("c1"), v1::UNKNOWN);
+  Enqueue("c2", "b");  // synced: UNKNOWN is durable too
+  Open();
+  clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  replayer_->Pump();  // c1 reconciled (not seen), then sent again; c2 sent
+  EXPECT_EQ(StateOf("c1"), v1::ACKED);
+  EXPECT_EQ(sidecar_.reconciled(), std::vector<std::string>{"c1"});
+  std::vector<std::string> sent_c1;
+  const std::vector<std::string> ids = sidecar_.submitted();
+  const std::vector<std::string> requests = sidecar_.submitted_requests();
+  ASSERT_EQ(ids.size(), requests.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(requests[i], ids[i] == "c1" ? payload : "req-" + ids[i]);
+    if (ids[i] == "c1") sent_c1.push_back(requests[i]);
+  }
+  EXPECT_EQ(sent_c1.size(), 3u);
+  // Final, it carries its payload again (retention drops both together).
+  EXPECT_EQ(Get("c1").command().request(), payload);
+  EXPECT_EQ((*store_->GetState("c1"))->command().request(), payload);
 }
 
 TEST_F(ReplayerTest, EnqueueRules) {

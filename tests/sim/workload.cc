@@ -32,8 +32,16 @@ v1::Command World::MakeCommand(int index) {
   t.set_from(absl::StrCat("a", from));
   t.set_to(absl::StrCat("a", to));
   t.set_amount(1 + static_cast<int64_t>(workload_random_.Uniform(60)));
+  // Every fourth transfer carries a memo the ledger does not read (a field it does not
+  // know), long enough that the agent keeps the payload apart from its record
+  // (outbox_layout.h).
+  std::string request = t.SerializeAsString();
+  if (index % 4 == 1) {
+    // Field 15, length-delimited (tag 0x7a), 600 bytes (varint 0xd8 0x04).
+    request += std::string("\x7a\xd8\x04", 3) + std::string(600, 'm');
+  }
   c.set_target_method(kTransfer);
-  c.set_request(t.SerializeAsString());
+  c.set_request(request);
   c.mutable_entity()->set_type("account");
   c.mutable_entity()->set_id(t.from());
   return c;
