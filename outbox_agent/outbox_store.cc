@@ -130,6 +130,16 @@ absl::StatusOr<std::optional<std::string>> OutboxStore::ReadPayload(
   return std::optional<std::string>(std::move(payload));
 }
 
+std::optional<std::string> OutboxStore::MovePayloadOut(const std::string& command_id,
+                                                       OutboxRecord* record,
+                                                       rocksdb::WriteBatch* batch) {
+  if (record->command().request().size() <= kInlinePayloadBytes) return std::nullopt;
+  std::string payload = std::move(*record->mutable_command()->mutable_request());
+  record->mutable_command()->clear_request();
+  batch->Put(store_.cf(kPayloadsCf), command_id, payload);
+  return payload;
+}
+
 absl::StatusOr<std::optional<OutboxRecord>> OutboxStore::Get(const std::string& command_id) {
   EONCE_ASSIGN_OR_RETURN(std::optional<OutboxRecord> record, GetState(command_id));
   if (record.has_value() && record->command().request().empty()) {
@@ -240,16 +250,10 @@ void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done) {
       t->set_to(v1::QUEUED);
       t->set_at_ms(now);
       t->set_why("enqueued");
-      if (record.command().request().size() > kInlinePayloadBytes) {
-        // The payload apart from the record, which its transitions rewrite.
-        std::string payload = std::move(*record.mutable_command()->mutable_request());
-        record.mutable_command()->clear_request();
-        batch.Put(store_.cf(kRecordsCf), id, Encode(record));
-        batch.Put(store_.cf(kPayloadsCf), id, payload);
-        record.mutable_command()->set_request(std::move(payload));
-      } else {
-        batch.Put(store_.cf(kRecordsCf), id, Encode(record));
-      }
+      // A long payload apart from the record, which its transitions rewrite.
+      std::optional<std::string> payload = MovePayloadOut(id, &record, &batch);
+      batch.Put(store_.cf(kRecordsCf), id, Encode(record));
+      if (payload.has_value()) record.mutable_command()->set_request(*std::move(payload));
       batch.Put(store_.cf(kLanesCf), LaneKey(record), id);
       AddIndexes(&batch, nullptr, record);
       // In memory at once, under the locks, as if written: only the head of a lane is due,

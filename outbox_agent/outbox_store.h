@@ -189,6 +189,10 @@ class OutboxStore {
   std::string Encode(const OutboxRecord& record) const;
   // The payload kept apart for `command_id`, if any.
   absl::StatusOr<std::optional<std::string>> ReadPayload(const std::string& command_id);
+  // Moves a payload longer than kInlinePayloadBytes out of `record` into its own entry in
+  // `batch`, and returns it; leaves a shorter one where it is.
+  std::optional<std::string> MovePayloadOut(const std::string& command_id,
+                                            OutboxRecord* record, rocksdb::WriteBatch* batch);
   // Rebuilds due_ from the records in waiting states (lanes_ first).
   void RebuildDue();
   // The records in waiting states (the outbox's limit counts them).

@@ -13,7 +13,6 @@
 namespace eonce {
 
 using outbox_layout::DueAt;
-using outbox_layout::kInlinePayloadBytes;
 using outbox_layout::kLanesCf;
 using outbox_layout::kPayloadsCf;
 using outbox_layout::kRecordsCf;
@@ -144,11 +143,8 @@ absl::StatusOr<OutboxStore::Prepared> OutboxStore::PrepareLocked(const Change& c
       after.mutable_command()->set_request(*std::move(payload));
       batch->Delete(store_.cf(kPayloadsCf), c.command_id);
     }
-  } else if (after.command().request().size() > kInlinePayloadBytes) {
-    // Carried until now (a requeued final record, or one of an earlier version).
-    payload = std::move(*after.mutable_command()->mutable_request());
-    after.mutable_command()->clear_request();
-    batch->Put(store_.cf(kPayloadsCf), c.command_id, *payload);
+  } else if (auto moved = MovePayloadOut(c.command_id, &after, batch); moved.has_value()) {
+    payload = std::move(moved);  // carried until now: requeued, or of an earlier version
   }
   batch->Put(store_.cf(kRecordsCf), c.command_id, Encode(after));
   if (c.with_payload && payload.has_value() && after.command().request().empty()) {

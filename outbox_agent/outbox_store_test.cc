@@ -5,95 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "common/command.h"
-#include "common/crash_fs.h"
-#include "tests/util/crash.h"
-#include "gtest/gtest.h"
-#include "tests/util/temp_dir.h"
+#include "outbox_agent/outbox_store_test_fixture.h"
 
 namespace eonce {
 namespace {
-
-class OutboxStoreTest : public ::testing::Test {
- protected:
-  OutboxStoreTest() : dir_(testing::FreshDir("outbox")) { Open(); }
-  // A committer still held when a test ends (an assertion returned early) is let go
-  // before the store closes, which waits for it.
-  ~OutboxStoreTest() override {
-    for (auto& release : held_) {
-      if (!release->HasBeenNotified()) release->Notify();
-    }
-  }
-
-  // Opens the store; when it is open already, first a crash: whatever was not synced is
-  // lost (the crash file system), so a synced write made unsynced fails a test.
-  void Open(OutboxStoreOptions options = {}) {
-    store_.reset();
-    testing::CrashStore(*fs_, rocks_);
-    StoreOptions store_options;
-    store_options.env = fs_->env();
-    auto rocks = RocksStore::Open(dir_, OutboxStore::ColumnFamilies(filters_), store_options);
-    ASSERT_TRUE(rocks.ok()) << rocks.status();
-    rocks_ = std::move(*rocks);
-    store_ = std::make_unique<OutboxStore>(*rocks_, clock_, options);
-  }
-
-  v1::Command Cmd(const std::string& id, const std::string& entity, const std::string& req = "r") {
-    v1::Command c;
-    c.set_command_id(id);
-    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
-    c.set_request(req);
-    c.mutable_entity()->set_type("account");
-    c.mutable_entity()->set_id(entity);
-    c.set_idempotency_key(DeriveIdempotencyKey(c));
-    FillPayloadHash(&c);
-    return c;
-  }
-
-  absl::Status Move(const std::string& id, OutboxState to) {
-    return store_->Mutate(id, "test", [&](OutboxRecord* r) {
-                     r->set_state(to);
-                     return absl::OkStatus();
-                   }, false).status();
-  }
-
-  std::vector<std::string> Due() { return *store_->Due(clock_.NowMs(), 100); }
-
-  // InsertWhenDurable, waited for, without the MarkDurable that Insert adds.
-  absl::StatusOr<OutboxStore::Inserted> InsertNotMarked(const v1::Command& command) {
-    absl::Notification answered;
-    absl::StatusOr<OutboxStore::Inserted> result = absl::InternalError("no answer");
-    store_->InsertWhenDurable(command, [&](absl::StatusOr<OutboxStore::Inserted> r) {
-      result = std::move(r);
-      answered.Notify();
-    });
-    answered.WaitForNotification();
-    return result;
-  }
-
-  // Holds the store's committer thread in a callback until the returned notification is
-  // given (at the latest when the test ends): what is queued meanwhile waits, unwritten.
-  std::shared_ptr<absl::Notification> HoldCommitter() {
-    auto release = std::make_shared<absl::Notification>();
-    held_.push_back(release);
-    auto holding = std::make_shared<absl::Notification>();
-    EXPECT_TRUE(Move("held", v1::RETRYABLE_FAILED).ok());  // unsynced: the wait queues
-    rocks_->WhenDurable([release, holding](absl::Status) {
-      holding->Notify();
-      release->WaitForNotification();
-    });
-    holding->WaitForNotification();
-    return release;
-  }
-
-  std::vector<std::shared_ptr<absl::Notification>> held_;
-  std::string dir_;
-  std::shared_ptr<CrashFileSystem> fs_ = NewCrashFileSystem();
-  ManualClock clock_;
-  OutboxStore::Filters filters_{clock_};
-  std::unique_ptr<RocksStore> rocks_;
-  std::unique_ptr<OutboxStore> store_;
-};
 
 TEST_F(OutboxStoreTest, InsertIsIdempotentByCommandIdAndRefusesAnotherPayload) {
   auto first = store_->Insert(Cmd("c1", "a"));
@@ -307,14 +222,6 @@ TEST_F(OutboxStoreTest, MutateAbortsCleanlyAndKeepsAShortHistory) {
             absl::StatusCode::kNotFound);
 }
 
-OutboxStore::Change SetState(const std::string& id, OutboxState to, int64_t next_ms = 0) {
-  return {id, "test", [to, next_ms](OutboxRecord* r) {
-            r->set_state(to);
-            if (next_ms > 0) r->set_next_attempt_at_ms(next_ms);
-            return absl::OkStatus();
-          }};
-}
-
 TEST_F(OutboxStoreTest, MutateManyMovesEachRecordAsItsMutateWouldAndAnAbortAlone) {
   for (const char* id : {"c1", "c2", "c3"}) ASSERT_TRUE(store_->Insert(Cmd(id, id)).ok());
   auto moved = store_->MutateMany(
@@ -486,121 +393,6 @@ TEST_F(OutboxStoreTest, AnEnqueuedCommandSurvivesACrashAndAnUnsyncedMoveMayNot) 
   EXPECT_EQ((*r)->state(), v1::QUEUED);
 }
 
-// The payload (the command's request) is kept apart from the record while the record may
-// be sent, so a transition rewrites the small state and not the payload.
-class OutboxPayloadTest : public OutboxStoreTest {
- protected:
-  // The record's bytes as stored, and the payload kept apart (empty when none).
-  std::string StoredRecord(const std::string& id) { return Raw("records", id); }
-  std::string StoredPayload(const std::string& id) { return Raw("payloads", id); }
-  std::string Raw(const char* cf, const std::string& id) {
-    std::string value;
-    rocksdb::Status s = rocks_->Get(cf, id, &value);
-    EXPECT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
-    return s.ok() ? value : "";
-  }
-  const std::string payload_ = std::string(4096, 'p');
-};
-
-TEST_F(OutboxPayloadTest, ATransitionRewritesTheStateAndNotThePayload) {
-  ASSERT_TRUE(store_->Insert(Cmd("c1", "a", payload_)).ok());
-  EXPECT_EQ(StoredPayload("c1"), payload_);
-  EXPECT_LT(StoredRecord("c1").size(), 1024u);
-  EXPECT_EQ((*store_->Get("c1"))->command().request(), payload_);
-  EXPECT_EQ((*store_->GetState("c1"))->command().request(), "");
-  // Marks the payload as stored: a transition that wrote it again would write it back.
-  ASSERT_TRUE(rocks_->db()->Put({}, rocks_->cf("payloads"), "c1", "as stored").ok());
-  auto sent = store_->Mutate("c1", "test", [](OutboxRecord* r) {
-    r->set_state(v1::SENDING);
-    return absl::OkStatus();
-  }, false);
-  ASSERT_TRUE(sent.ok()) << sent.status();
-  EXPECT_EQ(sent->command().request(), "as stored");  // Mutate's answer has the payload
-  EXPECT_EQ(StoredPayload("c1"), "as stored");
-  EXPECT_LT(StoredRecord("c1").size(), 1024u);
-  // MutateMany gives it only where asked.
-  OutboxStore::Change plain = SetState("c1", v1::RETRYABLE_FAILED);
-  OutboxStore::Change asking = SetState("c1", v1::SENDING);
-  asking.with_payload = true;
-  auto moved = store_->MutateMany({plain, asking});
-  ASSERT_TRUE(moved[0].ok() && moved[1].ok());
-  EXPECT_EQ(moved[0]->command().request(), "");
-  EXPECT_EQ(moved[1]->command().request(), "as stored");
-  EXPECT_EQ(StoredPayload("c1"), "as stored");
-}
-
-TEST_F(OutboxPayloadTest, AFinalRecordCarriesItsPayloadSoRetentionDropsBoth) {
-  OutboxStoreOptions options;
-  options.forensic_retention_ms = 1000;
-  Open(options);
-  ASSERT_TRUE(store_->Insert(Cmd("done", "a", payload_)).ok());
-  ASSERT_TRUE(store_->Insert(Cmd("dead", "b", payload_)).ok());
-  ASSERT_TRUE(Move("done", v1::ACKED).ok());
-  ASSERT_TRUE(Move("dead", v1::DEAD_LETTERED).ok());
-  EXPECT_EQ(StoredPayload("done"), "");
-  EXPECT_GT(StoredRecord("done").size(), payload_.size());
-  EXPECT_EQ((*store_->GetState("done"))->command().request(), payload_);
-  // A dead letter waits for an operator, who may send it again: still apart.
-  EXPECT_EQ(StoredPayload("dead"), payload_);
-  clock_.AdvanceMs(1000);
-  ASSERT_TRUE(store_->CompactAll().ok());
-  EXPECT_FALSE(store_->Get("done")->has_value());
-  std::unique_ptr<rocksdb::Iterator> it = rocks_->NewIterator("payloads");
-  std::vector<std::string> kept;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) kept.push_back(it->key().ToString());
-  EXPECT_EQ(kept, std::vector<std::string>{"dead"});
-  EXPECT_EQ((*store_->Get("dead"))->command().request(), payload_);
-}
-
-TEST_F(OutboxPayloadTest, ARequeuedFinalRecordKeepsItsPayloadApartAgain) {
-  ASSERT_TRUE(store_->Insert(Cmd("c1", "a", payload_)).ok());
-  ASSERT_TRUE(Move("c1", v1::REJECTED).ok());
-  EXPECT_EQ(StoredPayload("c1"), "");
-  auto requeued = store_->Mutate("c1", "requeued", [](OutboxRecord* r) {
-    r->set_state(v1::QUEUED);
-    return absl::OkStatus();
-  }, true);
-  ASSERT_TRUE(requeued.ok()) << requeued.status();
-  EXPECT_EQ(requeued->command().request(), payload_);
-  EXPECT_EQ(StoredPayload("c1"), payload_);
-  EXPECT_LT(StoredRecord("c1").size(), 1024u);
-  Open();  // synced: a crash keeps both
-  EXPECT_EQ((*store_->Get("c1"))->command().request(), payload_);
-}
-
-TEST_F(OutboxPayloadTest, ARecordOfAnEarlierVersionCarriesItsPayloadUntilItsNextTransition) {
-  ASSERT_TRUE(store_->Insert(Cmd("c1", "a", payload_)).ok());
-  // As an earlier version stored it: the payload in the record, nothing apart.
-  OutboxRecord old = **store_->Get("c1");
-  rocksdb::WriteBatch batch;
-  batch.Put(rocks_->cf("records"), "c1", EncodeFramed(0, 0, old.SerializeAsString()));
-  batch.Delete(rocks_->cf("payloads"), "c1");
-  ASSERT_TRUE(rocks_->Write(&batch, /*sync=*/true, "test").ok());
-  Open();
-  EXPECT_EQ((*store_->Get("c1"))->command().request(), payload_);
-  ASSERT_TRUE(Move("c1", v1::SENDING).ok());
-  EXPECT_EQ(StoredPayload("c1"), payload_);
-  EXPECT_LT(StoredRecord("c1").size(), 1024u);
-  EXPECT_EQ((*store_->Get("c1"))->command().request(), payload_);
-}
-
-// A short payload costs less to rewrite than a second key: it stays in its record.
-TEST_F(OutboxPayloadTest, AShortPayloadStaysInItsRecord) {
-  const std::string short_payload(512, 's');
-  ASSERT_TRUE(store_->Insert(Cmd("c1", "a", short_payload)).ok());
-  ASSERT_TRUE(Move("c1", v1::SENDING).ok());
-  EXPECT_EQ(StoredPayload("c1"), "");
-  EXPECT_EQ((*store_->GetState("c1"))->command().request(), short_payload);
-  ASSERT_TRUE(store_->Insert(Cmd("c2", "b", short_payload + "l")).ok());
-  EXPECT_EQ(StoredPayload("c2"), short_payload + "l");
-}
-
-TEST_F(OutboxPayloadTest, AnEnqueuedPayloadSurvivesACrash) {
-  ASSERT_TRUE(store_->Insert(Cmd("c1", "a", payload_)).ok());
-  Open();
-  EXPECT_EQ((*store_->Get("c1"))->command().request(), payload_);
-  EXPECT_EQ((*store_->List(v1::QUEUED, "", 10))[0].command().request(), payload_);
-}
 
 TEST_F(OutboxStoreTest, CredentialPersists) {
   EXPECT_EQ(store_->LoadCredential()->first, 0);
