@@ -110,6 +110,10 @@ class OutboxStore {
   void MarkDurable(const std::string& command_id);
   // Calls `done` once every write made so far is durable (RocksStore::WhenDurable).
   void WhenDurable(RocksStore::DurableFn done) { store_.WhenDurable(std::move(done)); }
+  // Returns once every write made so far is durable, sharing the fsync with whoever waits
+  // at the same moment (RocksStore::AwaitDurable): for unsynced moves (MutateMany) that
+  // must be durable before the caller goes on.
+  absl::Status AwaitDurable() { return store_.AwaitDurable(); }
 
   // The record with its command's payload.
   absl::StatusOr<std::optional<OutboxRecord>> Get(const std::string& command_id);
@@ -125,7 +129,7 @@ class OutboxStore {
   using ChangeFn = std::function<absl::Status(OutboxRecord* record)>;
   absl::StatusOr<OutboxRecord> Mutate(const std::string& command_id, const std::string& why,
                                       const ChangeFn& change, bool sync);
-  // Several Mutates (not synced) in as few writes as they allow: the changes of distinct
+  // Several Mutates (not synced: see AwaitDurable) in as few writes as they allow: the changes of distinct
   // commands and entities go in one batch, written once, under all of their locks; a
   // change of a command or entity already in the batch goes in the next one. Each change
   // stands alone: one that fails or aborts writes nothing and leaves the others be. The

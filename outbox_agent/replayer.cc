@@ -5,6 +5,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "outbox_agent/states.h"
 
 namespace eonce {
 namespace {
@@ -30,6 +31,19 @@ void SetError(OutboxRecord* record, const absl::Status& status, int64_t now) {
   error->set_message(std::string(status.message()).substr(0, 512));
   error->set_at_ms(now);
 }
+
+// Whether a record in `state` must be durable before anyone outside is told of it. A final
+// state other than ACKED says the command will not take effect (REJECTED, CONFLICT,
+// EXPIRED, DEAD_LETTERED): if a power cut took it back, the record would be SENDING again,
+// reconciled and, where the sidecar stored nothing (a refusal of its own: POLICY_DENIED,
+// UNKNOWN_METHOD, CREDENTIAL_REVOKED, a key conflict), sent again and maybe applied, after
+// the producer was told it would not be. ACKED may go unsynced: the command took effect,
+// and a resend after a lost ACKED is answered as a duplicate with the same outcome (the
+// restart reconciles first, and the sidecar answers from its record, or forwards and the
+// business's inbox answers from its entry), so the producer's answer holds; the next
+// synced write of the store (a claim, an Enqueue, the health probe each second) makes it
+// durable anyway. Non-final states are taken back harmlessly: a restart reconciles.
+bool DurableBeforeTold(OutboxState state) { return IsFinal(state) && state != v1::ACKED; }
 
 std::string RejectionReason(const v1::CallResult& result) {
   std::optional<v1::Rejection> rejection = RejectionOf(result.error_details());
@@ -136,6 +150,7 @@ bool Replayer::RetireIfTooOld(const OutboxRecord& record) {
   } else {
     return false;
   }
+  // Synced: the final state is published (DurableBeforeTold).
   auto moved = store_.Mutate(record.command().command_id(), why,
                              [&](OutboxRecord* r) {
                                if (r->state() != record.state() ||
@@ -146,7 +161,7 @@ bool Replayer::RetireIfTooOld(const OutboxRecord& record) {
                                r->clear_claim();
                                return absl::OkStatus();
                              },
-                             /*sync=*/false);
+                             /*sync=*/true);
   if (moved.ok()) Publish(*moved);
   return true;
 }
@@ -169,6 +184,7 @@ int Replayer::Pump() {
   // is written, and nothing happens between picking and claiming that anyone could act on.
   std::vector<std::shared_ptr<Attempt>> picked;
   std::vector<OutboxStore::Change> claims;
+  std::vector<bool> first_sends;  // the claim marks the record ever_sent for the first time
   absl::flat_hash_set<std::string> picked_entities;
   for (const std::string& id : *due) {
     if (static_cast<int>(picked.size()) >= free_slots) break;
@@ -215,11 +231,26 @@ int Replayer::Pump() {
           return absl::OkStatus();
         },
         /*with_payload=*/true});
+    first_sends.push_back(!reconcile_first && !record.ever_sent());
     picked.push_back(std::move(attempt));
     picked_entities.insert(std::move(entity));
   }
-  // Not synced: a lost claim only means the record is claimed again.
+  // Not synced in general: a lost claim only means the record is claimed again. But the
+  // claim that first marks a record ever_sent is durable before its command leaves the
+  // process: after a power cut that mark is all that says the command may have reached the
+  // sidecar (an EXPIRED record never sent is known not to have happened, and releases its
+  // lane: AwaitsOperator). One sync covers every claim of the round.
   std::vector<absl::StatusOr<OutboxRecord>> claimed = store_.MutateMany(claims);
+  bool marked = false;
+  for (size_t i = 0; i < picked.size(); ++i) marked = marked || (first_sends[i] && claimed[i].ok());
+  if (marked) {
+    if (absl::Status durable = store_.AwaitDurable(); !durable.ok()) {
+      // Nothing is sent: the records stay claimed until their claims run out, and are then
+      // reconciled as maybe sent (the store's breaker has tripped; the agent is unready).
+      LogError("outbox sync failed; nothing sent", {{"error", std::string(durable.message())}});
+      return 0;
+    }
+  }
   int started = 0;
   for (size_t i = 0; i < picked.size(); ++i) {
     if (!claimed[i].ok()) continue;
@@ -302,6 +333,8 @@ void Replayer::Reconcile(std::shared_ptr<Attempt> attempt) {
 }
 
 void Replayer::Send(std::shared_ptr<Attempt> attempt) {
+  // Synced when it first marks the record ever_sent (see Pump).
+  const bool first_send = !attempt->record.ever_sent();
   auto sending = store_.Mutate(attempt->command_id, "sending",
                                [&](OutboxRecord* r) {
                                  if (r->claim().token() != attempt->token) {
@@ -311,7 +344,7 @@ void Replayer::Send(std::shared_ptr<Attempt> attempt) {
                                  r->set_ever_sent(true);
                                  return absl::OkStatus();
                                },
-                               /*sync=*/false);
+                               /*sync=*/first_send);
   if (!sending.ok()) {
     stats_.stale_claims_refused++;
     Done(attempt);
@@ -469,13 +502,23 @@ void Replayer::WriteTransitions() {
           return absl::OkStatus();
         }});
   }
-  // Not synced: a lost transition leaves the record SENDING, which a restart reconciles
-  // with the sidecar.
+  // Not synced, unless a move must be durable before it is told (DurableBeforeTold): a
+  // lost transition leaves the record SENDING, which a restart reconciles with the
+  // sidecar. One sync covers the moves of the batch; it waits on this (an answer's)
+  // thread, which only refusals and conflicts make do.
   std::vector<absl::StatusOr<OutboxRecord>> moved = store_.MutateMany(changes);
+  bool must_sync = false;
+  for (const auto& m : moved) must_sync = must_sync || (m.ok() && DurableBeforeTold(m->state()));
+  const absl::Status durable = must_sync ? store_.AwaitDurable() : absl::OkStatus();
   for (size_t i = 0; i < pending.size(); ++i) {
     const std::shared_ptr<Attempt>& attempt = pending[i].attempt;
     if (!moved[i].ok()) {
       if (moved[i].status().code() == absl::StatusCode::kAborted) stats_.stale_claims_refused++;
+    } else if (DurableBeforeTold(moved[i]->state()) && !durable.ok()) {
+      // Not known to be durable: nobody is told (the store's breaker has tripped; the
+      // agent is unready, and a restart reads what survived).
+      LogError("outbox sync failed; a final state is not announced",
+               {{"command_id", attempt->command_id}, {"error", std::string(durable.message())}});
     } else if (moved[i]->state() == v1::ACKED &&
                !HitFault(faults_, FaultPoint::kAfterAckBeforeProjection).ok()) {
       // acked, but the notice is lost: watchers re-read the store

@@ -8,7 +8,11 @@
 // one write. Each answer is classified (retry_policy.h)
 // and moves the record in one atomic write, guarded by the claim token: the late answer
 // of a worker whose claim was taken over is refused. An answer is applied only if its
-// fence still fits the current credential.
+// fence still fits the current credential. Moves are written unsynced (a lost one leaves
+// the record SENDING, which a restart reconciles), except what the world outside acts on:
+// a final state other than ACKED is durable before anyone is told of it, and the claim
+// that first marks a record ever_sent before its command leaves the process (the claims
+// of one Pump share one sync; a batch of answers, one more).
 //
 // Pump is called by one thread (the agent's loop, or the simulation); answers arrive on
 // the SidecarClient's threads. `wake`, if given, is called whenever an attempt ends, since

@@ -1,7 +1,9 @@
-// Terminal transitions survive an agent crash that loses them. The agent writes ACKED,
-// REJECTED and CONFLICT unsynced; a crash can take that write back and leave the record
-// SENDING on disk (an earlier sync of the shared log made SENDING durable). The restart
-// turns it UNKNOWN, and reconciling with the sidecar must end in the very state it had.
+// Terminal transitions survive an agent crash that loses them. The agent writes ACKED
+// unsynced, and REJECTED and CONFLICT unsynced until the sync it makes before anyone is
+// told of them: a crash can take ACKED back at any time, and the others until that sync,
+// and leave the record SENDING on disk (the claim's sync made SENDING durable). The
+// restart turns it UNKNOWN, and reconciling with the sidecar must end in the very state
+// it had.
 // The agent's store runs on the crash file system, so the lost write is really lost; the
 // sidecar is the real Deduper on RocksDB, called in process, in front of a scripted
 // business.
@@ -89,6 +91,7 @@ class TerminalCrash : public ::testing::Test {
     credential_.reset();
     store_.reset();
     testing::CrashStore(*agent_fs_, agent_rocks_);
+    agent_fs_->set_drop_wal_syncs(false);  // the new process's syncs reach the disk
     StartAgent();
   }
 
@@ -112,7 +115,9 @@ class TerminalCrash : public ::testing::Test {
   }
 
   // Sends "mine" to its end; while its answer travels, another command's synced Enqueue
-  // makes the SENDING state durable. Returns the record as it ended.
+  // is made. A rejection or a conflict is synced before anyone hears of it: here that
+  // sync never reaches the disk (the power goes out first), so the crash loses its write,
+  // as any crash may lose an ACKED one. Returns the record as it ended.
   OutboxRecord RunToTheEnd(Ending ending) {
     switch (ending) {
       case Ending::kAcked:
@@ -135,9 +140,10 @@ class TerminalCrash : public ::testing::Test {
       }
     }
     EXPECT_TRUE(outbox_->Enqueue(Command("mine", "invoice-42", "pay 10")).ok());
-    sidecar_->before_answer = [this] {
+    sidecar_->before_answer = [this, ending] {
       sidecar_->before_answer = nullptr;
       EXPECT_TRUE(outbox_->Enqueue(Command("later", "", "pay 1")).ok());  // synced
+      if (ending != Ending::kAcked) agent_fs_->set_drop_wal_syncs(true);
     };
     EXPECT_GE(replayer_->Pump(), 1);
     return Get("mine");
