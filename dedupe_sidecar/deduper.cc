@@ -353,17 +353,18 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
     case ForwardReply::Kind::kRefused:
     case ForwardReply::Kind::kUnknown: {
       bool not_applied = reply.kind != ForwardReply::Kind::kUnknown;
+      bool freed = false;
       absl::Status answer;
       {
         StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
         if (not_applied) {
-          FreeAttempt(*ctx, token);
+          freed = FreeAttempt(*ctx, token);
         } else {
           EndLease(*ctx, token);
         }
       }
       if (reply.kind == ForwardReply::Kind::kRefused) {
-        ctx->Answer(Refused(*ctx, reply.result));
+        AnswerOnceFreed(ctx, freed, Refused(*ctx, reply.result));
         return;
       }
       if (not_applied) {
@@ -382,7 +383,7 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
                        absl::StrCat("outcome unknown (", reply.detail,
                                     "); the next attempt recovers it"));
       }
-      ctx->Answer(WithRetryAfter(answer, kPendingRetryMs));
+      AnswerOnceFreed(ctx, freed, WithRetryAfter(answer, kPendingRetryMs));
       return;
     }
   }
@@ -390,26 +391,19 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
 
 void Deduper::OnKeyConflict(const std::shared_ptr<Context>& ctx, uint64_t token,
                             const ForwardReply& reply) {
+  bool freed = false;
   {
-    // This attempt's claim or record is on a key that is another command's: it goes (a
-    // copy that survives a crash is refused again the same way). The owner's next retry
-    // is answered from the business's inbox.
+    // This attempt's claim or record is on a key that is another command's: it goes. The
+    // owner's next retry is answered from the business's inbox.
     StripedLocks::Guard guard = locks_.Lock({ctx->scoped_key});
-    FreeAttempt(*ctx, token);
+    freed = FreeAttempt(*ctx, token);
   }
   stats_.conflicts++;
   const std::string reason = reply.detail.empty() ? "KEY_REUSED" : reply.detail;
   Audit(*ctx, "conflict", reason, token);
-  ctx->Answer(Error(absl::StatusCode::kAlreadyExists, reason,
-                    reply.result.message().substr(0, 512)));
-}
-
-void Deduper::FreeAttempt(const Context& ctx, uint64_t token) {
-  if (claims_.Remove(ctx.scoped_key, token)) return;
-  // Not synced: if the delete is lost, the record's lease runs out and recovery asks the
-  // business, which says it has nothing.
-  auto record = store_.Get(ctx.caller.tenant, ctx.command.idempotency_key());
-  if (record.ok() && store_.HeldBy(*record, token)) store_.Delete(**record, false).IgnoreError();
+  AnswerOnceFreed(ctx, freed,
+                  Error(absl::StatusCode::kAlreadyExists, reason,
+                        reply.result.message().substr(0, 512)));
 }
 
 int64_t Deduper::CallDeadline(const Context& ctx, int64_t timeout_ms) {

@@ -216,11 +216,14 @@ class Deduper {
   void AnswerStored(const std::shared_ptr<Context>& ctx, absl::StatusOr<v1::SubmitResponse> answer,
                     std::optional<Record::State> await, bool wrote);
   // Under the key's lock, for an attempt that holds `token`. FreeAttempt: nothing was
-  // applied, so its claim or record goes and the key is free. EndLease: the forward is
-  // over with its outcome unknown, so its record (a claim becomes one) gets a lease that
-  // has ended, and the next attempt recovers it.
-  void FreeAttempt(const Context& ctx, uint64_t token);
+  // applied, so its claim or record goes and the key is free; true when it deleted a
+  // stored record, whose delete the answer must wait for (AnswerOnceFreed). EndLease: the
+  // forward is over with its outcome unknown, so its record (a claim becomes one) gets a
+  // lease that has ended, and the next attempt recovers it.
+  bool FreeAttempt(const Context& ctx, uint64_t token);
   void EndLease(const Context& ctx, uint64_t token);
+  // Answers once the delete of a freed record (`freed`) is durable; at once otherwise.
+  void AnswerOnceFreed(const std::shared_ptr<Context>& ctx, bool freed, absl::Status answer);
   // The business's inbox refused the key (it belongs to another command or payload):
   // frees this attempt's record and answers the conflict.
   void OnKeyConflict(const std::shared_ptr<Context>& ctx, uint64_t token,

@@ -1,7 +1,7 @@
 // The Deduper's recovery of a command whose outcome is unknown: the lease that lets the
 // next attempt take it over, the business's QueryOutcome, and what its answer decides
-// (store the outcome, forward again, park for an operator). The Submit path that leads
-// here is in deduper.cc.
+// (store the outcome, forward again, park for an operator); and the freeing of a key
+// whose command was not applied. The Submit path that leads here is in deduper.cc.
 #include <memory>
 #include <utility>
 
@@ -12,6 +12,42 @@
 #include "dedupe_sidecar/deduper_context.h"
 
 namespace eonce {
+
+bool Deduper::FreeAttempt(const Context& ctx, uint64_t token) {
+  if (claims_.Remove(ctx.scoped_key, token)) return false;
+  // Unsynced under the lock; the answer waits for it (AnswerOnceFreed).
+  auto record = store_.Get(ctx.caller.tenant, ctx.command.idempotency_key());
+  if (!record.ok() || !store_.HeldBy(*record, token)) return false;
+  if (!store_.Delete(**record, false).ok()) {
+    // The record stays, as if the delete were lost: its lease runs out and recovery asks
+    // the business.
+    stats_.store_errors++;
+    return false;
+  }
+  return true;
+}
+
+void Deduper::AnswerOnceFreed(const std::shared_ptr<Context>& ctx, bool freed,
+                              absl::Status answer) {
+  if (!freed) {
+    ctx->Answer(std::move(answer));
+    return;
+  }
+  // The answer says nothing was applied and the key is free: a power cut after it must
+  // not bring the started record back. It would hold the key for a command that was
+  // never applied: a retry of it would be recovered, and parked for an operator when the
+  // business keeps no outcomes to ask; another command under the key (the producer told
+  // it is free) would be refused as KEY_REUSED. So the delete is durable first.
+  store_.WhenDurable(Record::STATE_UNSPECIFIED,
+                     [this, ctx, answer = std::move(answer)](absl::Status durable) mutable {
+                       if (!durable.ok()) {
+                         stats_.store_errors++;
+                         ctx->Answer(std::move(durable));
+                         return;
+                       }
+                       ctx->Answer(std::move(answer));
+                     });
+}
 
 void Deduper::EndLease(const Context& ctx, uint64_t token) {
   std::optional<Record> held = claims_.HeldBy(ctx.scoped_key, token);

@@ -175,6 +175,43 @@ TEST_F(DurabilityTest, NegativeControlUnsyncedOutcomeIsCaught) {
   EXPECT_EQ(after.reason, "IN_PROGRESS");
 }
 
+// A command the business turned away was not applied, and its answer says the key is
+// free. A power cut after that answer must not bring its started record back: the key
+// would be held by a command never applied, so its retry would be recovered and, with a
+// business that keeps no outcomes to ask (legacy), parked for an operator.
+TEST_F(DeduperTest, AKeyFreedByARefusalStaysFreeAfterAPowerCut) {
+  v1::Command c = Cmd("c1");
+  upstream_.set_next_reply(FakeUpstream::Of(ForwardReply::Kind::kRefused));
+  auto refused = Submit(c);
+  ASSERT_EQ(ReasonOf(refused.status()), "UPSTREAM_REFUSED");
+  Restart();
+  clock_.AdvanceMs(kLeaseMs + 1);
+  upstream_.set_next_reply(FakeUpstream::Ok("applied"));
+  auto retried = Submit(c);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->disposition(), v1::APPLIED);
+  EXPECT_EQ(upstream_.forwards(), 2u);
+  EXPECT_EQ(upstream_.queries(), 0u);  // nothing left to recover
+}
+
+// The same for a key the producer chose: told it is free (the business did not apply the
+// call), the producer sends a new command under it, which must not meet the old one's
+// record after a power cut (a KEY_REUSED conflict for a key nobody holds).
+TEST_F(DeduperTest, AKeyFreedWhenNothingWasAppliedCanBeReusedAfterAPowerCut) {
+  v1::Command first = Cmd("c1");
+  first.set_idempotency_key("invoice-42");
+  upstream_.set_next_reply(FakeUpstream::Of(ForwardReply::Kind::kNotApplied));
+  ASSERT_EQ(ReasonOf(Submit(first).status()), "UPSTREAM_UNAVAILABLE");
+  Restart();
+  v1::Command second = Cmd("c2");  // the same payload
+  second.set_idempotency_key("invoice-42");
+  upstream_.set_next_reply(FakeUpstream::Ok("applied"));
+  auto applied = Submit(second);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->disposition(), v1::APPLIED);
+  EXPECT_EQ(upstream_.forwards(), 2u);
+}
+
 // Two forwards of one command race: the first's lease ran out, recovery forwarded again
 // under a new token, and the first answer comes back late.
 struct Race {
