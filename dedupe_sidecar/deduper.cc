@@ -97,8 +97,12 @@ void Deduper::Submit(Caller caller_in, v1::Command command_in, SubmitDone done) 
                     caller.certificate_epoch.value_or(command.credential_epoch()));
   if (!decision.allowed) {
     if (decision.reason == "CREDENTIAL_REVOKED" && options_.replay_after_revocation) {
+      // Only a duplicate of the very command that finished: the same command id and
+      // payload as the key's record. A new command that reuses the key and the payload
+      // is a command the revoked credential may not send, not a duplicate.
       auto record = store_.Get(caller.tenant, command.idempotency_key());
       if (record.ok() && record->has_value() && IsFinished(**record) &&
+          (*record)->command_id() == command.command_id() &&
           (*record)->payload_hash() == command.payload_hash().sha256()) {
         Record found = std::move(**record);
         auto replay = [this, ctx, found](absl::Status durable) {

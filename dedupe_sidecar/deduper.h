@@ -63,7 +63,9 @@ struct DeduperOptions {
   int64_t forward_timeout_ms = 5'000;
   int64_t outcome_query_timeout_ms = 2'000;
   // Whether a duplicate of a command finished before its credential was revoked gets
-  // the stored answer (true) or a denial (false, the default).
+  // the stored answer (true) or a denial (false, the default). A duplicate is the same
+  // command id and payload as the key's record; any other command under the key is
+  // denied either way.
   bool replay_after_revocation = false;
   // For a method whose business says its inbox keeps the outcome (InboxMethods), the
   // business's write is the commit point and the sidecar skips its own fsyncs on the

@@ -32,7 +32,9 @@ ABSL_FLAG(bool, business_commit_point, true,
           "keeps the outcome (eonce-inbox: kept), so the sidecar skips its own fsyncs there; "
           "false: sync as for a legacy business (docs/design.md)");
 ABSL_FLAG(bool, replay_after_revocation, false,
-          "answer duplicates of commands finished before a revocation with the stored answer");
+          "answer duplicates of commands finished before a revocation with the stored answer "
+          "(a duplicate: the same command id and payload as the key's record; a new command "
+          "under the key is denied)");
 ABSL_FLAG(bool, refuse_unkeyed_mutations, true,
           "transparent mode: refuse calls without idempotency-key to methods the policy does "
           "not list readonly (false forwards them unkeyed, without dedupe)");
