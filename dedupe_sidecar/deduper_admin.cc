@@ -170,7 +170,8 @@ v1::GetInfoResponse Deduper::Info() const {
   info.set_retention_ms(promise.advertised_ms());
   info.set_configured_retention_ms(promise.configured_ms());
   info.set_retention_full_from_ms(promise.full_from_ms());
-  info.set_forensic_retention_ms(store_.forensic_retention_ms());
+  // As the retention: what every tombstone already stored keeps, not what is configured.
+  info.set_forensic_retention_ms(store_.forensic_promise().advertised_ms());
   info.set_lease_ms(options_.lease_ms);
   info.set_max_key_bytes(static_cast<int64_t>(options_.limits.max_key_bytes));
   info.set_max_request_bytes(static_cast<int64_t>(options_.limits.max_request_bytes));

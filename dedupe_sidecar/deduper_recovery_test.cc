@@ -107,6 +107,41 @@ TEST_F(DeduperTest, ALongerRetentionIsAdvertisedOnlyOnceEveryStoredRecordKeepsIt
   EXPECT_EQ(deduper_->Info().retention_ms(), kRetentionMs / 2);
 }
 
+// The same for the forensic retention: a tombstone written before a restart that
+// lengthens it keeps the drop time it was written with, so GetInfo advertises the longer
+// value only once every such tombstone is gone; until then a late conflict on its key
+// would go uncaught past the old value.
+TEST_F(DeduperTest, ALongerForensicRetentionIsAdvertisedOnlyOnceEveryTombstoneKeepsIt) {
+  v1::Command c = Cmd("c1");
+  ASSERT_TRUE(Submit(c).ok());
+  EXPECT_EQ(deduper_->Info().forensic_retention_ms(), kForensicMs);
+
+  retention_ = RetentionOptions{kRetentionMs, 20 * kForensicMs};
+  const int64_t changed_at = clock_.NowMs();
+  Restart();
+  EXPECT_EQ(deduper_->Info().forensic_retention_ms(), kForensicMs);
+
+  // c1's tombstone was written under the old value: past it, it is gone, and another
+  // payload under its key is no longer caught as a conflict.
+  clock_.AdvanceMs(kForensicMs + 1);
+  v1::Command late = c;
+  late.set_request("transfer 99");
+  FillPayloadHash(&late);
+  ASSERT_TRUE(Submit(late).ok());
+  EXPECT_EQ(deduper_->Info().forensic_retention_ms(), kForensicMs);
+
+  // A restart in between keeps the promise; it is kept in full from change + new value.
+  Restart();
+  EXPECT_EQ(deduper_->Info().forensic_retention_ms(), kForensicMs);
+  clock_.SetMs(changed_at + 20 * kForensicMs);
+  EXPECT_EQ(deduper_->Info().forensic_retention_ms(), 20 * kForensicMs);
+
+  // A shorter one applies at once: stored tombstones only live longer than promised.
+  retention_ = RetentionOptions{kRetentionMs, kForensicMs / 2};
+  Restart();
+  EXPECT_EQ(deduper_->Info().forensic_retention_ms(), kForensicMs / 2);
+}
+
 struct AfterCrash {
   size_t forwards = 0;
   std::string reason;  // of the duplicate sent after the crash

@@ -15,7 +15,6 @@ constexpr char kRecordsCf[] = "records";
 constexpr char kByCommandCf[] = "by_command";
 constexpr char kParkedCf[] = "parked";
 constexpr char kMetaCf[] = "meta";
-constexpr char kPromiseKey[] = "retention_promise";
 
 void MakeTombstone(Record* record) {
   record->set_tombstone(true);
@@ -87,9 +86,11 @@ std::vector<ColumnFamilySpec> RecordStore::ColumnFamilies(RecordStoreFilters& fi
 
 RecordStore::RecordStore(RocksStore& store, Clock& clock, const RetentionOptions& retention,
                          size_t finished_cache_bytes)
-    : store_(store), clock_(clock), retention_(retention), finished_(finished_cache_bytes) {
-  promise_.set_advertised_ms(retention.retention_ms);
-  promise_.set_configured_ms(retention.retention_ms);
+    : store_(store),
+      clock_(clock),
+      retention_(retention),
+      finished_(finished_cache_bytes),
+      promises_(store, clock, kMetaCf, retention) {
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kParkedCf);
   int64_t parked = 0;
   for (it->SeekToFirst(); it->Valid(); it->Next()) ++parked;
@@ -238,54 +239,6 @@ absl::StatusOr<std::vector<Record>> RecordStore::ListParked(const std::string& t
   }
   EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "list parked"));
   return out;
-}
-
-internal::RetentionPromise RecordStore::retention_promise() {
-  absl::MutexLock lock(&promise_mu_);
-  if (promise_.configured_ms() > promise_.advertised_ms() &&
-      clock_.NowMs() >= promise_.full_from_ms()) {
-    promise_.set_advertised_ms(promise_.configured_ms());
-    promise_.clear_full_from_ms();
-  }
-  return promise_;
-}
-
-int64_t RecordStore::advertised_retention_ms() { return retention_promise().advertised_ms(); }
-
-absl::Status RecordStore::SettleRetention() {
-  std::string value;
-  rocksdb::Status read = store_.Get(kMetaCf, kPromiseKey, &value);
-  internal::RetentionPromise promise;
-  const int64_t configured = retention_.retention_ms;
-  const int64_t now = clock_.NowMs();
-  if (read.IsNotFound()) {
-    promise.set_advertised_ms(configured);  // a new store holds no record yet
-  } else {
-    EONCE_RETURN_IF_ERROR(FromRocks(read, "read retention promise"));
-    if (!promise.ParseFromString(value) || promise.advertised_ms() <= 0) {
-      return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable retention promise");
-    }
-    if (promise.configured_ms() > promise.advertised_ms() && now >= promise.full_from_ms()) {
-      promise.set_advertised_ms(promise.configured_ms());
-      promise.clear_full_from_ms();
-    }
-  }
-  if (configured <= promise.advertised_ms()) {
-    promise.set_advertised_ms(configured);
-    promise.clear_full_from_ms();
-  } else if (configured != promise.configured_ms()) {
-    // Longer than what stored records keep: keep advertising the old value until every
-    // command whose record was written before now is older than the new retention.
-    promise.set_full_from_ms(std::max(promise.full_from_ms(), now + configured));
-  }
-  promise.set_configured_ms(configured);
-  rocksdb::WriteBatch batch;
-  batch.Put(store_.cf(kMetaCf), kPromiseKey, promise.SerializeAsString());
-  // Synced: the promise must hold after a crash, like the records it speaks for.
-  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "retention promise"));
-  absl::MutexLock lock(&promise_mu_);
-  promise_ = promise;
-  return absl::OkStatus();
 }
 
 std::optional<uint32_t> SlotOfRecord(const Record& record) {

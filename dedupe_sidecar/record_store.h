@@ -5,7 +5,7 @@
 //   records     the records, framed with their expiry (common/ttl.h)
 //   by_command  (tenant, command id) -> idempotency key, for Reconcile by command id
 //   parked      (tenant, key) of every parked record, for the operator's listing
-//   meta        the retention promise (RetentionPromise)
+//   meta        the retention promises (retention_promises.h)
 // Retention: a finished record answers duplicates for `retention_ms`; then compaction
 // (or a read) turns it into a tombstone (key, payload hash, outcome code) that lives
 // until `forensic_retention_ms`. Started and parked records never expire: a live lease
@@ -13,11 +13,10 @@
 // rules as the compaction filter, so behaviour never depends on when compaction ran.
 //
 // Each record's trim and drop times are stamped when it is written, so a lengthened
-// retention does not reach records already stored. The advertised retention (what
-// GetInfo tells agents, which send nothing older) therefore stays at the old value until
-// now >= change + new retention, when every command whose record was written under the
-// old value is too old to be sent; a shortened one applies at once (stored records only
-// live longer than promised). SettleRetention keeps this promise across restarts.
+// retention does not reach records already stored. What GetInfo advertises (the
+// retention agents send nothing older than, and the forensic retention) therefore stays
+// at the old value until every record written under it has outlived the new one; a
+// shortened one applies at once (RetentionPromises, kept across restarts).
 //
 // The records of commands finished recently are kept in memory too (FinishedAnswers,
 // `finished_cache_bytes`; 0 for none): filled by the writes of finished records and by
@@ -42,6 +41,7 @@
 #include "common/rocks.h"
 #include "common/ttl.h"
 #include "dedupe_sidecar/finished_answers.h"
+#include "dedupe_sidecar/retention_promises.h"
 #include "eonce/internal/records.pb.h"
 #include "rocksdb/write_batch.h"
 
@@ -51,11 +51,6 @@ using Record = internal::IdempotencyRecord;
 
 // Committed or failed: the record holds an answer that duplicates are given.
 bool IsFinished(const Record& record);
-
-struct RetentionOptions {
-  int64_t retention_ms = 7LL * 24 * 3600 * 1000;
-  int64_t forensic_retention_ms = 30LL * 24 * 3600 * 1000;
-};
 
 // Turns an expired record into its tombstone; used by the compaction filter.
 class RecordTrimmer : public Trimmer {
@@ -141,13 +136,15 @@ class RecordStore {
   // `stop()` says so (RocksStore::WarmCache). Returns the bytes the cache holds after.
   absl::StatusOr<size_t> WarmCache(const std::function<bool()>& stop);
   RocksStore& rocks() { return store_; }
-  // Reconciles the configured retention with the stored promise; called once at start,
+  // Reconciles the configured retentions with the stored promises; called once at start,
   // before anything is served. Synced.
-  absl::Status SettleRetention();
+  absl::Status SettleRetention() { return promises_.Settle(); }
   // The retention that holds for every stored record now (GetInfo's retention_ms).
-  int64_t advertised_retention_ms();
-  // The stored promise as it stands now.
-  internal::RetentionPromise retention_promise();
+  int64_t advertised_retention_ms() { return promises_.retention().advertised_ms(); }
+  // The stored promises as they stand now: the retention's, and the forensic retention's
+  // (GetInfo's forensic_retention_ms is its advertised value).
+  internal::RetentionPromise retention_promise() { return promises_.retention(); }
+  internal::RetentionPromise forensic_promise() { return promises_.forensic(); }
   const FinishedAnswers& finished_answers() const { return finished_; }
   int64_t retention_ms() const { return retention_.retention_ms; }
   int64_t forensic_retention_ms() const { return retention_.forensic_retention_ms; }
@@ -167,8 +164,7 @@ class RecordStore {
   const RetentionOptions retention_;
   FinishedAnswers finished_;
   std::atomic<int64_t> parked_count_{0};
-  absl::Mutex promise_mu_;
-  internal::RetentionPromise promise_ ABSL_GUARDED_BY(promise_mu_);
+  RetentionPromises promises_;
 };
 
 // The slot of a record (its tenant and entity); nullopt for one that names no entity.
