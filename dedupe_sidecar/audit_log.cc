@@ -1,10 +1,12 @@
 #include "dedupe_sidecar/audit_log.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/big_endian.h"
 #include "common/hash.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "common/thread_class.h"
 #include "common/ttl.h"
@@ -55,12 +57,13 @@ std::vector<ColumnFamilySpec> AuditLog::ColumnFamilies(RecordStoreFilters& filte
 }
 
 AuditLog::AuditLog(RocksStore& store, Clock& clock, int64_t retention_ms, size_t max_queue,
-                   absl::Duration linger)
+                   absl::Duration linger, std::function<void()> before_write)
     : store_(store),
       clock_(clock),
       retention_ms_(retention_ms),
       max_queue_(max_queue),
-      linger_(linger) {
+      linger_(linger),
+      before_write_(std::move(before_write)) {
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kAuditCf);
   it->SeekToLast();
   v1::AuditEvent last;
@@ -84,20 +87,79 @@ AuditLog::~AuditLog() {
   writer_.join();
 }
 
-void AuditLog::Append(v1::AuditEvent event) {
-  absl::MutexLock lock(&mu_);
-  while (queue_.size() >= max_queue_ && !stopping_) {
-    work_cv_.Signal();
-    written_cv_.Wait(&mu_);
+AuditLog::Reservation& AuditLog::Reservation::operator=(Reservation&& other) noexcept {
+  if (this != &other) {
+    Release();
+    log_ = std::exchange(other.log_, nullptr);
+    events_ = std::exchange(other.events_, 0);
   }
-  event.set_seq(next_seq_++);
-  event.set_at_ms(clock_.NowMs());
-  event.set_prev_hash(last_hash_);
-  event.set_hash(AuditEventHash(event));
-  last_hash_ = event.hash();
-  queue_.push_back(std::move(event));
-  // A lingering writer is not woken: it comes for this event when its linger ends.
-  if (writer_idle_ || queue_.size() >= BatchLimit()) work_cv_.Signal();
+  return *this;
+}
+
+void AuditLog::Reservation::Release() {
+  if (log_ == nullptr) return;
+  {
+    absl::MutexLock lock(&log_->mu_);
+    log_->reserved_ -= events_;
+  }
+  log_ = nullptr;
+  events_ = 0;
+}
+
+absl::StatusOr<AuditLog::Reservation> AuditLog::Reserve(size_t events) {
+  absl::MutexLock lock(&mu_);
+  if (queue_.size() + reserved_ + events > max_queue_) {
+    // The writer is behind (a slow or stalled disk): wake it, and turn the command away
+    // before anything is decided for it.
+    work_cv_.Signal();
+    return WithRetryAfter(
+        Error(absl::StatusCode::kResourceExhausted, "AUDIT_BACKLOG",
+              absl::StrCat("the audit log is ", queue_.size() + reserved_, " events behind (its "
+                           "limit is ", max_queue_, "); nothing was done, retry later")),
+        kBacklogRetryMs);
+  }
+  reserved_ += events;
+  Reservation reservation;
+  reservation.log_ = this;
+  reservation.events_ = events;
+  return reservation;
+}
+
+void AuditLog::Append(v1::AuditEvent event, Reservation* reservation) {
+  {
+    absl::MutexLock lock(&mu_);
+    bool room = true;
+    if (reservation != nullptr && reservation->log_ == this && reservation->events_ > 0) {
+      --reservation->events_;
+      --reserved_;
+    } else if (queue_.size() + reserved_ >= max_queue_) {
+      room = false;  // and waiting for it is not allowed here (see the header)
+      ++lost_;
+      work_cv_.Signal();
+    }
+    if (room) {
+      event.set_seq(next_seq_++);
+      event.set_at_ms(clock_.NowMs());
+      event.set_prev_hash(last_hash_);
+      event.set_hash(AuditEventHash(event));
+      last_hash_ = event.hash();
+      queue_.push_back(std::move(event));
+      // A lingering writer is not woken: it comes for this event when its linger ends.
+      if (writer_idle_ || queue_.size() >= BatchLimit()) work_cv_.Signal();
+      return;
+    }
+  }
+  // Not in the audit log: the error log keeps who did what, outside the lock.
+  LogError("audit queue full: event not in the audit log",
+           {{"decision", event.decision()},
+            {"tenant", event.tenant()},
+            {"actor", event.actor()},
+            {"workload", event.workload()},
+            {"command_id", event.command_id()},
+            {"idempotency_key", event.idempotency_key()},
+            {"operation", event.operation()},
+            {"result", event.result()},
+            {"at_ms", std::to_string(clock_.NowMs())}});
 }
 
 absl::Status AuditLog::Flush() {
@@ -115,6 +177,11 @@ absl::Status AuditLog::Flush() {
 uint64_t AuditLog::appended() const {
   absl::MutexLock lock(&mu_);
   return next_seq_ - 1;
+}
+
+uint64_t AuditLog::lost() const {
+  absl::MutexLock lock(&mu_);
+  return lost_;
 }
 
 size_t AuditLog::BatchLimit() const { return std::min(kMaxWriteBatch, max_queue_); }
@@ -160,6 +227,7 @@ void AuditLog::WriterLoop() {
         queue_.pop_front();
       }
     }
+    if (before_write_) before_write_();
     absl::Status status = WriteEvents(batch);
     absl::MutexLock lock(&mu_);
     if (!status.ok()) {

@@ -7,10 +7,22 @@
 //
 // Append assigns the sequence number and the hashes under a small lock and hands the
 // event to one writer thread, which writes events strictly in sequence order. So the
-// stored log is always a prefix of the chain, and the decision path never waits for an
-// audit fsync. The queue is bounded (Append blocks when it is full). The writes are not
-// synced on their own: the next synced write of any record makes them durable, so a
-// crash can lose the last few events but never break the chain.
+// stored log is always a prefix of the chain. The writes are not synced on their own: the
+// next synced write of any record makes them durable, so a crash can lose the last few
+// events but never break the chain.
+//
+// Append never waits: it is called while the Deduper holds key locks, and on the store's
+// committer thread, neither of which may wait on a slow disk. The queue is bounded
+// (`max_queue` events), and room in it is taken before the decision that needs it:
+// Reserve, at the start of a Submit, before any lock, takes room for the events the
+// command may append and is refused (RESOURCE_EXHAUSTED, AUDIT_BACKLOG, with a retry
+// delay) while the queue and the room already taken fill it, so a command is turned away
+// before anything is decided rather than decided without a record of who did it. An
+// Append with room reserved always finds it. An Append without (an operator's
+// resolution, or more events than reserved) takes free room if there is any; when there
+// is none the event is not queued: it is counted (lost(), the metric
+// eonce_sidecar_audit_lost_total) and written to the error log with its fields instead,
+// and the chain goes on without it (it never held it, so Verify still passes).
 //
 // Append wakes the writer only when it sleeps on an empty queue; the writer then lingers
 // up to `linger` for more events before it writes, so that under load one wake-up and one
@@ -23,6 +35,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,12 +55,39 @@ class AuditLog {
   static std::vector<ColumnFamilySpec> ColumnFamilies(RecordStoreFilters& filters);
 
   static constexpr absl::Duration kDefaultLinger = absl::Milliseconds(2);
+  // The retry delay given with AUDIT_BACKLOG: a write carries up to 256 events, so a
+  // writer that keeps up frees room within milliseconds.
+  static constexpr int64_t kBacklogRetryMs = 100;
+  // `before_write`, for tests: runs on the writer thread before each write (a test stalls
+  // the writer with it); empty: none.
   AuditLog(RocksStore& store, Clock& clock, int64_t retention_ms, size_t max_queue = 4096,
-           absl::Duration linger = kDefaultLinger);
+           absl::Duration linger = kDefaultLinger, std::function<void()> before_write = nullptr);
   ~AuditLog();
 
-  // Sets seq, at_ms, prev_hash and hash, and queues the event for writing.
-  void Append(v1::AuditEvent event);
+  // Room in the queue for events yet to be appended, taken by Reserve and given back as
+  // Append uses it, or by Release (at the latest when it is destroyed). Movable; it must
+  // not outlive the AuditLog.
+  class Reservation {
+   public:
+    Reservation() = default;
+    Reservation(Reservation&& other) noexcept { *this = std::move(other); }
+    Reservation& operator=(Reservation&& other) noexcept;
+    ~Reservation() { Release(); }
+    void Release();
+
+   private:
+    friend class AuditLog;
+    AuditLog* log_ = nullptr;
+    size_t events_ = 0;
+  };
+  // Room for `events` events, or RESOURCE_EXHAUSTED (AUDIT_BACKLOG) while the queue and the
+  // room already reserved fill it. Never waits.
+  absl::StatusOr<Reservation> Reserve(size_t events);
+
+  // Sets seq, at_ms, prev_hash and hash, and queues the event for writing, in room from
+  // `reservation` if it holds any. Never waits; see the header for an event that finds no
+  // room.
+  void Append(v1::AuditEvent event, Reservation* reservation = nullptr);
   // Returns once every event appended before the call is written.
   absl::Status Flush();
 
@@ -63,6 +103,8 @@ class AuditLog {
                                                  uint32_t max_events = kMaxVerifyEvents);
 
   uint64_t appended() const;
+  // Events that found no room and went to the error log instead of the audit log.
+  uint64_t lost() const;
   // The RocksDB writes that carried them (each holds one or more events).
   uint64_t writes() const;
   // Whether the writer thread runs as batch work (common/thread_class.h): false only
@@ -89,15 +131,19 @@ class AuditLog {
   const int64_t retention_ms_;
   const size_t max_queue_;
   const absl::Duration linger_;
+  const std::function<void()> before_write_;
 
   mutable absl::Mutex mu_;
   absl::CondVar work_cv_;     // the writer waits here for events, a flush or the end
-  absl::CondVar written_cv_;  // Flush, and Append on a full queue, wait here
+  absl::CondVar written_cv_;  // Flush waits here
   bool writer_idle_ ABSL_GUARDED_BY(mu_) = false;  // asleep on an empty queue
   int flushers_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::string last_hash_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::AuditEvent> queue_ ABSL_GUARDED_BY(mu_);
+  // Room reserved and not used yet; queue_.size() + reserved_ <= max_queue_.
+  size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t written_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status write_error_ ABSL_GUARDED_BY(mu_);

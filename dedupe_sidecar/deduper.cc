@@ -17,6 +17,10 @@ namespace {
 // stretches it if the original is slow.
 constexpr int64_t kInProgressRetryMs = 100;
 
+// The most audit events one Submit appends: every path ends in at most one decision that
+// is audited (a refusal, a conflict, a replay handed to someone else, an outcome, a park).
+constexpr size_t kAuditEventsPerSubmit = 1;
+
 }  // namespace
 
 Deduper::Deduper(RecordStore& store, AuditLog& audit, Upstream& upstream, PolicyStore& policy,
@@ -45,6 +49,18 @@ void Deduper::Submit(Caller caller_in, v1::Command command_in, SubmitDone done) 
     stats_.denied++;
     ctx->Answer(Error(absl::StatusCode::kUnauthenticated, "NO_IDENTITY",
                       "the caller has no tenant (client certificate or eonce-tenant)"));
+    return;
+  }
+  // Room in the audit queue for the one event any path of a Submit appends, taken before
+  // anything is decided: the append then never waits, under a key's lock or on the
+  // store's committer thread (audit_log.h). A writer that is behind turns commands away
+  // here instead.
+  if (absl::StatusOr<AuditLog::Reservation> room = audit_.Reserve(kAuditEventsPerSubmit);
+      room.ok()) {
+    ctx->audit_room = *std::move(room);
+  } else {
+    stats_.audit_backlog++;
+    ctx->Answer(room.status());
     return;
   }
   if (absl::Status valid = ValidateName(caller.tenant, options_.limits.max_tenant_bytes,

@@ -119,6 +119,8 @@ struct DeduperStats {
   std::atomic<int64_t> fenced{0};           // late answers refused by their token
   std::atomic<int64_t> refused{0};          // turned away by the business, key freed
   std::atomic<int64_t> store_errors{0};
+  // Refused before anything was decided because the audit log's writer is behind.
+  std::atomic<int64_t> audit_backlog{0};
   std::atomic<int64_t> forwards{0};
   // Forwards sent before their started record was synced (InboxMethods).
   std::atomic<int64_t> forwards_before_sync{0};

@@ -23,7 +23,7 @@ void Deduper::Audit(const Context& ctx, const char* decision, const std::string&
   event.set_payload_hash(ctx.command.payload_hash().sha256());
   event.set_fencing_token(token);
   event.set_result(result);
-  audit_.Append(std::move(event));
+  audit_.Append(std::move(event), &ctx.audit_room);
 }
 
 void Deduper::RefuseInvalid(Context& ctx, absl::Status why) {

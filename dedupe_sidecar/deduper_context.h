@@ -24,8 +24,13 @@ struct Deduper::Context {
   SubmitDone done;
   // Sharded: held for the command's slot while anything of its work may still run.
   ShardGate::Pass pass;
+  // Room in the audit queue for the events this Submit appends (Deduper::Audit uses it;
+  // mutable, as the audit is made from a const Context). Every event comes before the
+  // answer, so the answer gives back what is left.
+  mutable AuditLog::Reservation audit_room;
 
   void Answer(absl::StatusOr<v1::SubmitResponse> answer) {
+    audit_room.Release();
     SubmitDone callback = std::move(done);
     done = nullptr;
     if (callback) callback(std::move(answer));

@@ -23,7 +23,8 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
        {{{"outcome", "outcome_pending"}}, n(st.pending)},
        {{{"outcome", "upstream_unavailable"}}, n(st.upstream_unavailable)},
        {{{"outcome", "upstream_refused"}}, n(st.refused)},
-       {{{"outcome", "store_error"}}, n(st.store_errors)}}));
+       {{{"outcome", "store_error"}}, n(st.store_errors)},
+       {{{"outcome", "audit_backlog"}}, n(st.audit_backlog)}}));
   out.push_back(CounterFamily("eonce_sidecar_dedupe_hits_total",
                               "Duplicates answered from a stored record.", {{{}, n(st.replayed)}}));
   out.push_back(CounterFamily("eonce_sidecar_conflicts_total",
@@ -101,6 +102,10 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
                             {{{}, static_cast<double>(rocks_->block_cache_usage())}}));
   out.push_back(CounterFamily("eonce_sidecar_audit_events_total", "Audit events appended.",
                               {{{}, static_cast<double>(audit_->appended())}}));
+  out.push_back(CounterFamily("eonce_sidecar_audit_lost_total",
+                              "Audit events that found the audit queue full and went to the "
+                              "error log instead (commands are refused first: AUDIT_BACKLOG).",
+                              {{{}, static_cast<double>(audit_->lost())}}));
   out.push_back(CounterFamily("eonce_sidecar_audit_writes_total",
                               "Store writes that carried audit events (several events each "
                               "under load).",
