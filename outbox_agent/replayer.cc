@@ -1,11 +1,9 @@
 #include "outbox_agent/replayer.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/callback_batch.h"
-#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
-#include "outbox_agent/states.h"
+#include "outbox_agent/replayer_attempt.h"
 
 namespace eonce {
 namespace {
@@ -22,33 +20,6 @@ bool Sendable(const OutboxRecord& record, int64_t now) {
     default:
       return false;
   }
-}
-
-void SetError(OutboxRecord* record, const absl::Status& status, int64_t now) {
-  v1::LastError* error = record->mutable_last_error();
-  error->set_code(static_cast<int>(status.code()));
-  error->set_reason(ReasonOf(status));
-  error->set_message(std::string(status.message()).substr(0, 512));
-  error->set_at_ms(now);
-}
-
-// Whether a record in `state` must be durable before anyone outside is told of it. A final
-// state other than ACKED says the command will not take effect (REJECTED, CONFLICT,
-// EXPIRED, DEAD_LETTERED): if a power cut took it back, the record would be SENDING again,
-// reconciled and, where the sidecar stored nothing (a refusal of its own: POLICY_DENIED,
-// UNKNOWN_METHOD, CREDENTIAL_REVOKED, a key conflict), sent again and maybe applied, after
-// the producer was told it would not be. ACKED may go unsynced: the command took effect,
-// and a resend after a lost ACKED is answered as a duplicate with the same outcome (the
-// restart reconciles first, and the sidecar answers from its record, or forwards and the
-// business's inbox answers from its entry), so the producer's answer holds; the next
-// synced write of the store (a claim, an Enqueue, the health probe each second) makes it
-// durable anyway. Non-final states are taken back harmlessly: a restart reconciles.
-bool DurableBeforeTold(OutboxState state) { return IsFinal(state) && state != v1::ACKED; }
-
-std::string RejectionReason(const v1::CallResult& result) {
-  std::optional<v1::Rejection> rejection = RejectionOf(result.error_details());
-  if (rejection.has_value() && !rejection->reason().empty()) return rejection->reason();
-  return "BUSINESS_REJECTION";
 }
 
 // A record found under the command's key that belongs to another command or payload is a
@@ -83,16 +54,6 @@ absl::Status ValidateReplayerOptions(const ReplayerOptions& o) {
   }
   return absl::OkStatus();
 }
-
-struct Replayer::Attempt {
-  std::string command_id;
-  std::string entity;
-  uint64_t token = 0;
-  int64_t claim_expires_ms = 0;
-  bool reconcile_first = false;  // reconciled with the sidecar before anything is sent
-  OutboxRecord record;  // as claimed
-  Session session;      // the credential it was sent under
-};
 
 Replayer::Replayer(OutboxStore& store, SidecarClient& client, CredentialState& credential,
                    Clock& clock, Random& random, ReplayerOptions options, StateFeed* feed,
@@ -150,7 +111,7 @@ bool Replayer::RetireIfTooOld(const OutboxRecord& record) {
   } else {
     return false;
   }
-  // Synced: the final state is published (DurableBeforeTold).
+  // Synced: the final state is published (DurableBeforeTold, replayer_answers.cc).
   auto moved = store_.Mutate(record.command().command_id(), why,
                              [&](OutboxRecord* r) {
                                if (r->state() != record.state() ||
@@ -370,163 +331,6 @@ void Replayer::Dispatch(std::shared_ptr<Attempt> attempt) {
                    }
                    OnAnswer(attempt, std::move(answer));
                  });
-}
-
-void Replayer::OnAnswer(std::shared_ptr<Attempt> attempt,
-                        absl::StatusOr<v1::SubmitResponse> answer) {
-  if (!answer.ok()) {
-    OnFailure(attempt, answer.status());
-    return;
-  }
-  if (!credential_.Fits(attempt->session, answer->fence())) {
-    // Receiving an answer does not grant permission to apply it.
-    stats_.stale_responses_refused++;
-    Transition(attempt, "STALE_RESPONSE: the answer's fence no longer fits the session",
-               [this](OutboxRecord* r) {
-                 r->set_state(v1::RETRYABLE_FAILED);
-                 SetError(r, Error(absl::StatusCode::kAborted, "STALE_RESPONSE",
-                                   "answer fenced off by a credential change"),
-                          clock_.NowMs());
-                 r->set_next_attempt_at_ms(clock_.NowMs() + backoff_.DelayMs(r->attempt()));
-               });
-    return;
-  }
-  const bool business_rejected = answer->result().code() != 0;
-  std::string why = business_rejected ? RejectionReason(answer->result()) : "acked";
-  Transition(attempt, std::move(why),
-             [this, business_rejected, result = std::move(*answer->mutable_result()),
-              replay = std::move(*answer->mutable_replay())](OutboxRecord* r) {
-               r->set_state(business_rejected ? v1::REJECTED : v1::ACKED);
-               *r->mutable_result() = result;
-               *r->mutable_replay() = replay;
-               if (business_rejected) {
-                 v1::LastError* error = r->mutable_last_error();
-                 error->set_code(result.code());
-                 error->set_reason(RejectionReason(result));
-                 error->set_message(result.message().substr(0, 512));
-                 error->set_at_ms(clock_.NowMs());
-               }
-             });
-  (business_rejected ? stats_.rejected : stats_.acked)++;
-}
-
-void Replayer::OnFailure(const std::shared_ptr<Attempt>& attempt, const absl::Status& status) {
-  AnswerClass answer_class = Classify(status);
-  int64_t now = clock_.NowMs();
-  int64_t retry_after = RetryAfterOf(status).value_or(0);
-  std::string why = absl::StrCat(AnswerClassName(answer_class), ": ",
-                                 ReasonOf(status).empty() ? absl::StatusCodeToString(status.code())
-                                                          : ReasonOf(status));
-  if (answer_class == AnswerClass::kUnauthenticated) credential_.PauseUntilRenewed();
-  Transition(attempt, std::move(why), [this, status, now, retry_after,
-                                       answer_class](OutboxRecord* r) {
-    SetError(r, status, now);
-    switch (answer_class) {
-      case AnswerClass::kRetryable:
-        stats_.retries_retryable++;
-        r->set_state(v1::RETRYABLE_FAILED);
-        r->set_next_attempt_at_ms(now + backoff_.DelayMs(r->attempt(), retry_after));
-        break;
-      case AnswerClass::kUnknown:
-        stats_.retries_unknown++;
-        r->set_state(v1::UNKNOWN);
-        r->set_next_attempt_at_ms(now + backoff_.DelayMs(r->attempt(), retry_after));
-        break;
-      case AnswerClass::kParked:
-        stats_.parked++;
-        r->set_state(v1::UNKNOWN);
-        r->set_next_attempt_at_ms(now + options_.retry.parked_recheck_ms);
-        break;
-      case AnswerClass::kConflict:
-        stats_.conflicts++;
-        r->set_state(v1::CONFLICT);
-        break;
-      case AnswerClass::kRejected:
-        stats_.rejected++;
-        r->set_state(v1::REJECTED);
-        break;
-      case AnswerClass::kExpired:
-        stats_.expired++;
-        r->set_state(v1::EXPIRED);
-        break;
-      case AnswerClass::kUnauthenticated:
-        // Not the record's fault: no attempt is spent, and it waits for renewal.
-        r->set_state(v1::RETRYABLE_FAILED);
-        r->set_attempt(r->attempt() > 0 ? r->attempt() - 1 : 0);
-        r->set_next_attempt_at_ms(now);
-        break;
-      case AnswerClass::kUnclassified:
-        stats_.retries_unclassified++;
-        r->set_unclassified_failures(r->unclassified_failures() + 1);
-        if (static_cast<int>(r->unclassified_failures()) >= options_.retry.max_unclassified) {
-          stats_.dead_lettered++;
-          r->set_state(v1::DEAD_LETTERED);
-        } else {
-          r->set_state(v1::RETRYABLE_FAILED);
-          r->set_next_attempt_at_ms(now + backoff_.DelayMs(r->attempt(), retry_after));
-        }
-        break;
-    }
-  });
-}
-
-void Replayer::Transition(const std::shared_ptr<Attempt>& attempt, std::string why,
-                          std::function<void(OutboxRecord*)> change) {
-  {
-    absl::MutexLock lock(&transitions_mu_);
-    transitions_.push_back(Pending{attempt, std::move(why), std::move(change)});
-  }
-  // The answers of one SubmitBatch call come back to back on one thread: their moves are
-  // written together once the last one is in (one write instead of one each).
-  if (!CallbackBatch::Defer(this, [this] { WriteTransitions(); })) WriteTransitions();
-}
-
-void Replayer::WriteTransitions() {
-  std::vector<Pending> pending;
-  {
-    absl::MutexLock lock(&transitions_mu_);
-    pending.swap(transitions_);
-  }
-  if (pending.empty()) return;  // another thread wrote them
-  std::vector<OutboxStore::Change> changes;
-  changes.reserve(pending.size());
-  for (const Pending& p : pending) {
-    changes.push_back(OutboxStore::Change{
-        p.attempt->command_id, p.why, [&p](OutboxRecord* r) {
-          // A worker whose claim was taken over must not write.
-          if (r->claim().token() != p.attempt->token) {
-            return absl::AbortedError("claim taken over");
-          }
-          p.change(r);
-          r->clear_claim();
-          return absl::OkStatus();
-        }});
-  }
-  // Not synced, unless a move must be durable before it is told (DurableBeforeTold): a
-  // lost transition leaves the record SENDING, which a restart reconciles with the
-  // sidecar. One sync covers the moves of the batch; it waits on this (an answer's)
-  // thread, which only refusals and conflicts make do.
-  std::vector<absl::StatusOr<OutboxRecord>> moved = store_.MutateMany(changes);
-  bool must_sync = false;
-  for (const auto& m : moved) must_sync = must_sync || (m.ok() && DurableBeforeTold(m->state()));
-  const absl::Status durable = must_sync ? store_.AwaitDurable() : absl::OkStatus();
-  for (size_t i = 0; i < pending.size(); ++i) {
-    const std::shared_ptr<Attempt>& attempt = pending[i].attempt;
-    if (!moved[i].ok()) {
-      if (moved[i].status().code() == absl::StatusCode::kAborted) stats_.stale_claims_refused++;
-    } else if (DurableBeforeTold(moved[i]->state()) && !durable.ok()) {
-      // Not known to be durable: nobody is told (the store's breaker has tripped; the
-      // agent is unready, and a restart reads what survived).
-      LogError("outbox sync failed; a final state is not announced",
-               {{"command_id", attempt->command_id}, {"error", std::string(durable.message())}});
-    } else if (moved[i]->state() == v1::ACKED &&
-               !HitFault(faults_, FaultPoint::kAfterAckBeforeProjection).ok()) {
-      // acked, but the notice is lost: watchers re-read the store
-    } else {
-      Publish(*moved[i]);
-    }
-    Done(attempt);
-  }
 }
 
 void Replayer::Done(const std::shared_ptr<Attempt>& attempt) {
