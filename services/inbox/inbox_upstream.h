@@ -9,7 +9,9 @@
 // (ForwardCall::alone) may sync a quiet store on its own thread, as a unary mutation over
 // gRPC does (RunMutation). A key the inbox refuses is a conflict; QueryOutcome is the
 // inbox's. A crash takes the sidecar and the business down together, and recovery is the
-// same as for two processes: the business's inbox holds what was applied.
+// same as for two processes: the business's inbox holds what was applied. A forward whose
+// deadline (ForwardCall::deadline_ms, on the sidecar's clock) has passed before it starts
+// is refused with nothing applied, as gRPC refuses a call past its deadline.
 #ifndef EONCE_SERVICES_INBOX_INBOX_UPSTREAM_H_
 #define EONCE_SERVICES_INBOX_INBOX_UPSTREAM_H_
 
@@ -18,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "dedupe_sidecar/upstream.h"
 #include "services/inbox/inbox.h"
 
@@ -31,9 +34,10 @@ class InboxUpstream : public Upstream {
   using Handler = std::function<absl::StatusOr<v1::CallResult>(const CallIdentity& identity,
                                                                const std::string& request)>;
 
-  // `handlers` by full method name ("/eonce.ledger.v1.Ledger/Transfer").
-  InboxUpstream(Inbox& inbox, std::map<std::string, Handler> handlers)
-      : inbox_(inbox), handlers_(std::move(handlers)) {}
+  // `handlers` by full method name ("/eonce.ledger.v1.Ledger/Transfer"). `clock`: the one
+  // the sidecar's deadlines are on (ForwardCall::deadline_ms).
+  InboxUpstream(Inbox& inbox, std::map<std::string, Handler> handlers, Clock& clock)
+      : inbox_(inbox), handlers_(std::move(handlers)), clock_(clock) {}
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override;
   void QueryOutcome(const std::string& tenant, const std::string& command_id,
@@ -57,6 +61,7 @@ class InboxUpstream : public Upstream {
  private:
   Inbox& inbox_;
   const std::map<std::string, Handler> handlers_;
+  Clock& clock_;
 };
 
 }  // namespace eonce
