@@ -152,6 +152,12 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
     }
     absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
     if (!caller.ok()) return FinishUnary<v1::ReconcileResponse>(context, caller.status(), response);
+    // A lookup reads the store and is audited: it takes a place as a Submit does, so that a
+    // flood of them is capped like one of commands. Held until it is answered, at once.
+    absl::StatusOr<Admission::Ticket> admitted = admission_.Admit(caller->tenant);
+    if (!admitted.ok()) {
+      return FinishUnary<v1::ReconcileResponse>(context, admitted.status(), response);
+    }
     return FinishUnary(context, deduper_.Reconcile(*caller, *request), response);
   }
 
