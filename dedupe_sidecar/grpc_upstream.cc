@@ -83,7 +83,7 @@ bool ProvesNotApplied(const grpc::Status& status,
 }  // namespace
 
 GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Clock& clock,
-                           int max_message_bytes, int batch_calls)
+                           int max_message_bytes, int batch_calls, int64_t catalog_timeout_ms)
     : clock_(clock),
       // gRPC's own retries would re-send a mutation; the sidecar decides retries.
       channel_(NewChannel(address, tls, max_message_bytes)),
@@ -91,7 +91,7 @@ GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Cloc
       outcome_(v1::Outcome::NewStub(channel_)),
       slot_data_(v1::SlotData::NewStub(channel_)),
       forwards_(v1::Forwards::NewStub(channel_)),
-      methods_(channel_, clock) {
+      methods_(channel_, clock, catalog_timeout_ms) {
   if (batch_calls <= 0) return;
   CallBatcherOptions options;
   options.max_calls = batch_calls;

@@ -125,6 +125,12 @@ class SidecarServer {
   ShardGate* shards() { return shards_.get(); }
   RocksStore& rocks() { return *rocks_; }
 
+  // Waits (at most `limit`) until the business's catalog of methods is not being read
+  // (GrpcUpstream::AwaitCatalog); true at once when the options handed in the upstream.
+  bool AwaitCatalog(absl::Duration limit) {
+    return owned_upstream_ == nullptr || owned_upstream_->AwaitCatalog(limit);
+  }
+
   // Drains: readiness goes false, new calls get UNAVAILABLE, in-flight calls get up to
   // `drain_ms`, then the audit log and the store are flushed and closed.
   absl::Status Shutdown(int64_t drain_ms);

@@ -44,8 +44,8 @@ class InboxUpstream : public Upstream {
                     int64_t deadline_ms,
                     std::function<void(absl::StatusOr<v1::QueryOutcomeResponse>)> done) override;
   bool Reachable() override { return true; }
-  std::optional<bool> Implements(const std::string& method) override {
-    return handlers_.count(method) > 0;
+  MethodKnown Knows(const std::string& method) override {
+    return handlers_.count(method) > 0 ? MethodKnown::kServed : MethodKnown::kNotServed;
   }
   absl::StatusOr<v1::ExportSlotDataResponse> ExportSlotData(
       const v1::ExportSlotDataRequest& request, int64_t deadline_ms) override;
