@@ -91,6 +91,7 @@ GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Cloc
       outcome_(v1::Outcome::NewStub(channel_)),
       slot_data_(v1::SlotData::NewStub(channel_)),
       forwards_(v1::Forwards::NewStub(channel_)),
+      effects_(v1::Effects::NewStub(channel_)),
       methods_(channel_, clock, catalog_timeout_ms) {
   if (batch_calls <= 0) return;
   CallBatcherOptions options;
@@ -154,6 +155,18 @@ absl::StatusOr<v1::DropSlotDataResponse> GrpcUpstream::DropSlotData(
       clock_, deadline_ms, request, [this](auto* context, const auto& r, auto* out) {
         return slot_data_->DropSlotData(context, r, out);
       });
+}
+
+absl::StatusOr<v1::ListEffectsResponse> GrpcUpstream::ListEffects(
+    const std::string& tenant, const v1::ListEffectsRequest& request, int64_t deadline_ms) {
+  grpc::ClientContext context;
+  context.set_deadline(WallDeadline(clock_, deadline_ms));
+  // The business shows the effects of the tenant the sidecar names, and only those.
+  context.AddMetadata(kTenantHeader, tenant);
+  v1::ListEffectsResponse response;
+  grpc::Status status = effects_->ListEffects(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, &context);
+  return response;
 }
 
 ForwardReply GrpcUpstream::Classify(

@@ -72,6 +72,9 @@ class GrpcUpstream : public Upstream {
       const v1::ImportSlotDataRequest& request, int64_t deadline_ms) override;
   absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request,
                                                         int64_t deadline_ms) override;
+  absl::StatusOr<v1::ListEffectsResponse> ListEffects(const std::string& tenant,
+                                                      const v1::ListEffectsRequest& request,
+                                                      int64_t deadline_ms) override;
 
   // Forwards sent inside ForwardBatch calls so far.
   uint64_t forwards_batched() const { return forwards_batched_.load(std::memory_order_relaxed); }
@@ -98,6 +101,7 @@ class GrpcUpstream : public Upstream {
   std::unique_ptr<v1::Outcome::Stub> outcome_;
   std::unique_ptr<v1::SlotData::Stub> slot_data_;
   std::unique_ptr<v1::Forwards::Stub> forwards_;
+  std::unique_ptr<v1::Effects::Stub> effects_;
   MethodCatalog methods_;
   // No batches before this time: the business said it serves none.
   std::atomic<int64_t> no_batches_until_ms_{0};

@@ -121,7 +121,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   s->sidecar_service_ = NewSidecarService(*s->deduper_, clock, s->draining_, *s->admission_,
                                           !options.tls.enabled(), options.max_message_bytes);
   s->admin_service_ = NewSidecarAdminService(*s->deduper_, *s->records_, *s->audit_, clock,
-                                             *s->pool_,
+                                             *s->pool_, *upstream,
                                              options.move_business_data ? upstream : nullptr);
   s->transparent_service_ = std::make_unique<TransparentService>(
       *s->deduper_, *upstream, *s->policy_, clock, options.refuse_unkeyed_mutations,

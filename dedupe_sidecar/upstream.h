@@ -135,6 +135,13 @@ class Upstream {
       const v1::DropSlotDataRequest& /*request*/, int64_t /*deadline_ms*/) {
     return absl::UnimplementedError("the business keeps no slot data");
   }
+  // The business's effects of `tenant` (eonce.v1.Effects), for an operator; blocking,
+  // bounded by `deadline_ms`. UNIMPLEMENTED: the business keeps no effect ledger.
+  virtual absl::StatusOr<v1::ListEffectsResponse> ListEffects(
+      const std::string& /*tenant*/, const v1::ListEffectsRequest& /*request*/,
+      int64_t /*deadline_ms*/) {
+    return absl::UnimplementedError("the business keeps no effect ledger");
+  }
 };
 
 }  // namespace eonce

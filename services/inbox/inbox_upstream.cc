@@ -127,6 +127,12 @@ absl::StatusOr<v1::ImportSlotDataResponse> InboxUpstream::ImportSlotData(
   return inbox_.ImportSlotData(request);
 }
 
+absl::StatusOr<v1::ListEffectsResponse> InboxUpstream::ListEffects(
+    const std::string& tenant, const v1::ListEffectsRequest& request, int64_t /*deadline_ms*/) {
+  // As over gRPC: the tenant the sidecar names sees its own effects only.
+  return inbox_.ListEffects(request.after_seq(), request.limit(), tenant);
+}
+
 absl::StatusOr<v1::DropSlotDataResponse> InboxUpstream::DropSlotData(
     const v1::DropSlotDataRequest& request, int64_t /*deadline_ms*/) {
   return inbox_.DropSlotData(request);

@@ -53,6 +53,9 @@ class InboxUpstream : public Upstream {
       const v1::ImportSlotDataRequest& request, int64_t deadline_ms) override;
   absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request,
                                                         int64_t deadline_ms) override;
+  absl::StatusOr<v1::ListEffectsResponse> ListEffects(const std::string& tenant,
+                                                      const v1::ListEffectsRequest& request,
+                                                      int64_t deadline_ms) override;
 
   // The identity the business sees for a forwarded call (what the sidecar's metadata
   // carries over gRPC).
