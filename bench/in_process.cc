@@ -44,7 +44,7 @@ absl::Status BenchInProcess(const MeasureOptions& measure, const std::vector<int
       return opened.status();
     }
   }
-  InboxUpstream upstream(inbox, LedgerHandlers(core));
+  InboxUpstream upstream(inbox, LedgerHandlers(core), clock);
   SidecarServerOptions options;
   options.data_dir = dir + "/sidecar";
   options.upstream = &upstream;

@@ -74,14 +74,17 @@ void Deduper::Submit(Caller caller_in, v1::Command command_in, SubmitDone done) 
     RefuseInvalid(*ctx, std::move(valid));
     return;
   }
-  // Before anything is written: a method the business does not have (server reflection).
-  if (upstream_.Implements(command.target_method()) == std::optional<bool>(false)) {
-    RefuseInvalid(
-        *ctx, WithErrorMetadata(
-                  Error(absl::StatusCode::kInvalidArgument, "UNKNOWN_METHOD",
-                        absl::StrCat("target_method: the business service does not implement ",
-                                     command.target_method(), "; nothing was written")),
-                  "method", command.target_method()));
+  // Before anything is written: a method the business does not have (server reflection),
+  // one not known yet (retryable), or one of eonce's own services.
+  if (absl::Status method = CommandMethodRefusal(upstream_.Knows(command.target_method()),
+                                                 command.target_method());
+      !method.ok()) {
+    if (method.code() == absl::StatusCode::kUnavailable) {
+      stats_.upstream_unavailable++;
+      ctx->Answer(std::move(method));
+    } else {
+      RefuseInvalid(*ctx, std::move(method));
+    }
     return;
   }
   ctx->actor = EffectiveActor(caller.workload,

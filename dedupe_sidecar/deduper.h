@@ -152,6 +152,12 @@ class Deduper {
   // copied.
   void Submit(Caller caller, v1::Command command, SubmitDone done);
 
+  // What the sidecar holds for a key or command id of the caller's tenant. Checked as a
+  // duplicate Submit of that command would be (the policy as it stands now, for the
+  // record's actor and method; an operator the policy names may look up any key), and
+  // answered only from what a crash cannot take back: an outcome whose fsync is still to
+  // come is PROCESSING. Each answer and refusal is audited ("reconciled", "unauthorized",
+  // "conflict"). Never waits: it reads, and answers at once.
   absl::StatusOr<v1::ReconcileResponse> Reconcile(const Caller& caller,
                                                   const v1::ReconcileRequest& request);
   absl::StatusOr<v1::ResolveParkedResponse> ResolveParked(

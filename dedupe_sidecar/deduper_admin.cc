@@ -59,7 +59,7 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
         SlotOf(caller.tenant, request.entity().type(), request.entity().id())));
   }
   std::string key = request.idempotency_key();
-  v1::ReconcileResponse response;
+  std::optional<Record> record;
   if (request.lookup_case() == v1::ReconcileRequest::kCommandId) {
     if (request.command_id().empty() ||
         request.command_id().size() > options_.limits.max_command_id_bytes) {
@@ -72,33 +72,78 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
     if (!found.has_value()) {
       EONCE_ASSIGN_OR_RETURN(found, store_.KeyOfCommand(caller.tenant, request.command_id()));
     }
-    if (!found.has_value()) {
-      response.set_state(v1::RECORD_NOT_SEEN);
-      response.set_command_id(request.command_id());
-      return response;
-    }
-    key = *found;
+    key = found.value_or("");
   } else if (key.empty() || key.size() > options_.limits.max_key_bytes) {
     return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
                  "idempotency_key or command_id: required, within limits");
   }
-  std::optional<Record> record = claims_.Get(ScopedKey(caller.tenant, key));
-  if (!record.has_value()) {
-    EONCE_ASSIGN_OR_RETURN(record, store_.Get(caller.tenant, key));
+  if (!key.empty()) {
+    record = claims_.Get(ScopedKey(caller.tenant, key));
+    if (!record.has_value()) {
+      EONCE_ASSIGN_OR_RETURN(record, store_.Get(caller.tenant, key));
+    }
   }
+
+  // A lookup hands out what a duplicate Submit of the command would: it is checked as that
+  // Submit is, against the policy as it stands now. The command's own actor (the record's)
+  // comes first, as in Submit, and the method is the record's; for a key nothing holds,
+  // only the caller's credential and whom it acts for. An operator the policy names for
+  // the tenant may look up any key, as it may list parked records and read the audit.
+  Context ctx;
+  ctx.caller = caller;
+  ctx.command.set_command_id(record.has_value() ? record->command_id() : request.command_id());
+  ctx.command.set_idempotency_key(key);
+  const uint64_t token = record.has_value() ? record->fencing_token() : 0;
+  if (record.has_value()) {
+    ctx.command.set_target_method(record->operation());
+    ctx.command.mutable_payload_hash()->set_sha256(record->payload_hash());
+  }
+  bool revoked = false;
+  if (!caller.operator_name.empty() && policy_.IsOperator(caller.tenant, caller.operator_name)) {
+    ctx.actor = absl::StrCat("operator:", caller.operator_name);
+  } else {
+    ctx.actor = record.has_value() ? record->actor()
+                                   : EffectiveActor(caller.workload, caller.actor);
+    // Under mutual TLS the epoch is the certificate's: a caller cannot choose it.
+    const int64_t epoch = caller.certificate_epoch.value_or(caller.credential_epoch);
+    PolicyDecision decision =
+        record.has_value()
+            ? policy_.Check(caller.tenant, caller.workload, ctx.actor, record->operation(), epoch)
+            : policy_.CheckActing(caller.tenant, caller.workload, ctx.actor, epoch);
+    // As in Submit: a duplicate of a command finished before its credential was revoked
+    // may be given its stored answer, where the options say so.
+    revoked = !decision.allowed && decision.reason == "CREDENTIAL_REVOKED" &&
+              options_.replay_after_revocation && record.has_value() && IsFinished(*record) &&
+              !request.expect_payload_sha256().empty() &&
+              record->payload_hash() == request.expect_payload_sha256();
+    if (!decision.allowed && !revoked) {
+      stats_.denied++;
+      Audit(ctx, "unauthorized", decision.reason, token);
+      absl::Status refused = Error(absl::StatusCode::kPermissionDenied, decision.reason,
+                                   absl::StrCat("not allowed: ", decision.reason));
+      refused = WithErrorMetadata(refused, "actor", ctx.actor);
+      refused = WithErrorMetadata(refused, "workload", caller.workload);
+      return WithErrorMetadata(refused, "credential_epoch", absl::StrCat(epoch));
+    }
+  }
+
+  v1::ReconcileResponse response;
   response.set_idempotency_key(key);
   if (!record.has_value()) {
     response.set_state(v1::RECORD_NOT_SEEN);
+    if (key.empty()) response.set_command_id(request.command_id());
+    Audit(ctx, "reconciled", v1::RecordState_Name(response.state()));
     return response;
   }
-  response.set_command_id(record->command_id());
-  response.set_payload_sha256(record->payload_hash());
   if (absl::Status owner =
           CheckOwner(*record, request.expect_command_id(), request.expect_payload_sha256());
       !owner.ok()) {
     stats_.conflicts++;
+    Audit(ctx, "conflict", ReasonOf(owner), token);
     return owner;
   }
+  response.set_command_id(record->command_id());
+  response.set_payload_sha256(record->payload_hash());
   response.mutable_replay()->set_first_seen_ms(record->first_seen_ms());
   response.mutable_replay()->set_attempts(record->attempts());
   switch (record->state()) {
@@ -112,14 +157,27 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
     case Record::FAILED:
       if (record->tombstone()) {
         response.set_state(v1::RECORD_EXPIRED);
+      } else if (not_durable_.Contains(ScopedKey(caller.tenant, key))) {
+        // Written, but its fsync is still to come: a crash could take it back, so it is
+        // not handed out yet. A lookup never waits (it runs on a gRPC thread); the agent
+        // answers PROCESSING with a Submit, which waits for that fsync as a duplicate
+        // does (AfterDurable) and then answers from the outcome.
+        response.set_state(v1::RECORD_PROCESSING);
       } else {
-        response.set_state(record->state() == Record::COMMITTED ? v1::RECORD_COMMITTED : v1::RECORD_FAILED);
+        response.set_state(record->state() == Record::COMMITTED ? v1::RECORD_COMMITTED
+                                                                : v1::RECORD_FAILED);
         *response.mutable_result() = record->result();
       }
       break;
     default:
       return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "record in no state");
   }
+  // Each answer is audited: a lookup comes once per unknown outcome (an agent's restart, a
+  // lost answer) or from an operator, so the log stays small and shows who read what.
+  Audit(ctx, "reconciled",
+        revoked ? absl::StrCat(v1::RecordState_Name(response.state()), " CREDENTIAL_REVOKED")
+                : v1::RecordState_Name(response.state()),
+        token);
   return response;
 }
 

@@ -200,6 +200,16 @@ TEST_F(DeduperTest, AMethodTheBusinessLacksIsRefusedBeforeAnythingIsWritten) {
   EXPECT_EQ(upstream_.forwards(), 0u);
   EXPECT_EQ(StateOf("pay-1"), v1::RECORD_NOT_SEEN);
   EXPECT_TRUE(Submit(Cmd("known")).ok());
+  // Not known yet (no catalog from the serving business): retryable; gRPC's own services
+  // are never a command's, whatever the catalog lists. Nothing is written either way.
+  const std::string health = "/grpc.health.v1.Health/Check";
+  upstream_.set_methods(std::set<std::string>{health}, /*pending=*/true);
+  EXPECT_EQ(ReasonOf(Submit(typo).status()), "CATALOG_PENDING");
+  typo.set_target_method(health);
+  FillPayloadHash(&typo);
+  EXPECT_EQ(ReasonOf(Submit(typo).status()), "RESERVED_METHOD");
+  EXPECT_EQ(upstream_.forwards(), 1u);
+  EXPECT_EQ(StateOf("pay-1"), v1::RECORD_NOT_SEEN);
 }
 
 // Without a catalog (no reflection), the business's UNIMPLEMENTED is a refusal: nothing

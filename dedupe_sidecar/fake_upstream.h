@@ -82,15 +82,18 @@ class FakeUpstream : public Upstream {
   }
 
   void set_next_reply(ForwardReply reply) { absl::MutexLock l(&mu_); next_reply_ = reply; }
-  // What Implements answers: nullopt (unknown, the default) or this set.
-  void set_methods(std::optional<std::set<std::string>> methods) {
+  // What Knows answers: kCannotTell (no catalog, the default), or from this set: served,
+  // else not served (or, while `pending`, not known yet).
+  void set_methods(std::optional<std::set<std::string>> methods, bool pending = false) {
     absl::MutexLock l(&mu_);
     methods_ = std::move(methods);
+    pending_ = pending;
   }
-  std::optional<bool> Implements(const std::string& method) override {
+  MethodKnown Knows(const std::string& method) override {
     absl::MutexLock l(&mu_);
-    if (!methods_.has_value()) return std::nullopt;
-    return methods_->count(method) > 0;
+    if (!methods_.has_value()) return MethodKnown::kCannotTell;
+    if (methods_->count(method) > 0) return MethodKnown::kServed;
+    return pending_ ? MethodKnown::kNotYetKnown : MethodKnown::kNotServed;
   }
   void set_hold(bool hold) { absl::MutexLock l(&mu_); hold_ = hold; }
   void set_reachable(bool r) { absl::MutexLock l(&mu_); reachable_ = r; }
@@ -127,6 +130,7 @@ class FakeUpstream : public Upstream {
   absl::Mutex mu_;
   std::vector<ForwardCall> calls_ ABSL_GUARDED_BY(mu_);
   std::optional<std::set<std::string>> methods_ ABSL_GUARDED_BY(mu_);
+  bool pending_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> queried_ ABSL_GUARDED_BY(mu_);
   std::deque<std::function<void(ForwardReply)>> held_ ABSL_GUARDED_BY(mu_);
   ForwardReply next_reply_ ABSL_GUARDED_BY(mu_) = Ok("ok");

@@ -83,7 +83,7 @@ bool ProvesNotApplied(const grpc::Status& status,
 }  // namespace
 
 GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Clock& clock,
-                           int max_message_bytes, int batch_calls)
+                           int max_message_bytes, int batch_calls, int64_t catalog_timeout_ms)
     : clock_(clock),
       // gRPC's own retries would re-send a mutation; the sidecar decides retries.
       channel_(NewChannel(address, tls, max_message_bytes)),
@@ -91,7 +91,8 @@ GrpcUpstream::GrpcUpstream(const std::string& address, const TlsFiles& tls, Cloc
       outcome_(v1::Outcome::NewStub(channel_)),
       slot_data_(v1::SlotData::NewStub(channel_)),
       forwards_(v1::Forwards::NewStub(channel_)),
-      methods_(channel_, clock) {
+      effects_(v1::Effects::NewStub(channel_)),
+      methods_(channel_, clock, catalog_timeout_ms) {
   if (batch_calls <= 0) return;
   CallBatcherOptions options;
   options.max_calls = batch_calls;
@@ -154,6 +155,18 @@ absl::StatusOr<v1::DropSlotDataResponse> GrpcUpstream::DropSlotData(
       clock_, deadline_ms, request, [this](auto* context, const auto& r, auto* out) {
         return slot_data_->DropSlotData(context, r, out);
       });
+}
+
+absl::StatusOr<v1::ListEffectsResponse> GrpcUpstream::ListEffects(
+    const std::string& tenant, const v1::ListEffectsRequest& request, int64_t deadline_ms) {
+  grpc::ClientContext context;
+  context.set_deadline(WallDeadline(clock_, deadline_ms));
+  // The business shows the effects of the tenant the sidecar names, and only those.
+  context.AddMetadata(kTenantHeader, tenant);
+  v1::ListEffectsResponse response;
+  grpc::Status status = effects_->ListEffects(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, &context);
+  return response;
 }
 
 ForwardReply GrpcUpstream::Classify(

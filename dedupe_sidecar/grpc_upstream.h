@@ -39,31 +39,42 @@ class GrpcUpstream : public Upstream {
   // `address` is "host:port" or "unix:/path".
   static constexpr int64_t kBatchRecheckMs = 60'000;
 
+  // `catalog_timeout_ms`: the longest each call of a read of the business's catalog may
+  // take (MethodCatalog); the read runs on a thread of its own.
   GrpcUpstream(const std::string& address, const TlsFiles& tls, Clock& clock,
-               int max_message_bytes, int batch_calls = 0);
+               int max_message_bytes, int batch_calls = 0,
+               int64_t catalog_timeout_ms = MethodCatalog::kRefreshTimeoutMs);
   ~GrpcUpstream() override;  // Close()s
 
   // Cancels the calls in flight and waits until each one's callback has run and its state
   // (which owns a reference to the channel) is gone; later forwards are answered at once
   // as not applied. A server shutting down calls it before its store closes, so that a
   // late answer still finds the store, and no channel reference outlives the upstream on
-  // one of gRPC's threads (common/call_tracker.h).
-  void Close() { calls_.CloseAndWait(); }
+  // one of gRPC's threads (common/call_tracker.h). The catalog's reads end too.
+  void Close() {
+    methods_.Stop();
+    calls_.CloseAndWait();
+  }
+  // Waits (at most `limit`) until the read of the business's catalog that is due or under
+  // way has ended: a server's start calls it so that its first commands find the catalog.
+  // Never on a callback thread.
+  bool AwaitCatalog(absl::Duration limit) { return methods_.AwaitSettled(limit); }
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override;
   void QueryOutcome(const std::string& tenant, const std::string& command_id,
                     int64_t deadline_ms,
                     std::function<void(absl::StatusOr<v1::QueryOutcomeResponse>)> done) override;
   bool Reachable() override;
-  std::optional<bool> Implements(const std::string& method) override {
-    return methods_.Implements(method);
-  }
+  MethodKnown Knows(const std::string& method) override { return methods_.Knows(method); }
   absl::StatusOr<v1::ExportSlotDataResponse> ExportSlotData(
       const v1::ExportSlotDataRequest& request, int64_t deadline_ms) override;
   absl::StatusOr<v1::ImportSlotDataResponse> ImportSlotData(
       const v1::ImportSlotDataRequest& request, int64_t deadline_ms) override;
   absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request,
                                                         int64_t deadline_ms) override;
+  absl::StatusOr<v1::ListEffectsResponse> ListEffects(const std::string& tenant,
+                                                      const v1::ListEffectsRequest& request,
+                                                      int64_t deadline_ms) override;
 
   // Forwards sent inside ForwardBatch calls so far.
   uint64_t forwards_batched() const { return forwards_batched_.load(std::memory_order_relaxed); }
@@ -90,6 +101,7 @@ class GrpcUpstream : public Upstream {
   std::unique_ptr<v1::Outcome::Stub> outcome_;
   std::unique_ptr<v1::SlotData::Stub> slot_data_;
   std::unique_ptr<v1::Forwards::Stub> forwards_;
+  std::unique_ptr<v1::Effects::Stub> effects_;
   MethodCatalog methods_;
   // No batches before this time: the business said it serves none.
   std::atomic<int64_t> no_batches_until_ms_{0};

@@ -95,6 +95,21 @@ absl::StatusOr<Policy> Policy::Parse(const std::string& text) {
 PolicyDecision Policy::Check(const std::string& tenant, const std::string& workload,
                              const std::string& actor, const std::string& method,
                              int64_t credential_epoch) const {
+  if (PolicyDecision acting = CheckActing(tenant, workload, actor, credential_epoch);
+      !acting.allowed) {
+    return acting;
+  }
+  if (allow_all_) return PolicyDecision{};
+  for (const Allow& a : allows_) {
+    if (a.tenant == tenant && Matches(a.actor, actor) && Matches(a.method, method)) {
+      return PolicyDecision{};
+    }
+  }
+  return PolicyDecision{false, "POLICY_DENIED"};
+}
+
+PolicyDecision Policy::CheckActing(const std::string& tenant, const std::string& workload,
+                                   const std::string& actor, int64_t credential_epoch) const {
   for (const Revoke& r : revokes_) {
     if (r.tenant == tenant && (Matches(r.actor, actor) || Matches(r.actor, workload)) &&
         (r.below_epoch == 0 || credential_epoch < r.below_epoch)) {
@@ -112,12 +127,7 @@ PolicyDecision Policy::Check(const std::string& tenant, const std::string& workl
     }
     if (!may_act) return PolicyDecision{false, "ACTOR_NOT_PERMITTED"};
   }
-  for (const Allow& a : allows_) {
-    if (a.tenant == tenant && Matches(a.actor, actor) && Matches(a.method, method)) {
-      return PolicyDecision{};
-    }
-  }
-  return PolicyDecision{false, "POLICY_DENIED"};
+  return PolicyDecision{};
 }
 
 bool Policy::IsReadOnly(const std::string& method) const { return read_only_.contains(method); }
@@ -191,6 +201,11 @@ PolicyDecision PolicyStore::Check(const std::string& tenant, const std::string& 
                                   const std::string& actor, const std::string& method,
                                   int64_t credential_epoch) {
   return std::atomic_load(&policy_)->Check(tenant, workload, actor, method, credential_epoch);
+}
+
+PolicyDecision PolicyStore::CheckActing(const std::string& tenant, const std::string& workload,
+                                        const std::string& actor, int64_t credential_epoch) {
+  return std::atomic_load(&policy_)->CheckActing(tenant, workload, actor, credential_epoch);
 }
 
 bool PolicyStore::IsReadOnly(const std::string& method) {

@@ -14,8 +14,9 @@
 //                                               revoked (all, or those whose certificate
 //                                               carries an epoch below N)
 //   operator <tenant> <name|*>                  may use SidecarAdmin (parked outcomes, the
-//                                               audit log) and the effect and outcome
-//                                               calls through the sidecar, for the tenant
+//                                               audit log, the business's effects and
+//                                               outcomes) and Reconcile any key, for the
+//                                               tenant
 //   platform <tenant> <name>                    an operator of that tenant who may change
 //                                               the slot map (AdoptSlotMap): it moves every
 //                                               tenant's slots, so no tenant operator may
@@ -73,6 +74,10 @@ class Policy {
   PolicyDecision Check(const std::string& tenant, const std::string& workload,
                        const std::string& actor, const std::string& method,
                        int64_t credential_epoch) const;
+  // Check without the method: no revocation matches and the workload may act for the
+  // actor (a lookup that names no method: a Reconcile of a key nothing holds).
+  PolicyDecision CheckActing(const std::string& tenant, const std::string& workload,
+                             const std::string& actor, int64_t credential_epoch) const;
   // Listed `readonly`: safe to forward without an idempotency key.
   bool IsReadOnly(const std::string& method) const;
   // Whether `name` (a proven operator identity) may operate for `tenant`. Without a
@@ -110,6 +115,8 @@ class PolicyStore {
   PolicyDecision Check(const std::string& tenant, const std::string& workload,
                        const std::string& actor, const std::string& method,
                        int64_t credential_epoch);
+  PolicyDecision CheckActing(const std::string& tenant, const std::string& workload,
+                             const std::string& actor, int64_t credential_epoch);
   bool IsReadOnly(const std::string& method);
   bool IsOperator(const std::string& tenant, const std::string& name);
   bool IsPlatformOperator(const std::string& tenant, const std::string& name);

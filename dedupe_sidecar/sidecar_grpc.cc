@@ -1,5 +1,6 @@
 #include "dedupe_sidecar/sidecar_grpc.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -152,6 +153,12 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
     }
     absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
     if (!caller.ok()) return FinishUnary<v1::ReconcileResponse>(context, caller.status(), response);
+    // A lookup reads the store and is audited: it takes a place as a Submit does, so that a
+    // flood of them is capped like one of commands. Held until it is answered, at once.
+    absl::StatusOr<Admission::Ticket> admitted = admission_.Admit(caller->tenant);
+    if (!admitted.ok()) {
+      return FinishUnary<v1::ReconcileResponse>(context, admitted.status(), response);
+    }
     return FinishUnary(context, deduper_.Reconcile(*caller, *request), response);
   }
 
@@ -186,12 +193,62 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
   const size_t max_message_bytes_;
 };
 
+// The longest an operator's read of the business (its effects, an outcome) may take.
+constexpr int64_t kOperatorReadMs = 10'000;
+
 class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
  public:
   SidecarAdminImpl(Deduper& deduper, RecordStore& records, AuditLog& audit, Clock& clock,
-                   WorkPool& pool, Upstream* business)
-      : deduper_(deduper), records_(records), audit_(audit), clock_(clock), pool_(pool) {
+                   WorkPool& pool, Upstream& upstream, Upstream* business)
+      : deduper_(deduper),
+        records_(records),
+        audit_(audit),
+        clock_(clock),
+        pool_(pool),
+        upstream_(upstream) {
     if (business != nullptr) business_.emplace(BusinessSlots{*business, clock});
+  }
+
+  grpc::ServerUnaryReactor* ListEffects(grpc::CallbackServerContext* context,
+                                        const v1::ListEffectsRequest* request,
+                                        v1::ListEffectsResponse* response) override {
+    absl::StatusOr<Caller> caller = OperatorOf(context);
+    if (!caller.ok()) {
+      return FinishUnary<v1::ListEffectsResponse>(context, caller.status(), response);
+    }
+    // A blocking call to the business: on the work pool, not on a gRPC thread.
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    bool posted = pool_.Post([this, context, request, response, reactor,
+                              tenant = caller->tenant, deadline_ms = ReadDeadline(*caller)] {
+      absl::StatusOr<v1::ListEffectsResponse> listed =
+          upstream_.ListEffects(tenant, *request, deadline_ms);
+      if (listed.ok()) *response = std::move(*listed);
+      reactor->Finish(ToGrpcStatus(listed.status(), context));
+    });
+    if (!posted) reactor->Finish(ToGrpcStatus(PoolFull("effect listings"), context));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* QueryOutcome(grpc::CallbackServerContext* context,
+                                         const v1::QueryOutcomeRequest* request,
+                                         v1::QueryOutcomeResponse* response) override {
+    absl::StatusOr<Caller> caller = OperatorOf(context);
+    if (caller.ok() && (request->command_id().empty() ||
+                        request->command_id().size() > CommandLimits().max_command_id_bytes)) {
+      caller = Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                     "command_id: 1..128 bytes");
+    }
+    if (!caller.ok()) {
+      return FinishUnary<v1::QueryOutcomeResponse>(context, caller.status(), response);
+    }
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    upstream_.QueryOutcome(caller->tenant, request->command_id(), ReadDeadline(*caller),
+                           [context, reactor, response](
+                               absl::StatusOr<v1::QueryOutcomeResponse> outcome) {
+                             if (outcome.ok()) *response = std::move(*outcome);
+                             reactor->Finish(ToGrpcStatus(outcome.status(), context));
+                           });
+    return reactor;
   }
 
   grpc::ServerUnaryReactor* ListParked(grpc::CallbackServerContext* context,
@@ -306,6 +363,21 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   }
 
  private:
+  // The caller, if it is an operator the policy names for its tenant.
+  absl::StatusOr<Caller> OperatorOf(grpc::CallbackServerContext* context) {
+    absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
+    if (!caller.ok()) return caller;
+    EONCE_RETURN_IF_ERROR(deduper_.RequireOperator(*caller));
+    return caller;
+  }
+
+  // An operator's read of the business ends by the caller's deadline, and within
+  // kOperatorReadMs.
+  int64_t ReadDeadline(const Caller& caller) {
+    const int64_t bound = clock_.NowMs() + kOperatorReadMs;
+    return caller.deadline_ms > 0 ? std::min(caller.deadline_ms, bound) : bound;
+  }
+
   // Moves `result` into `*out`; its status.
   template <typename Response>
   static absl::Status Into(absl::StatusOr<Response> result, Response* out) {
@@ -349,6 +421,7 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   AuditLog& audit_;
   Clock& clock_;
   WorkPool& pool_;
+  Upstream& upstream_;  // the business, for the operator's reads of it
   std::optional<BusinessSlots> business_;
 };
 
@@ -366,8 +439,9 @@ std::unique_ptr<v1::Sidecar::CallbackService> NewSidecarService(Deduper& deduper
 
 std::unique_ptr<v1::SidecarAdmin::CallbackService> NewSidecarAdminService(
     Deduper& deduper, RecordStore& records, AuditLog& audit, Clock& clock, WorkPool& pool,
-    Upstream* business) {
-  return std::make_unique<SidecarAdminImpl>(deduper, records, audit, clock, pool, business);
+    Upstream& upstream, Upstream* business) {
+  return std::make_unique<SidecarAdminImpl>(deduper, records, audit, clock, pool, upstream,
+                                            business);
 }
 
 }  // namespace eonce

@@ -26,12 +26,13 @@ std::unique_ptr<v1::Sidecar::CallbackService> NewSidecarService(Deduper& deduper
                                                                 bool identity_from_headers,
                                                                 int max_message_bytes);
 
-// The operator's calls: parked records, their resolution, the audit log, and a sharded
-// sidecar's slot map and slot moves. Long scans run on `pool`.
+// The operator's calls: parked records, their resolution, the audit log, the business's
+// effects and outcomes (read from `upstream`, for the operator's tenant), and a sharded
+// sidecar's slot map and slot moves. Long scans and blocking reads run on `pool`.
 // `business`: where a move's business rows go (null: the business's data stays).
 std::unique_ptr<v1::SidecarAdmin::CallbackService> NewSidecarAdminService(
     Deduper& deduper, RecordStore& records, AuditLog& audit, Clock& clock, WorkPool& pool,
-    Upstream* business = nullptr);
+    Upstream& upstream, Upstream* business = nullptr);
 
 }  // namespace eonce
 

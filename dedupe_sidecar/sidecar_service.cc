@@ -95,6 +95,10 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
         options.upstream_address, local_socket ? TlsFiles() : options.tls, clock,
         options.max_message_bytes, options.forward_batch_calls);
     upstream = s->owned_upstream_.get();
+    // The business's methods, read before the first command comes, so that it is checked
+    // rather than told to come back. Bounded: a business that is down or slow is read in
+    // the background, and commands meanwhile are answered CATALOG_PENDING.
+    s->owned_upstream_->AwaitCatalog(absl::Seconds(2));
   }
   // For the operator's long scans (audit queries and verification) only: a Submit runs on
   // gRPC's threads, and the business's answers are handled where they arrive.
@@ -117,7 +121,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   s->sidecar_service_ = NewSidecarService(*s->deduper_, clock, s->draining_, *s->admission_,
                                           !options.tls.enabled(), options.max_message_bytes);
   s->admin_service_ = NewSidecarAdminService(*s->deduper_, *s->records_, *s->audit_, clock,
-                                             *s->pool_,
+                                             *s->pool_, *upstream,
                                              options.move_business_data ? upstream : nullptr);
   s->transparent_service_ = std::make_unique<TransparentService>(
       *s->deduper_, *upstream, *s->policy_, clock, options.refuse_unkeyed_mutations,

@@ -2,10 +2,11 @@
 // SidecarServer, which owns the store, the audit log, the policy, the upstream channel
 // and the Deduper and tears them down in order.
 //
-// Transparent mode: any other unary method sent to the sidecar is forwarded to the same
-// method upstream. With an `idempotency-key` header it goes through the Deduper like a
-// Submit; without one it is passed through, unless the policy lists the method as
-// mutating and `refuse_unkeyed_mutations` is set (the default), when it is refused with
+// Transparent mode: any other unary method sent to the sidecar that the business's own
+// catalog lists (never one of eonce's or gRPC's services) is forwarded to the same method
+// upstream (transparent_service.h). With an `idempotency-key` header it goes through the
+// Deduper like a Submit; without one it is passed through only to a method the policy
+// lists readonly while `refuse_unkeyed_mutations` is set (the default), else refused with
 // FAILED_PRECONDITION.
 #ifndef EONCE_DEDUPE_SIDECAR_SIDECAR_SERVICE_H_
 #define EONCE_DEDUPE_SIDECAR_SIDECAR_SERVICE_H_
@@ -124,6 +125,12 @@ class SidecarServer {
   // Null unless sharded.
   ShardGate* shards() { return shards_.get(); }
   RocksStore& rocks() { return *rocks_; }
+
+  // Waits (at most `limit`) until the business's catalog of methods is not being read
+  // (GrpcUpstream::AwaitCatalog); true at once when the options handed in the upstream.
+  bool AwaitCatalog(absl::Duration limit) {
+    return owned_upstream_ == nullptr || owned_upstream_->AwaitCatalog(limit);
+  }
 
   // Drains: readiness goes false, new calls get UNAVAILABLE, in-flight calls get up to
   // `drain_ms`, then the audit log and the store are flushed and closed.

@@ -6,6 +6,8 @@
 //   sidecarctl ... verify                       checks the audit hash chain; exit 1 if broken
 //   sidecarctl ... parked
 //   sidecarctl ... resolve --key=KEY (--applied | --not_applied) --note="why"
+//   sidecarctl ... effects [--after=SEQ]        the business's effects of the tenant
+//   sidecarctl ... outcome --command_id=ID      what the business's inbox holds for it
 #include <chrono>
 #include <iostream>
 
@@ -30,6 +32,7 @@ ABSL_FLAG(std::string, key, "", "an idempotency key");
 ABSL_FLAG(bool, applied, false, "resolve: the business did apply the command");
 ABSL_FLAG(bool, not_applied, false, "resolve: the business did not apply it; free the key");
 ABSL_FLAG(std::string, note, "", "resolve: why, kept in the audit log");
+ABSL_FLAG(uint64_t, after, 0, "effects: start after this sequence number");
 
 namespace {
 
@@ -54,7 +57,8 @@ int Fail(const grpc::Status& status) {
 int main(int argc, char** argv) {
   std::vector<char*> args = eonce::ParseFlags(
       argc, argv,
-      {"sidecarctl --sidecar=ADDR --tenant=T info|slots|reconcile|audit|verify|parked|resolve"});
+      {"sidecarctl --sidecar=ADDR --tenant=T "
+       "info|slots|reconcile|audit|verify|parked|resolve|effects|outcome"});
   if (args.size() < 2 || absl::GetFlag(FLAGS_tenant).empty()) {
     std::cerr << absl::ProgramUsageMessage() << "\n";
     return 2;
@@ -173,6 +177,39 @@ int main(int argc, char** argv) {
     grpc::Status status = admin->ResolveParked(context.get(), request, &response);
     if (!status.ok()) return Fail(status);
     std::cout << "resolved: " << eonce::v1::RecordState_Name(response.state()) << "\n";
+    return 0;
+  }
+  if (verb == "effects") {
+    // One page of at most 10,000; --after= the last sequence number shown for the next.
+    eonce::v1::ListEffectsRequest request;
+    request.set_after_seq(absl::GetFlag(FLAGS_after));
+    request.set_limit(10'000);
+    eonce::v1::ListEffectsResponse response;
+    auto context = Context();
+    grpc::Status status = admin->ListEffects(context.get(), request, &response);
+    if (!status.ok()) return Fail(status);
+    for (const auto& e : response.effects()) {
+      std::cout << e.seq() << " " << (e.command_id().empty() ? "-" : e.command_id()) << " "
+                << e.entity() << " " << e.method() << " amount=" << e.amount()
+                << " revision=" << e.revision() << "\n";
+    }
+    std::cout << "last_seq " << response.last_seq() << "\n";
+    return 0;
+  }
+  if (verb == "outcome") {
+    if (id.empty()) {
+      std::cerr << "sidecarctl: outcome needs --command_id\n";
+      return 2;
+    }
+    eonce::v1::QueryOutcomeRequest request;
+    request.set_command_id(id);
+    eonce::v1::QueryOutcomeResponse response;
+    auto context = Context();
+    grpc::Status status = admin->QueryOutcome(context.get(), request, &response);
+    if (!status.ok()) return Fail(status);
+    std::cout << (response.applied() ? "applied" : "not applied")
+              << " result_code=" << response.result().code()
+              << " applied_at_ms=" << response.applied_at_ms() << "\n";
     return 0;
   }
   std::cerr << "sidecarctl: unknown command " << verb << "\n";

@@ -4,7 +4,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
@@ -55,6 +54,10 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
       for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
     }
     const std::string method = context_->method();
+    if (absl::Status forwardable = Forwardable(method); !forwardable.ok()) {
+      Finish(ToGrpcStatus(forwardable, context_));
+      return;
+    }
     const std::string key = RequestMetadata(*context_, kTransparentKeyHeader);
     if (key.empty()) {
       // Fails closed: without a key, only a method the policy lists readonly goes on.
@@ -124,25 +127,6 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
                           context_));
       return;
     }
-    // The business's outbox and its data by slot are eonce's alone: no caller reaches
-    // them through the sidecar (an AckFollowUps would lose credits in flight).
-    if (absl::StartsWith(method, "/eonce.v1.FollowUps/") ||
-        absl::StartsWith(method, "/eonce.v1.SlotData/")) {
-      deduper_.CountDenied();
-      Finish(ToGrpcStatus(Error(absl::StatusCode::kPermissionDenied, "RESERVED_METHOD",
-                                absl::StrCat(method.substr(0, 256),
-                                             " is eonce's own call, not forwarded")),
-                          context_));
-      return;
-    }
-    // The business's own ledger and outcomes are an operator's business.
-    if (absl::StartsWith(method, "/eonce.v1.Effects/") ||
-        absl::StartsWith(method, "/eonce.v1.Outcome/")) {
-      if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) {
-        Finish(ToGrpcStatus(allowed, context_));
-        return;
-      }
-    }
     // The same policy as for commands: a read is a call like any other.
     const std::string& actor = EffectiveActor(caller->workload, caller->actor);
     PolicyDecision decision =
@@ -174,6 +158,33 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
             context_));
       }
     });
+  }
+
+  // Only the business's own methods go on, as the catalog it serves by reflection lists
+  // them (an allowlist: a service added to the business tomorrow is not reachable through
+  // the sidecar unless it is the business's own). eonce's services (the business's
+  // outbox, data by slot, batched forwards, effects, outcomes) and gRPC's (health,
+  // reflection) are refused whatever the catalog says: an operator reads effects and
+  // outcomes through SidecarAdmin.
+  absl::Status Forwardable(const std::string& method) {
+    if (IsReservedMethod(method)) {
+      deduper_.CountDenied();
+      return CommandMethodRefusal(MethodKnown::kCannotTell, method);  // RESERVED_METHOD
+    }
+    const MethodKnown known = upstream_.Knows(method);
+    switch (known) {
+      case MethodKnown::kServed:
+        return absl::OkStatus();
+      case MethodKnown::kNotYetKnown:
+        return CommandMethodRefusal(known, method);  // UNAVAILABLE: come back
+      case MethodKnown::kNotServed:
+      case MethodKnown::kCannotTell:
+        break;
+    }
+    return Error(absl::StatusCode::kUnimplemented, "UNKNOWN_METHOD",
+                 absl::StrCat(absl::string_view(method).substr(0, 256),
+                              " is not a method the business's catalog (server reflection) "
+                              "lists; transparent mode forwards only those"));
   }
 
   // Takes a place for this call (kept until the reactor is done), or answers the refusal.

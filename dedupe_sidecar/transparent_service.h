@@ -1,7 +1,12 @@
 // Transparent mode: a caller without an agent calls the business method on the sidecar
-// itself. With an idempotency-key header the call is a command (the Deduper's contract);
-// without one it goes on only to a method the policy lists readonly, checked against the
-// caller's identity and the policy like any other call. Every call is admitted first.
+// itself. Only the business's own methods, as its reflected catalog lists them, are taken
+// (an allowlist): eonce's services (eonce.v1.*) and gRPC's (grpc.*: health, reflection)
+// are refused with PERMISSION_DENIED (RESERVED_METHOD) whatever the catalog says, a method
+// the catalog does not list with UNIMPLEMENTED (UNKNOWN_METHOD), and while the catalog is
+// not known yet with UNAVAILABLE (CATALOG_PENDING). With an idempotency-key header the
+// call is a command (the Deduper's contract); without one it goes on only to a method the
+// policy lists readonly, checked against the caller's identity and the policy like any
+// other call. Every call is admitted first.
 #ifndef EONCE_DEDUPE_SIDECAR_TRANSPARENT_SERVICE_H_
 #define EONCE_DEDUPE_SIDECAR_TRANSPARENT_SERVICE_H_
 

@@ -2,6 +2,10 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
 namespace eonce {
 namespace {
 
@@ -38,7 +42,44 @@ ForwardReply::Kind KindFromProto(v1::ForwardOutcome::Kind kind) {
   }
 }
 
+// How soon a command for a method not yet known may come back: the catalog is read again
+// in the background, in a few milliseconds once the business serves.
+constexpr int64_t kCatalogRetryMs = 200;
+
 }  // namespace
+
+bool IsReservedMethod(absl::string_view method) {
+  return absl::StartsWith(method, "/eonce.v1.") || absl::StartsWith(method, "/eonce.internal.") ||
+         absl::StartsWith(method, "/grpc.");
+}
+
+absl::Status CommandMethodRefusal(MethodKnown known, const std::string& method) {
+  const absl::string_view shown = absl::string_view(method).substr(0, 256);
+  if (IsReservedMethod(method)) {
+    return Error(absl::StatusCode::kPermissionDenied, "RESERVED_METHOD",
+                 absl::StrCat(shown, " is eonce's or gRPC's own call, never a caller's: not "
+                                     "forwarded, nothing was written"));
+  }
+  switch (known) {
+    case MethodKnown::kServed:
+    case MethodKnown::kCannotTell:
+      return absl::OkStatus();
+    case MethodKnown::kNotServed:
+      return WithErrorMetadata(
+          Error(absl::StatusCode::kInvalidArgument, "UNKNOWN_METHOD",
+                absl::StrCat("target_method: the business service does not implement ", shown,
+                             "; nothing was written")),
+          "method", std::string(shown));
+    case MethodKnown::kNotYetKnown:
+      break;
+  }
+  return WithRetryAfter(
+      Error(absl::StatusCode::kUnavailable, "CATALOG_PENDING",
+            absl::StrCat("the business's methods are not known yet (it is not serving, or "
+                         "its catalog is being read again), so ",
+                         shown, " cannot be checked; nothing was written")),
+      kCatalogRetryMs);
+}
 
 v1::ForwardedCall ForwardedCallOf(const ForwardCall& call) {
   v1::ForwardedCall out;

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "eonce/v1/command.pb.h"
 #include "eonce/v1/outcome.pb.h"
 
@@ -75,6 +76,27 @@ struct ForwardReply {
 // it (services/inbox's ServiceHost). A forward as one of its items and back; the deadline
 // and the caller's call do not travel with an item (the batch call has one deadline).
 inline constexpr char kForwardBatchMethod[] = "/eonce.v1.Forwards/ForwardBatch";
+
+// What is known at once, without asking the business, of whether it serves a method.
+enum class MethodKnown {
+  kServed,       // its catalog, read while it was serving, lists the method
+  kNotServed,    // a fresh catalog of the serving business does not list it
+  // Not known yet: no catalog was read from the serving business (it is starting, or not
+  // serving, or unreachable), or the catalog may be old and is being read again. Retry.
+  kNotYetKnown,
+  kCannotTell,   // the business lists no methods (no reflection): forward and see
+};
+
+// eonce's own services and gRPC's standard ones (health, reflection), which a business
+// serves to the sidecar and to its operators: never a command's or a caller's method,
+// whatever the business's catalog lists.
+bool IsReservedMethod(absl::string_view method);
+
+// What a command for `method` gets before anything is written, given what is known of it:
+// OK to go on (served, or forward and see); PERMISSION_DENIED RESERVED_METHOD;
+// INVALID_ARGUMENT UNKNOWN_METHOD (with the method in the error's metadata); UNAVAILABLE
+// CATALOG_PENDING with a retry hint.
+absl::Status CommandMethodRefusal(MethodKnown known, const std::string& method);
 v1::ForwardedCall ForwardedCallOf(const ForwardCall& call);
 ForwardCall ForwardCallOf(const v1::ForwardedCall& call);
 v1::ForwardOutcome ForwardOutcomeOf(ForwardReply reply);
@@ -93,10 +115,11 @@ class Upstream {
   // False when the business is known to be unreachable right now, so that a first-seen
   // command is refused before anything is written.
   virtual bool Reachable() = 0;
-  // Whether the business implements `method`, when that can be known (the real one asks
-  // the business by server reflection); a command for a method it lacks is refused
-  // before anything is written. nullopt: unknown, forward and see.
-  virtual std::optional<bool> Implements(const std::string& /*method*/) { return std::nullopt; }
+  // What is known of whether the business serves `method` (the real one asks the business
+  // by server reflection, in the background); answers at once, on any thread. A command
+  // for a method it does not serve is refused before anything is written
+  // (CommandMethodRefusal); transparent mode forwards only a method it serves.
+  virtual MethodKnown Knows(const std::string& /*method*/) { return MethodKnown::kCannotTell; }
   // The business's data by slot (eonce.v1.SlotData), for a slot move; blocking, bounded
   // by `deadline_ms`. UNIMPLEMENTED: the business keeps no data the sidecar moves (it is
   // not built on services/inbox, or it is shared by every shard).
@@ -111,6 +134,13 @@ class Upstream {
   virtual absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(
       const v1::DropSlotDataRequest& /*request*/, int64_t /*deadline_ms*/) {
     return absl::UnimplementedError("the business keeps no slot data");
+  }
+  // The business's effects of `tenant` (eonce.v1.Effects), for an operator; blocking,
+  // bounded by `deadline_ms`. UNIMPLEMENTED: the business keeps no effect ledger.
+  virtual absl::StatusOr<v1::ListEffectsResponse> ListEffects(
+      const std::string& /*tenant*/, const v1::ListEffectsRequest& /*request*/,
+      int64_t /*deadline_ms*/) {
+    return absl::UnimplementedError("the business keeps no effect ledger");
   }
 };
 

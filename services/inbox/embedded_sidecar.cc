@@ -11,7 +11,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedSidecar>> EmbeddedSidecar::Start(
   }
   std::unique_ptr<EmbeddedSidecar> embedded(new EmbeddedSidecar());
   embedded->listen_address_ = options.listen_address;
-  embedded->upstream_ = std::make_unique<InboxUpstream>(inbox, std::move(handlers));
+  embedded->upstream_ = std::make_unique<InboxUpstream>(inbox, std::move(handlers), clock);
   SidecarServerOptions sidecar;
   sidecar.listen_address = options.listen_address;
   sidecar.data_dir = options.data_dir;

@@ -23,6 +23,17 @@ CallIdentity InboxUpstream::IdentityOf(const ForwardCall& call) {
 
 void InboxUpstream::Forward(ForwardCall call, std::function<void(ForwardReply)> done) {
   ForwardReply reply;
+  // A call whose caller has stopped waiting is not started: over gRPC the business never
+  // sees a call past its deadline, and nothing of it is applied, which the reply can say
+  // for certain here (0: no deadline, as for the items of a ForwardBatch).
+  if (call.deadline_ms > 0 && clock_.NowMs() >= call.deadline_ms) {
+    reply.kind = ForwardReply::Kind::kNotApplied;
+    reply.result.set_code(static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+    reply.result.set_message("the call's deadline passed before it started; nothing was applied");
+    reply.detail = absl::StrCat("DEADLINE_EXCEEDED: ", reply.result.message());
+    done(std::move(reply));
+    return;
+  }
   auto handler = handlers_.find(call.method);
   if (handler == handlers_.end()) {
     // As gRPC's UNIMPLEMENTED: turned away before anything ran.
@@ -114,6 +125,12 @@ absl::StatusOr<v1::ExportSlotDataResponse> InboxUpstream::ExportSlotData(
 absl::StatusOr<v1::ImportSlotDataResponse> InboxUpstream::ImportSlotData(
     const v1::ImportSlotDataRequest& request, int64_t /*deadline_ms*/) {
   return inbox_.ImportSlotData(request);
+}
+
+absl::StatusOr<v1::ListEffectsResponse> InboxUpstream::ListEffects(
+    const std::string& tenant, const v1::ListEffectsRequest& request, int64_t /*deadline_ms*/) {
+  // As over gRPC: the tenant the sidecar names sees its own effects only.
+  return inbox_.ListEffects(request.after_seq(), request.limit(), tenant);
 }
 
 absl::StatusOr<v1::DropSlotDataResponse> InboxUpstream::DropSlotData(

@@ -9,7 +9,9 @@
 // (ForwardCall::alone) may sync a quiet store on its own thread, as a unary mutation over
 // gRPC does (RunMutation). A key the inbox refuses is a conflict; QueryOutcome is the
 // inbox's. A crash takes the sidecar and the business down together, and recovery is the
-// same as for two processes: the business's inbox holds what was applied.
+// same as for two processes: the business's inbox holds what was applied. A forward whose
+// deadline (ForwardCall::deadline_ms, on the sidecar's clock) has passed before it starts
+// is refused with nothing applied, as gRPC refuses a call past its deadline.
 #ifndef EONCE_SERVICES_INBOX_INBOX_UPSTREAM_H_
 #define EONCE_SERVICES_INBOX_INBOX_UPSTREAM_H_
 
@@ -18,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "dedupe_sidecar/upstream.h"
 #include "services/inbox/inbox.h"
 
@@ -31,17 +34,18 @@ class InboxUpstream : public Upstream {
   using Handler = std::function<absl::StatusOr<v1::CallResult>(const CallIdentity& identity,
                                                                const std::string& request)>;
 
-  // `handlers` by full method name ("/eonce.ledger.v1.Ledger/Transfer").
-  InboxUpstream(Inbox& inbox, std::map<std::string, Handler> handlers)
-      : inbox_(inbox), handlers_(std::move(handlers)) {}
+  // `handlers` by full method name ("/eonce.ledger.v1.Ledger/Transfer"). `clock`: the one
+  // the sidecar's deadlines are on (ForwardCall::deadline_ms).
+  InboxUpstream(Inbox& inbox, std::map<std::string, Handler> handlers, Clock& clock)
+      : inbox_(inbox), handlers_(std::move(handlers)), clock_(clock) {}
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override;
   void QueryOutcome(const std::string& tenant, const std::string& command_id,
                     int64_t deadline_ms,
                     std::function<void(absl::StatusOr<v1::QueryOutcomeResponse>)> done) override;
   bool Reachable() override { return true; }
-  std::optional<bool> Implements(const std::string& method) override {
-    return handlers_.count(method) > 0;
+  MethodKnown Knows(const std::string& method) override {
+    return handlers_.count(method) > 0 ? MethodKnown::kServed : MethodKnown::kNotServed;
   }
   absl::StatusOr<v1::ExportSlotDataResponse> ExportSlotData(
       const v1::ExportSlotDataRequest& request, int64_t deadline_ms) override;
@@ -49,6 +53,9 @@ class InboxUpstream : public Upstream {
       const v1::ImportSlotDataRequest& request, int64_t deadline_ms) override;
   absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request,
                                                         int64_t deadline_ms) override;
+  absl::StatusOr<v1::ListEffectsResponse> ListEffects(const std::string& tenant,
+                                                      const v1::ListEffectsRequest& request,
+                                                      int64_t deadline_ms) override;
 
   // The identity the business sees for a forwarded call (what the sidecar's metadata
   // carries over gRPC).
@@ -57,6 +64,7 @@ class InboxUpstream : public Upstream {
  private:
   Inbox& inbox_;
   const std::map<std::string, Handler> handlers_;
+  Clock& clock_;
 };
 
 }  // namespace eonce

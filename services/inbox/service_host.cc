@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   host->collect_ = std::move(hosted.collect);
   if (!hosted.handlers.empty()) {
     host->forward_handlers_ =
-        std::make_unique<InboxUpstream>(*host->inbox_, std::move(hosted.handlers));
+        std::make_unique<InboxUpstream>(*host->inbox_, std::move(hosted.handlers), clock);
     host->forwards_service_ = std::make_unique<ForwardsServiceImpl>(*host->forward_handlers_);
   }
   host->effects_service_ = std::make_unique<EffectsServiceImpl>(*host->inbox_);

@@ -104,6 +104,15 @@ TEST_F(CliTest, OperatorToolsReportWhatHappened) {
   ToolRun other_tenant = Tool("dedupe_sidecar/sidecarctl --sidecar=" + Address(sidecar_->port()) +
                           " --tenant=globex reconcile --command_id=open-alice");
   EXPECT_NE(other_tenant.out.find("RECORD_NOT_SEEN"), std::string::npos) << other_tenant.out;
+  // The business's effects of the tenant, read through SidecarAdmin by an operator only.
+  ToolRun tenant_effects = Tool("dedupe_sidecar/sidecarctl" + sidecar + "effects");
+  EXPECT_EQ(tenant_effects.exit_code, 0) << tenant_effects.out;
+  EXPECT_NE(tenant_effects.out.find(" open-alice account/alice "), std::string::npos)
+      << tenant_effects.out;
+  ToolRun effects_refused = Tool("dedupe_sidecar/sidecarctl --sidecar=" +
+                                 Address(sidecar_->port()) + " --tenant=acme effects");
+  EXPECT_NE(effects_refused.exit_code, 0) << effects_refused.out;
+  EXPECT_NE(effects_refused.out.find("operator"), std::string::npos) << effects_refused.out;
 
   std::string effects = "services/inbox/effectsctl --service=" + Address(ledger_->port());
   ToolRun counts = Tool(effects + " --counts");

@@ -205,7 +205,8 @@ TEST_F(ForwardBatchTest, TheSidecarSendsTheForwardsThatWaitTogether) {
   // and go together.
   GrpcUpstream upstream(address_, TlsFiles(), RealClock::Get(),
                         4 << 20, /*batch_calls=*/1);
-  ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(true));
+  ASSERT_TRUE(upstream.AwaitCatalog(absl::Seconds(10)));
+  ASSERT_EQ(upstream.Knows(kForwardBatchMethod), MethodKnown::kServed);
   std::vector<ForwardCall> calls = OpenAccounts("u", "acct", 40);
   std::vector<ForwardReply> replies = ForwardAll(upstream, calls);
   for (int i = 0; i < 40; ++i) {
@@ -222,7 +223,8 @@ TEST_F(ForwardBatchTest, ABusinessThatServesNoBatchesGetsOneCallPerForward) {
   StartLedger(/*serve_batches=*/false);
   GrpcUpstream upstream(address_, TlsFiles(), RealClock::Get(),
                         4 << 20, /*batch_calls=*/1);
-  ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(false));
+  ASSERT_TRUE(upstream.AwaitCatalog(absl::Seconds(10)));
+  ASSERT_NE(upstream.Knows(kForwardBatchMethod), MethodKnown::kServed);
   std::vector<ForwardCall> calls = OpenAccounts("s", "solo", 10);
   std::vector<ForwardReply> replies = ForwardAll(upstream, calls);
   for (int i = 0; i < 10; ++i) {
@@ -239,7 +241,8 @@ TEST_F(ForwardBatchTest, ABatchTheBusinessNoLongerServesRunsNothingAndSingleCall
   const std::string socket = "unix:" + testing::SocketDir() + "/ledger.sock";
   StartLedger(/*serve_batches=*/true, socket);
   GrpcUpstream upstream(address_, TlsFiles(), RealClock::Get(), 4 << 20, /*batch_calls=*/1);
-  ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(true));
+  ASSERT_TRUE(upstream.AwaitCatalog(absl::Seconds(10)));
+  ASSERT_EQ(upstream.Knows(kForwardBatchMethod), MethodKnown::kServed);
   ledger_.reset();
   StartLedger(/*serve_batches=*/false, socket);
 
@@ -275,7 +278,8 @@ TEST_F(ForwardBatchTest, ABatchPastTheBusinesssMessageLimitGoesOneCallPerForward
   // Forwards of 1.5 MiB each, which the ledger's host (a 4 MiB message limit) takes one by
   // one; a sidecar allowed 10 MiB messages batches up to 5 MiB of them, three, past it.
   GrpcUpstream upstream(address_, TlsFiles(), RealClock::Get(), 10 << 20, /*batch_calls=*/1);
-  ASSERT_EQ(upstream.Implements(kForwardBatchMethod), std::optional<bool>(true));
+  ASSERT_TRUE(upstream.AwaitCatalog(absl::Seconds(10)));
+  ASSERT_EQ(upstream.Knows(kForwardBatchMethod), MethodKnown::kServed);
   std::vector<ForwardCall> calls = OpenAccounts("big", "big", 8);
   for (ForwardCall& call : calls) {
     ledger::v1::OpenAccountRequest request;

@@ -41,7 +41,8 @@ class InProcessTest : public ::testing::TestWithParam<bool> {
     store_ = std::move(*store);
     inbox_ = std::make_unique<Inbox>(*store_, RealClock::Get(), /*legacy_mode=*/GetParam());
     core_ = std::make_unique<LedgerCore>(*store_, *inbox_);
-    upstream_ = std::make_unique<InboxUpstream>(*inbox_, LedgerHandlers(*core_));
+    upstream_ =
+        std::make_unique<InboxUpstream>(*inbox_, LedgerHandlers(*core_), RealClock::Get());
     sidecar_dir_ = testing::FreshDir("sidecar");
     StartSidecar();
     for (const char* id : {"a", "b"}) {

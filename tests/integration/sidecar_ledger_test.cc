@@ -1,8 +1,11 @@
 // The real sidecar in front of the real ledger, over real gRPC on loopback ports, with
 // real RocksDB data directories: through Submit and through transparent mode, with the
 // ledger in its idempotent and its legacy mode.
+#include <chrono>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/command.h"
@@ -12,7 +15,9 @@
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
+#include "absl/synchronization/notification.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "services/ledger/ledger_service.h"
@@ -54,12 +59,10 @@ class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
         "act beta * *\n"
         "allow acme * *\n"
         "allow beta * /eonce.ledger.v1.Ledger/OpenAccount\n"
-        "allow beta * /eonce.v1.Effects/ListEffects\n"
         "revoke acme mallory\n"
         "operator acme oncall\n"
         "operator beta oncall\n"
-        "readonly /eonce.ledger.v1.Ledger/GetAccount\n"
-        "readonly /eonce.v1.Effects/ListEffects\n",
+        "readonly /eonce.ledger.v1.Ledger/GetAccount\n",
         f);
     fclose(f);
     SidecarServerOptions options =
@@ -99,6 +102,17 @@ class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
   absl::StatusOr<v1::SubmitResponse> Submit(const v1::Command& c,
                                             const std::string& tenant = "acme") {
     return testing::SubmitTo(*sidecar_stub_, c, tenant);
+  }
+  // Submit, once more after each read of the business's catalog that its answer says is
+  // under way (CATALOG_PENDING: the catalog was older than a second and is read again),
+  // as the agent's retry would.
+  absl::StatusOr<v1::SubmitResponse> SubmitOnceCatalogRead(const v1::Command& c) {
+    absl::StatusOr<v1::SubmitResponse> answer = Submit(c);
+    for (int i = 0; i < 3 && ReasonOf(answer.status()) == "CATALOG_PENDING"; ++i) {
+      EXPECT_TRUE(sidecar_->AwaitCatalog(absl::Seconds(10)));
+      answer = Submit(c);
+    }
+    return answer;
   }
   static ledger::v1::TransferRequest AToB(int64_t amount) { return testing::AToB(amount); }
 
@@ -245,7 +259,8 @@ TEST_P(SidecarLedgerTest, PassThroughFailsClosed) {
   // A mutation without a key is refused, whoever asks: nothing moves.
   ExpectUnkeyedTransfersRefused(*transparent_);
 
-  // Effects through the sidecar: each tenant sees its own only.
+  // The business's effects, read by an operator through SidecarAdmin: each tenant sees
+  // its own only.
   {
     grpc::ClientContext context;
     context.AddMetadata(kTenantHeader, "beta");
@@ -257,7 +272,7 @@ TEST_P(SidecarLedgerTest, PassThroughFailsClosed) {
     grpc::Status status = transparent_->OpenAccount(&context, open, &account);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
-  auto effects_stub = v1::Effects::NewStub(grpc::CreateChannel(
+  auto effects_stub = v1::SidecarAdmin::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(sidecar_->port()), grpc::InsecureChannelCredentials()));
   {
     // The effect ledger is an operator's business.
@@ -287,6 +302,116 @@ TEST_P(SidecarLedgerTest, PassThroughFailsClosed) {
   auto acme = effects_seen_by("acme");
   EXPECT_EQ(acme.count("beta"), 0u);
   EXPECT_EQ(acme["acme"], 2);  // the two accounts the fixture opened
+
+  // And the business's outcomes: an operator's, within the tenant.
+  auto outcome_of = [&](const std::string& tenant, const std::string& operator_name) {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, tenant);
+    if (!operator_name.empty()) context.AddMetadata(kOperatorHeader, operator_name);
+    v1::QueryOutcomeRequest request;
+    request.set_command_id("open-a");
+    v1::QueryOutcomeResponse response;
+    grpc::Status status = effects_stub->QueryOutcome(&context, request, &response);
+    if (!status.ok()) return ReasonOf(FromGrpcStatus(status, &context));
+    return std::string(response.applied() ? "applied" : "not applied");
+  };
+  EXPECT_EQ(outcome_of("acme", ""), "OPERATOR_REQUIRED");
+  if (legacy_) {
+    EXPECT_EQ(outcome_of("acme", "oncall"), "UNIMPLEMENTED");  // a legacy business keeps none
+  } else {
+    EXPECT_EQ(outcome_of("acme", "oncall"), "applied");
+    EXPECT_EQ(outcome_of("beta", "oncall"), "not applied");  // acme's command, not beta's
+  }
+}
+
+// Transparent mode forwards only the business's own methods, as its reflected catalog
+// lists them. eonce's services (which the business serves to its sidecar and operators)
+// and gRPC's are refused whatever the catalog and the policy say (here every one is
+// listed readonly and allowed), keyed or not, whoever asks; a method the catalog does
+// not list is UNIMPLEMENTED. The business's own methods still go on.
+TEST_P(SidecarLedgerTest, TransparentModeForwardsOnlyTheBusinesssOwnMethods) {
+  const std::vector<std::string> reserved = {
+      "/eonce.v1.Forwards/ForwardBatch",
+      "/eonce.v1.FollowUps/PullFollowUps",
+      "/eonce.v1.FollowUps/AckFollowUps",
+      "/eonce.v1.SlotData/ExportSlotData",
+      "/eonce.v1.SlotData/DropSlotData",
+      "/eonce.v1.Effects/ListEffects",
+      "/eonce.v1.Outcome/QueryOutcome",
+      "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+      "/grpc.testing.TestService/UnaryCall",
+  };
+  std::string policy = "act acme * *\nallow acme * *\noperator acme oncall\n"
+                       "readonly /eonce.ledger.v1.Ledger/GetAccount\n";
+  for (const std::string& method : reserved) policy += "readonly " + method + "\n";
+  const std::string policy_path = testing::FreshDir("open-policy") + "/policy";
+  FILE* f = fopen(policy_path.c_str(), "w");
+  fputs(policy.c_str(), f);
+  fclose(f);
+  SidecarServerOptions options =
+      testing::SidecarOptionsFor(ledger_->port(), testing::FreshDir("allowlist-sidecar"));
+  options.policy_file = policy_path;
+  auto sidecar = SidecarServer::Start(options, RealClock::Get());
+  ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*sidecar)->port()),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  auto call = [&](const std::string& method, bool keyed) {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, "acme");
+    context.AddMetadata(kOperatorHeader, "oncall");  // an operator is refused all the same
+    if (keyed) context.AddMetadata("idempotency-key", "key-of" + method);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::Slice empty("");
+    grpc::ByteBuffer request(&empty, 1);
+    grpc::ByteBuffer response;
+    grpc::Status status;
+    absl::Notification done;
+    generic.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                      [&](grpc::Status s) {
+                        status = std::move(s);
+                        done.Notify();
+                      });
+    done.WaitForNotification();
+    return FromGrpcStatus(status, &context);
+  };
+  for (const std::string& method : reserved) {
+    for (bool keyed : {false, true}) {
+      absl::Status refused = call(method, keyed);
+      EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << method << " " << refused;
+      EXPECT_EQ(ReasonOf(refused), "RESERVED_METHOD") << method << " " << refused;
+    }
+  }
+  EXPECT_EQ((*sidecar)->deduper().stats().forwards.load(), 0);
+
+  // A method the business's catalog does not list (asked again once the catalog is read,
+  // if it was being read).
+  for (const char* method : {"/eonce.ledger.v1.Ledger/Tranfser", "/other.v1.Service/Call"}) {
+    absl::Status unknown = call(method, /*keyed=*/true);
+    for (int i = 0; i < 3 && ReasonOf(unknown) == "CATALOG_PENDING"; ++i) {
+      EXPECT_TRUE((*sidecar)->AwaitCatalog(absl::Seconds(10)));
+      unknown = call(method, /*keyed=*/true);
+    }
+    EXPECT_EQ(unknown.code(), absl::StatusCode::kUnimplemented) << method << " " << unknown;
+    EXPECT_EQ(ReasonOf(unknown), "UNKNOWN_METHOD") << method << " " << unknown;
+  }
+
+  // The business's own methods go on: a read without a key, a transfer with one.
+  auto ledger = ledger::v1::Ledger::NewStub(channel);
+  grpc::ClientContext read_context;
+  read_context.AddMetadata(kTenantHeader, "acme");
+  ledger::v1::GetAccountRequest get;
+  get.set_id("a");
+  ledger::v1::Account account;
+  ASSERT_TRUE(ledger->GetAccount(&read_context, get, &account).ok());
+  EXPECT_EQ(account.balance(), 1000);
+  grpc::ClientContext keyed_context;
+  keyed_context.AddMetadata(kTenantHeader, "acme");
+  keyed_context.AddMetadata("idempotency-key", "allowlisted-transfer");
+  ledger::v1::TransferResponse moved;
+  ASSERT_TRUE(ledger->Transfer(&keyed_context, AToB(10), &moved).ok());
+  EXPECT_EQ(Balance("a"), 990);
+  ASSERT_TRUE((*sidecar)->Shutdown(1000).ok());
 }
 
 // Without a policy file nothing is listed readonly: every unkeyed call is refused, reads
@@ -375,7 +500,7 @@ TEST_P(SidecarLedgerTest, UnimplementedIsRefusedNotStoredAsABusinessAnswer) {
   typo.set_target_method("/eonce.ledger.v1.Ledger/Tranfser");
   typo.set_idempotency_key("pay-5");
   FillPayloadHash(&typo);
-  auto refused = Submit(typo);
+  auto refused = SubmitOnceCatalogRead(typo);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ReasonOf(refused.status()), "UNKNOWN_METHOD");
   EXPECT_NE(refused.status().message().find("Tranfser"), absl::string_view::npos)

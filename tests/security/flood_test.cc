@@ -160,6 +160,10 @@ TEST(FloodTest, OneTenantsFloodIsCappedWhileAnotherTenantsCommandsComplete) {
     EXPECT_EQ(response.result().response(), absl::StrCat("applied:acme-", i));
   }
 
+  // Once the business answers, the flood's places come back.
+  business.ReleaseAll();
+  for (auto& call : flood) call->done.WaitForNotification();
+
   // A refused command left nothing behind.
   for (const std::string& id : refused_ids) {
     grpc::ClientContext context;
@@ -170,10 +174,6 @@ TEST(FloodTest, OneTenantsFloodIsCappedWhileAnotherTenantsCommandsComplete) {
     ASSERT_TRUE(stub->Reconcile(&context, reconcile, &state).ok());
     EXPECT_EQ(state.state(), v1::RECORD_NOT_SEEN) << id;
   }
-
-  // Once the business answers, the flood's places come back.
-  business.ReleaseAll();
-  for (auto& call : flood) call->done.WaitForNotification();
   grpc::ClientContext context;
   context.AddMetadata(kTenantHeader, "flood");
   v1::SubmitRequest again;
@@ -188,6 +188,62 @@ TEST(FloodTest, OneTenantsFloodIsCappedWhileAnotherTenantsCommandsComplete) {
   release.join();
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.result().response(), "applied:" + refused_ids.front());
+  ASSERT_TRUE((*sidecar)->Shutdown(1000).ok());
+}
+
+// A lookup takes a place as a Submit does: with the tenant's places all held by commands
+// in flight it is refused before it reads anything, and another tenant's still answers.
+TEST(FloodTest, ReconcileIsAdmittedLikeSubmit) {
+  constexpr int kPerTenant = 2;
+  HoldingBusiness business;
+  SidecarServerOptions options;
+  options.data_dir = testing::FreshDir("sidecar");
+  options.upstream = &business;
+  options.max_in_flight = 64;
+  options.max_in_flight_per_tenant = kPerTenant;
+  auto sidecar = SidecarServer::Start(options, RealClock::Get());
+  ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+  auto stub = v1::Sidecar::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string((*sidecar)->port()), grpc::InsecureChannelCredentials()));
+  auto reconcile = [&](const std::string& tenant, const std::string& id) {
+    grpc::ClientContext context;
+    context.AddMetadata(kTenantHeader, tenant);
+    v1::ReconcileRequest request;
+    request.set_command_id(id);
+    v1::ReconcileResponse state;
+    grpc::Status status = stub->Reconcile(&context, request, &state);
+    return status.ok() ? absl::OkStatus() : FromGrpcStatus(status, &context);
+  };
+
+  // The tenant's places, held by its commands in the business.
+  struct Call {
+    grpc::ClientContext context;
+    v1::SubmitRequest request;
+    v1::SubmitResponse response;
+    absl::Notification done;
+  };
+  std::vector<std::unique_ptr<Call>> held;
+  for (int i = 0; i < kPerTenant; ++i) {
+    auto call = std::make_unique<Call>();
+    call->context.AddMetadata(kTenantHeader, "flood");
+    *call->request.mutable_command() = Command(absl::StrCat("held-", i));
+    Call* raw = call.get();
+    stub->async()->Submit(&raw->context, &raw->request, &raw->response,
+                          [raw](grpc::Status) { raw->done.Notify(); });
+    held.push_back(std::move(call));
+  }
+  ASSERT_EQ(business.WaitForHeld(kPerTenant, absl::Seconds(20)),
+            static_cast<size_t>(kPerTenant));
+
+  absl::Status refused = reconcile("flood", "held-0");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_EQ(ReasonOf(refused), "TENANT_OVERLOADED");
+  EXPECT_TRUE(RetryAfterOf(refused).has_value());
+  EXPECT_TRUE(reconcile("acme", "held-0").ok());  // another tenant's lookups go on
+
+  business.ReleaseAll();
+  for (auto& call : held) call->done.WaitForNotification();
+  EXPECT_TRUE(reconcile("flood", "held-0").ok());
   ASSERT_TRUE((*sidecar)->Shutdown(1000).ok());
 }
 

@@ -318,12 +318,13 @@ TEST_F(IdentityTest, PassThroughIsCheckedAgainstTheCertificateAndThePolicy) {
   ASSERT_TRUE(open_sidecar->Shutdown(1000).ok());
 }
 
+// The business's effects, read by an operator through SidecarAdmin: only its own tenant's.
 TEST_F(IdentityTest, EffectsThroughTheSidecarStayInsideTheOperatorsTenant) {
   ASSERT_EQ(Submit(ChannelAs(Workload("acme", "payroll")), OpenAccount("a", "alice")), "OK");
   ASSERT_EQ(Submit(ChannelAs(Workload("beta", "shop")), OpenAccount("b", "bob")), "OK");
   auto list = [&](const std::shared_ptr<grpc::Channel>& channel,
                   std::map<std::string, int>* by_tenant) {
-    auto stub = v1::Effects::NewStub(channel);
+    auto stub = v1::SidecarAdmin::NewStub(channel);
     grpc::ClientContext context;
     Deadline(context);
     v1::ListEffectsRequest request;
@@ -341,6 +342,16 @@ TEST_F(IdentityTest, EffectsThroughTheSidecarStayInsideTheOperatorsTenant) {
   seen.clear();
   EXPECT_EQ(list(ChannelAs(Operator("acme", "oncall")), &seen), "OK");
   EXPECT_EQ(seen, (std::map<std::string, int>{{"acme", 1}}));
+
+  // Never through transparent mode, though the policy lists ListEffects readonly: the
+  // effect ledger is eonce's own service of the business, not one of its methods.
+  auto effects = v1::Effects::NewStub(ChannelAs(Operator("acme", "oncall")));
+  grpc::ClientContext context;
+  Deadline(context);
+  v1::ListEffectsResponse response;
+  EXPECT_EQ(Outcome(effects->ListEffects(&context, v1::ListEffectsRequest(), &response), context),
+            "RESERVED_METHOD");
+  EXPECT_EQ(response.effects_size(), 0);
 }
 
 }  // namespace
