@@ -12,11 +12,14 @@
 #include "common/random.h"
 #include "common/server.h"
 #include "common/server_flags.h"
+#include "common/server_security.h"
 #include "common/status.h"
 #include "grpcpp/server_builder.h"
 
 ABSL_FLAG(std::string, listen, "",
-          "address to serve on: host:port or unix:/path (the pod's localhost only)");
+          "address to serve on: host:port or unix:/path (the pod's own socket). An address "
+          "other hosts can reach needs mutual TLS (--tls_cert, --tls_key, --tls_ca) or "
+          "--insecure");
 ABSL_FLAG(std::string, sidecar_socket, "",
           "also serve, in plaintext, on this unix socket (unix:/path in the pod's shared "
           "volume) for the pod's own sidecar, beside --listen (which then needs mutual TLS "
@@ -32,7 +35,8 @@ ABSL_FLAG(double, lose_answer_ratio, 0.0,
           "effect is durable); for demos and fault tests");
 ABSL_FLAG(uint64_t, fault_seed, 1, "chaos: the seed of lose_answer_ratio's draws");
 ABSL_FLAG(std::string, metrics_listen, "",
-          "Prometheus endpoint, host:port (e.g. 0.0.0.0:9101); empty: no endpoint");
+          "Prometheus endpoint, host:port (e.g. 0.0.0.0:9101), plaintext on any address (it "
+          "reveals no identity-bearing data); empty: no endpoint");
 
 namespace eonce {
 
@@ -41,7 +45,11 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
     const Setup& setup) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
   EONCE_RETURN_IF_ERROR(ValidateTlsFiles(options.tls));
+  const ListenRules rules{options.insecure};
+  EONCE_ASSIGN_OR_RETURN(ListenerTrust trust, DecideListenerTrust("listen", options.listen_address,
+                                                                  options.tls, rules));
   std::unique_ptr<ServiceHost> host(new ServiceHost());
+  host->insecure_ = options.insecure;
   if (options.inbox_retention_ms <= 0) {
     return absl::InvalidArgumentError("inbox_retention_ms: must be positive");
   }
@@ -81,6 +89,7 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   }
   EONCE_ASSIGN_OR_RETURN(host->server_,
                          BuildAndServe(builder, options.listen_address, options.sidecar_socket));
+  LogListenerTrust(options.metrics_name, options.listen_address, trust, rules);
   host->ready_ = true;
   host->metrics_name_ = options.metrics_name;
   if (!options.health_address.empty()) {
@@ -111,6 +120,7 @@ void ServiceHost::ProbeLoop(int64_t every_ms) {
 std::vector<prometheus::MetricFamily> ServiceHost::Collect() const {
   std::string p = "eonce_" + metrics_name_ + "_";
   std::vector<prometheus::MetricFamily> out;
+  out.push_back(InsecureGauge(insecure_));
   out.push_back(CounterFamily(p + "effects_applied_total", "Calls that applied an effect.",
                               {{{}, static_cast<double>(inbox_->applied())}}));
   out.push_back(CounterFamily(p + "rejections_total", "Calls answered with a business rejection.",
@@ -166,6 +176,7 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   options.tls = shared.tls;
   options.health_address = shared.health_address;
   options.min_free_bytes = shared.min_free_bytes;
+  options.insecure = shared.insecure;
   options.metrics_name = absl::StrReplaceAll(name, {{"_service", ""}});
   if (options.data_dir.empty()) {
     std::cerr << name << ": setting data_dir is required\n";
@@ -185,7 +196,7 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   auto host = ServiceHost::Start(options, RealClock::Get(), std::move(families), setup);
   if (!host.ok()) {
     std::cerr << name << ": " << host.status().message() << "\n";
-    return 1;
+    return host.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   std::unique_ptr<Companion> beside;
   if (companion) {

@@ -42,8 +42,11 @@ struct ServiceHostOptions {
   int64_t health_probe_ms = 1'000;
   // The name in the metrics: eonce_<name>_... ("ledger", "case").
   std::string metrics_name = "service";
-  // Mutual TLS for the gRPC port; empty: plaintext.
+  // Mutual TLS for the gRPC port; empty: plaintext, which a listen_address other hosts can
+  // reach is refused without `insecure` (common/server_security.h).
   TlsFiles tls;
+  // --insecure: plaintext on any address, identities from headers; eonce_insecure is 1.
+  bool insecure = false;
   // A plaintext grpc.health.v1-only port for probes without a client certificate;
   // empty: none.
   std::string health_address;
@@ -108,6 +111,7 @@ class ServiceHost {
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::unique_ptr<HealthPort> health_port_;
   std::string metrics_name_;
+  bool insecure_ = false;
   std::atomic<bool> ready_{false};
   absl::Notification stop_probe_;
   std::thread probe_;

@@ -41,7 +41,9 @@ int main(int argc, char** argv) {
     o.metrics_address = absl::GetFlag(FLAGS_sidecar_metrics_listen);
     o.shard_id = absl::GetFlag(FLAGS_sidecar_shard_id);
     o.slot_map_file = absl::GetFlag(FLAGS_sidecar_slot_map);
-    o.tls = eonce::ServerFlagsFromFlags().tls;
+    const eonce::ServerFlags shared = eonce::ServerFlagsFromFlags();
+    o.tls = shared.tls;
+    o.insecure = shared.insecure;
     auto started = eonce::EmbeddedSidecar::Start(o, host.inbox(), eonce::LedgerHandlers(*core),
                                                  eonce::RealClock::Get());
     if (!started.ok()) return started.status();
