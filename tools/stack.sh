@@ -93,7 +93,7 @@ Try:
   $BIN/outbox_agent/outboxctl --agent=$agent stats
   $BIN/outbox_agent/outboxctl --agent=$agent list ACKED
   $BIN/dedupe_sidecar/sidecarctl --sidecar=$sidecar --tenant=acme --operator_name=oncall parked
-  $BIN/services/inbox/effectsctl --service=$ledger --counts
+  $BIN/services/inbox/effectsctl --service=$ledger --operator_name=oncall --counts
   ./eonce status
   ./eonce down
 EOF

@@ -15,6 +15,7 @@
 #include "common/server_security.h"
 #include "common/status.h"
 #include "grpcpp/server_builder.h"
+#include "services/inbox/caller_gate.h"
 
 ABSL_FLAG(std::string, listen, "",
           "address to serve on: host:port or unix:/path (the pod's own socket). An address "
@@ -73,9 +74,12 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
 
   EnableStandardServices();
   grpc::ServerBuilder builder;
-  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, options.tls, &host->port_));
+  // Every listener checks its callers before any service (caller_gate.h).
+  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, options.tls, &host->port_,
+                                    BusinessServerCredentials(options.tls)));
   if (!options.sidecar_socket.empty()) {
-    EONCE_RETURN_IF_ERROR(AddLocalSocket(builder, options.sidecar_socket));
+    EONCE_RETURN_IF_ERROR(
+        AddLocalSocket(builder, options.sidecar_socket, BusinessServerCredentials(TlsFiles())));
   }
   ApplyServerLimits(builder, 4 << 20, 1024);
   builder.RegisterService(host->service_.get());

@@ -1,6 +1,7 @@
 // ServiceHost: what every business service built on the Inbox shares: the RocksDB store,
 // the Inbox, the gRPC server with the Effects service and (unless legacy) the Outcome
 // service, torn down in order. A service adds its own core and gRPC service in `setup`.
+// Every port it serves admits eonce components and operators only (caller_gate.h).
 #ifndef EONCE_SERVICES_INBOX_SERVICE_HOST_H_
 #define EONCE_SERVICES_INBOX_SERVICE_HOST_H_
 

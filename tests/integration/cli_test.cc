@@ -105,17 +105,23 @@ TEST_F(CliTest, OperatorToolsReportWhatHappened) {
                           " --tenant=globex reconcile --command_id=open-alice");
   EXPECT_NE(other_tenant.out.find("RECORD_NOT_SEEN"), std::string::npos) << other_tenant.out;
 
-  std::string effects = "services/inbox/effectsctl --service=" + Address(ledger_->port());
+  // An operator tool: a business port admits operators and eonce components only.
+  ToolRun anonymous = Tool("services/inbox/effectsctl --service=" + Address(ledger_->port()));
+  EXPECT_EQ(anonymous.exit_code, 2) << anonymous.out;
+  EXPECT_NE(anonymous.out.find("--operator_name"), std::string::npos) << anonymous.out;
+  std::string effects = "services/inbox/effectsctl --operator_name=oncall --service=" +
+                        Address(ledger_->port());
   ToolRun counts = Tool(effects + " --counts");
   EXPECT_EQ(counts.exit_code, 0) << counts.out;
   EXPECT_NE(counts.out.find("effects 1 commands 1 duplicated 0"), std::string::npos) << counts.out;
 
-  // A caller that bypasses the sidecar applies the same command twice on this legacy
-  // service: effectsctl finds it and fails.
+  // A component that calls this legacy service without a sidecar applies the same
+  // command twice: effectsctl finds it and fails.
   auto direct = ledger::v1::Ledger::NewStub(
       grpc::CreateChannel(Address(ledger_->port()), grpc::InsecureChannelCredentials()));
   for (int i = 0; i < 2; ++i) {
     grpc::ClientContext context;
+    context.AddMetadata(kComponentHeader, "bypass");
     context.AddMetadata(kCommandIdHeader, "bypass");
     ledger::v1::OpenAccountRequest again;
     again.set_id("bob" + std::to_string(i));
@@ -125,6 +131,7 @@ TEST_F(CliTest, OperatorToolsReportWhatHappened) {
   // The same command id under two tenants is two commands, not a duplicate.
   for (const char* tenant : {"acme", "globex"}) {
     grpc::ClientContext context;
+    context.AddMetadata(kComponentHeader, "bypass");
     context.AddMetadata(kCommandIdHeader, "shared-id");
     context.AddMetadata(kTenantHeader, tenant);
     ledger::v1::OpenAccountRequest open;
