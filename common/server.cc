@@ -213,12 +213,14 @@ void ApplyServerLimits(grpc::ServerBuilder& builder, int max_message_bytes,
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 16 * 1024);
 }
 
+std::string BoundAddress(const std::string& address, int port) {
+  if (port <= 0 || !UnixSocketPath(address).empty()) return address;
+  size_t colon = address.rfind(':');
+  return absl::StrCat(address.substr(0, colon), ":", port);
+}
+
 void AnnounceListening(const char* name, const std::string& address, int port) {
-  std::string where = address;
-  if (port > 0) {
-    size_t colon = address.rfind(':');
-    where = absl::StrCat(address.substr(0, colon), ":", port);
-  }
+  const std::string where = BoundAddress(address, port);
   std::printf("%s listening on %s\n", name, where.c_str());
   std::fflush(stdout);
 }

@@ -101,7 +101,12 @@ void StopServing(std::unique_ptr<grpc::Server>& server, std::unique_ptr<HealthPo
 void ApplyServerLimits(grpc::ServerBuilder& builder, int max_message_bytes,
                        int max_concurrent_streams, int64_t memory_quota_bytes = 0);
 
-// Writes a single line "listening on <address>" for the scripts that start us.
+// The address callers dial: `address` with the port it was given replaced by `port` (the
+// one bound, for port 0); a unix socket's address as it is.
+std::string BoundAddress(const std::string& address, int port);
+
+// Writes a single line "listening on <address>" (BoundAddress) for the scripts that
+// start us.
 void AnnounceListening(const char* name, const std::string& address, int port);
 
 }  // namespace eonce

@@ -20,7 +20,9 @@
 ABSL_FLAG(std::string, listen, "",
           "address to serve on: host:port or unix:/path (the pod's own socket). An address "
           "other hosts can reach needs mutual TLS (--tls_cert, --tls_key, --tls_ca) or "
-          "--insecure");
+          "--insecure. With the sidecar in this process (ledger --sidecar_listen) it is a "
+          "unix socket or mutual TLS, never plaintext TCP; empty there: "
+          "unix:<data_dir>/business.sock");
 ABSL_FLAG(std::string, sidecar_socket, "",
           "also serve, in plaintext, on this unix socket (unix:/path in the pod's shared "
           "volume) for the pod's own sidecar, beside --listen (which then needs mutual TLS "
@@ -46,7 +48,7 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
     const Setup& setup) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
   EONCE_RETURN_IF_ERROR(ValidateTlsFiles(options.tls));
-  const ListenRules rules{options.insecure};
+  const ListenRules rules{options.insecure, /*plaintext_tcp=*/!options.one_door};
   EONCE_ASSIGN_OR_RETURN(ListenerTrust trust, DecideListenerTrust("listen", options.listen_address,
                                                                   options.tls, rules));
   std::unique_ptr<ServiceHost> host(new ServiceHost());
@@ -164,13 +166,14 @@ ServiceHost::~ServiceHost() { Shutdown(0).IgnoreError(); }
 
 int RunServiceMain(int argc, char** argv, const char* name, const char* default_listen,
                    std::vector<ColumnFamilySpec> families, const ServiceHost::Setup& setup,
-                   const StartCompanion& companion) {
+                   const CompanionSpec& companion) {
   BlockShutdownSignals();
   const std::string usage = absl::StrCat(name, " --data_dir=DIR [--listen=ADDR] [--legacy]");
   ParseFlags(argc, argv, {usage.c_str(), /*from_environment=*/true});
   ServiceHostOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
-  if (options.listen_address.empty()) options.listen_address = default_listen;
+  // With a companion, callers come through it: the business keeps one door of its own.
+  options.one_door = companion.wanted && companion.wanted();
   options.sidecar_socket = absl::GetFlag(FLAGS_sidecar_socket);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.legacy_mode = absl::GetFlag(FLAGS_legacy);
@@ -185,6 +188,17 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   if (options.data_dir.empty()) {
     std::cerr << name << ": setting data_dir is required\n";
     return 2;
+  }
+  if (options.listen_address.empty()) {
+    options.listen_address = options.one_door ? absl::StrCat("unix:", options.data_dir, "/",
+                                                             kBusinessSocketName)
+                                              : default_listen;
+    if (UnixSocketPath(options.listen_address).size() > kMaxUnixSocketPathBytes) {
+      std::cerr << name << ": the business socket " << options.listen_address << " is longer "
+                << "than a unix socket path may be (" << kMaxUnixSocketPathBytes
+                << " bytes); set --listen=unix:/shorter/path\n";
+      return 2;
+    }
   }
   double lose = absl::GetFlag(FLAGS_lose_answer_ratio);
   if (lose < 0 || lose > 1) {
@@ -203,8 +217,8 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
     return host.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   std::unique_ptr<Companion> beside;
-  if (companion) {
-    auto started = companion(**host);
+  if (options.one_door) {
+    auto started = companion.start(**host);
     if (!started.ok()) {
       std::cerr << name << ": " << started.status().message() << "\n";
       return started.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
@@ -212,12 +226,12 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
     beside = std::move(*started);
   }
   // The address callers use: the companion's when there is one (the business's own port
-  // is then for the companion and operators).
+  // is then for eonce components and operators). Logged first, so that whoever reads the
+  // announcement finds the business port in the log.
   if (beside != nullptr) {
+    LogInfo("business port",
+            {{"service", name}, {"listen", BoundAddress(options.listen_address, (*host)->port())}});
     AnnounceListening(name, beside->listen_address(), beside->port());
-    LogInfo("business port", {{"service", name},
-                              {"listen", absl::StrCat(options.listen_address, " (port ",
-                                                      (*host)->port(), ")")}});
   } else {
     AnnounceListening(name, options.listen_address, (*host)->port());
   }

@@ -48,6 +48,10 @@ struct ServiceHostOptions {
   TlsFiles tls;
   // --insecure: plaintext on any address, identities from headers; eonce_insecure is 1.
   bool insecure = false;
+  // A companion (an embedded sidecar) runs in this process and takes the tenants' calls:
+  // listen_address is then the business's one other door, a unix socket or mutual TLS;
+  // plaintext TCP is refused, loopback included (common/server_security.h).
+  bool one_door = false;
   // A plaintext grpc.health.v1-only port for probes without a client certificate;
   // empty: none.
   std::string health_address;
@@ -128,15 +132,24 @@ class Companion {
   virtual const std::string& listen_address() const = 0;
   virtual absl::Status Shutdown(int64_t drain_ms) = 0;
 };
-// Null, or null returned: no companion.
 using StartCompanion =
     std::function<absl::StatusOr<std::unique_ptr<Companion>>(ServiceHost& host)>;
+struct CompanionSpec {
+  // Asked once the flags are parsed: whether a companion runs. Null: none.
+  std::function<bool()> wanted;
+  StartCompanion start;
+};
+
+// The business socket of a service with a companion and no --listen: in its data
+// directory, its own user's.
+inline constexpr char kBusinessSocketName[] = "business.sock";
 
 // The main() of a business service: flags (--listen, --data_dir, --legacy, --drain_ms and
-// the chaos flags), signals, and a graceful shutdown.
+// the chaos flags), signals, and a graceful shutdown. With a companion the business port
+// is one_door, unix:<data_dir>/business.sock unless --listen names another.
 int RunServiceMain(int argc, char** argv, const char* name, const char* default_listen,
                    std::vector<ColumnFamilySpec> families, const ServiceHost::Setup& setup,
-                   const StartCompanion& companion = nullptr);
+                   const CompanionSpec& companion = {});
 
 }  // namespace eonce
 
