@@ -18,11 +18,12 @@
 #include "services/inbox/caller_gate.h"
 
 ABSL_FLAG(std::string, listen, "",
-          "address to serve on: host:port or unix:/path (the pod's own socket). An address "
-          "other hosts can reach needs mutual TLS (--tls_cert, --tls_key, --tls_ca) or "
-          "--insecure. With the sidecar in this process (ledger --sidecar_listen) it is a "
-          "unix socket or mutual TLS, never plaintext TCP; empty there: "
-          "unix:<data_dir>/business.sock");
+          "address to serve on, for eonce components (the sidecar, a relay) and operators "
+          "only: host:port or unix:/path (the pod's own socket). An address other hosts can "
+          "reach needs mutual TLS (--tls_cert, --tls_key, --tls_ca) or --insecure. With the "
+          "sidecar in this process (ledger --sidecar_listen) it is a unix socket or mutual "
+          "TLS, never plaintext TCP. Empty: unix:<data_dir>/business.sock with the sidecar in "
+          "this process, else 127.0.0.1:7101 (ledger) or 127.0.0.1:7201 (case)");
 ABSL_FLAG(std::string, sidecar_socket, "",
           "also serve, in plaintext, on this unix socket (unix:/path in the pod's shared "
           "volume) for the pod's own sidecar, beside --listen (which then needs mutual TLS "
