@@ -212,6 +212,7 @@ int Run() {
       grpc::CreateChannel(Address((*ledger)->port()), grpc::InsecureChannelCredentials()));
   for (int a = 0; a < kAccounts; ++a) {
     grpc::ClientContext context;
+    context.AddMetadata(kComponentHeader, "bench");  // a business port admits components
     context.AddMetadata(kCommandIdHeader, absl::StrCat("open-", a));
     ledger::v1::OpenAccountRequest open;
     open.set_id(absl::StrCat("a", a));
@@ -229,6 +230,7 @@ int Run() {
         ledger::v1::TransferResponse response;
       };
       auto call = std::make_shared<Call>();
+      call->context.AddMetadata(kComponentHeader, "bench");
       call->context.AddMetadata(kCommandIdHeader, absl::StrCat(prefix, i));
       call->context.AddMetadata(kTenantHeader, "bench");
       call->request.set_from(absl::StrCat("a", i % kAccounts));

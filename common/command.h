@@ -17,6 +17,14 @@ inline constexpr char kCommandIdHeader[] = "eonce-command-id";
 inline constexpr char kIdempotencyKeyHeader[] = "eonce-idempotency-key";
 inline constexpr char kTransparentKeyHeader[] = "idempotency-key";
 inline constexpr char kTenantHeader[] = "eonce-tenant";
+// The eonce component a plaintext caller of a business port says it is ("sidecar",
+// "relay", "checker"); with mutual TLS the component comes from the certificate
+// (spiffe://<trust domain>/eonce/<component>) and this header is ignored. A business port
+// admits components and operators only (services/inbox/caller_gate.h).
+inline constexpr char kComponentHeader[] = "eonce-component";
+// The components eonce's own clients of a business port state.
+inline constexpr char kSidecarComponent[] = "sidecar";
+inline constexpr char kRelayComponent[] = "relay";
 inline constexpr char kActorHeader[] = "eonce-actor";
 // The workload a plaintext (development) caller claims to be; with mutual TLS the
 // workload comes from the certificate and this header is ignored.

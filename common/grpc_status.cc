@@ -8,6 +8,26 @@
 #include "common/status.h"
 
 namespace eonce {
+namespace {
+
+// "REASON: ..." of an UNAUTHENTICATED or PERMISSION_DENIED status without details; "" for
+// any other.
+std::string ReasonFromRefusalMessage(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAUTHENTICATED &&
+      status.error_code() != grpc::StatusCode::PERMISSION_DENIED) {
+    return "";
+  }
+  const std::string& message = status.error_message();
+  const size_t colon = message.find(": ");
+  if (colon == std::string::npos || colon < 3 || colon > 64) return "";
+  for (size_t i = 0; i < colon; ++i) {
+    const char c = message[i];
+    if (!((c >= 'A' && c <= 'Z') || c == '_' || (i > 0 && c >= '0' && c <= '9'))) return "";
+  }
+  return message.substr(0, colon);
+}
+
+}  // namespace
 
 grpc::Status StatusOfResult(const v1::CallResult& result) {
   if (result.code() == 0) return grpc::Status::OK;
@@ -52,6 +72,14 @@ absl::Status FromGrpcStatus(const grpc::Status& status, const grpc::ClientContex
                    status.error_message());
   bool have_reason = false, have_retry = false;
   ApplyStatusDetails(status.error_details(), &out, &have_reason, &have_retry);
+  if (!have_reason && status.error_details().empty()) {
+    // Refused before any handler ran (a business port's caller gate), where gRPC sends a
+    // message only: its reason comes first.
+    if (std::string reason = ReasonFromRefusalMessage(status); !reason.empty()) {
+      out = WithReason(out, reason);
+      have_reason = true;
+    }
+  }
   if (context == nullptr) return out;
   const auto& trailers = context->GetServerTrailingMetadata();
   if (auto it = trailers.find(kReasonTrailer); !have_reason && it != trailers.end()) {

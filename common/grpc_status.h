@@ -37,6 +37,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* c
 
 // Converts a finished call's status back: reason, retry delay and metadata from the
 // google.rpc.Status details, else from the trailers on `context` (which may be null).
+// A refusal made before any handler ran (a business port's caller gate,
+// services/inbox/caller_gate.h) has neither: gRPC sends its code and message only, and the
+// message begins with the reason ("NO_IDENTITY: ..."), read back for UNAUTHENTICATED and
+// PERMISSION_DENIED.
 absl::Status FromGrpcStatus(const grpc::Status& status, const grpc::ClientContext* context);
 
 // A status sent as its parts (a batch's item): code, message and a serialized

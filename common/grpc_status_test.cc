@@ -114,5 +114,36 @@ TEST(GrpcStatusTest, OnlyAMessageLimitIsPastMessageLimit) {
   EXPECT_FALSE(PastMessageLimit(absl::UnavailableError("larger than max")));
 }
 
+TEST(GrpcStatusTest, ARefusalBeforeAnyHandlerCarriesItsReasonInItsMessage) {
+  // What a business port's caller gate sends: a code and a message, no details.
+  absl::Status unauthenticated = FromGrpcStatus(
+      grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "NO_IDENTITY: the call states no caller"),
+      nullptr);
+  EXPECT_EQ(ReasonOf(unauthenticated), "NO_IDENTITY");
+  EXPECT_EQ(unauthenticated.message(), "NO_IDENTITY: the call states no caller");
+  EXPECT_EQ(ReasonOf(FromGrpcStatus(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                                 "BUSINESS_CALLER_NOT_ALLOWED: a workload"),
+                                    nullptr)),
+            "BUSINESS_CALLER_NOT_ALLOWED");
+  // Only those two codes, only an upper-case word first, and details always win.
+  EXPECT_EQ(ReasonOf(FromGrpcStatus(
+                grpc::Status(grpc::StatusCode::UNAVAILABLE, "GOAWAY: received"), nullptr)),
+            "");
+  EXPECT_EQ(ReasonOf(FromGrpcStatus(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                                 "tls_cert: cannot read /x"),
+                                    nullptr)),
+            "");
+  EXPECT_EQ(ReasonOf(FromGrpcStatus(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                                 "Not allowed: no"),
+                                    nullptr)),
+            "");
+  EXPECT_EQ(ReasonOf(FromGrpcStatus(
+                ToGrpcStatus(Error(absl::StatusCode::kPermissionDenied, "TENANT_MISMATCH",
+                                   "OTHER_REASON: in the message"),
+                             nullptr),
+                nullptr)),
+            "TENANT_MISMATCH");
+}
+
 }  // namespace
 }  // namespace eonce

@@ -43,6 +43,15 @@ std::string WorkloadFromSpiffeId(absl::string_view spiffe_id) {
   return "";
 }
 
+std::string ComponentFromSpiffeId(absl::string_view spiffe_id) {
+  constexpr absl::string_view kScheme = "spiffe://";
+  if (!absl::StartsWith(spiffe_id, kScheme)) return "";
+  std::vector<absl::string_view> parts = absl::StrSplit(spiffe_id.substr(kScheme.size()), '/');
+  // parts[0] is the trust domain; exactly one segment names the component.
+  if (parts.size() != 3 || parts[0].empty() || parts[1] != "eonce" || parts[2].empty()) return "";
+  return std::string(parts[2]);
+}
+
 std::optional<int64_t> EpochFromUri(absl::string_view uri) {
   constexpr absl::string_view kPrefix = "urn:eonce:credential-epoch:";
   int64_t epoch = 0;

@@ -86,7 +86,8 @@ absl::Status CheckSocketPathLength(const char* what, const std::string& address)
 }  // namespace
 
 absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& address,
-                         const TlsFiles& tls, int* bound_port) {
+                         const TlsFiles& tls, int* bound_port,
+                         std::shared_ptr<grpc::ServerCredentials> credentials) {
   if (address.empty()) return absl::InvalidArgumentError("listen address is empty");
   bool unix_socket = absl::StartsWith(address, "unix:");
   if (!unix_socket && address.find(':') == std::string::npos) {
@@ -95,30 +96,50 @@ absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& addres
   }
   EONCE_RETURN_IF_ERROR(CheckSocketPathLength("listen address", address));
   EONCE_RETURN_IF_ERROR(ValidateTlsFiles(tls));
-  builder.AddListeningPort(address, ServerCredentials(tls), unix_socket ? nullptr : bound_port);
+  if (credentials == nullptr) credentials = ServerCredentials(tls);
+  builder.AddListeningPort(address, std::move(credentials), unix_socket ? nullptr : bound_port);
   return absl::OkStatus();
 }
 
-absl::Status AddLocalSocket(grpc::ServerBuilder& builder, const std::string& address) {
+absl::Status AddLocalSocket(grpc::ServerBuilder& builder, const std::string& address,
+                            std::shared_ptr<grpc::ServerCredentials> credentials) {
   if (!absl::StartsWith(address, "unix:") || UnixSocketPath(address).empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("local socket \"", address, "\" must be unix:/path"));
   }
   EONCE_RETURN_IF_ERROR(CheckSocketPathLength("local socket", address));
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+  if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
+  builder.AddListeningPort(address, std::move(credentials));
   return absl::OkStatus();
+}
+
+namespace {
+
+// umask is process-wide: held by whoever has changed it.
+absl::Mutex umask_mu(absl::kConstInit);
+
+}  // namespace
+
+std::unique_ptr<grpc::Server> BuildOwnerOnly(grpc::ServerBuilder& builder) {
+  absl::MutexLock lock(&umask_mu);
+  // 0077 rather than 0177: a directory another thread makes meanwhile stays usable.
+  const mode_t before = umask(0077);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  umask(before);
+  return server;
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> BuildAndServe(grpc::ServerBuilder& builder,
                                                             const std::string& address,
                                                             const std::string& local_socket) {
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = BuildOwnerOnly(builder);
   if (server == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "listen: cannot bind ", address, local_socket.empty() ? "" : " or ", local_socket));
   }
   // A unix socket is for this process's own user only (the containers of one pod share
-  // it): whoever can open it is trusted as a local caller.
+  // it): whoever can open it is trusted as a local caller. It was made 0700 (umask 0077);
+  // no one but the owner could open it in between, and 0600 is the mode to show.
   for (const std::string* listened : {&address, &local_socket}) {
     if (std::string path = UnixSocketPath(*listened); !path.empty() &&
                                                        chmod(path.c_str(), 0600) != 0) {
@@ -192,12 +213,14 @@ void ApplyServerLimits(grpc::ServerBuilder& builder, int max_message_bytes,
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 16 * 1024);
 }
 
+std::string BoundAddress(const std::string& address, int port) {
+  if (port <= 0 || !UnixSocketPath(address).empty()) return address;
+  size_t colon = address.rfind(':');
+  return absl::StrCat(address.substr(0, colon), ":", port);
+}
+
 void AnnounceListening(const char* name, const std::string& address, int port) {
-  std::string where = address;
-  if (port > 0) {
-    size_t colon = address.rfind(':');
-    where = absl::StrCat(address.substr(0, colon), ":", port);
-  }
+  const std::string where = BoundAddress(address, port);
   std::printf("%s listening on %s\n", name, where.c_str());
   std::fflush(stdout);
 }

@@ -40,18 +40,30 @@ inline constexpr size_t kMaxUnixSocketPathBytes = 107;
 std::string UnixSocketPath(const std::string& address);
 
 // Adds a listening port: "host:port" or "unix:/path", mutual TLS when `tls` is enabled.
-// `bound_port` receives the port.
+// `bound_port` receives the port. `credentials`, when given, replace the ones `tls` makes
+// (a business port's, which check every caller: services/inbox/caller_gate.h); they must
+// be made from the same `tls`.
 absl::Status AddListener(grpc::ServerBuilder& builder, const std::string& address,
-                         const TlsFiles& tls, int* bound_port);
+                         const TlsFiles& tls, int* bound_port,
+                         std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
 // Adds a second, plaintext listening port on a unix socket ("unix:/path"), for the pod's
 // own containers (a business's sidecar) while the main address serves other callers.
 // INVALID_ARGUMENT for any other kind of address or a path that is too long.
-absl::Status AddLocalSocket(grpc::ServerBuilder& builder, const std::string& address);
+// `credentials`: plaintext ones of the caller's (null: gRPC's insecure credentials).
+absl::Status AddLocalSocket(grpc::ServerBuilder& builder, const std::string& address,
+                            std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
-// Builds and starts the server and marks it serving; UNAVAILABLE naming the address when
-// it cannot bind. Every unix socket among `address` and `local_socket` (empty: none) is
-// restricted to the process's own user.
+// Builds and starts the server with every unix socket among its listeners owner-only from
+// the moment it exists: the process's umask is 0077 while gRPC binds. The umask is the
+// process's, so one server binds at a time (a mutex), and what other threads of this
+// process create meanwhile is owner-only too -- never less than they asked for. Null when
+// a port cannot be bound. BuildAndServe is this and what a server does next.
+std::unique_ptr<grpc::Server> BuildOwnerOnly(grpc::ServerBuilder& builder);
+
+// Builds and starts the server (BuildOwnerOnly) and marks it serving; UNAVAILABLE naming
+// the address when it cannot bind. Every unix socket among `address` and `local_socket`
+// (empty: none) is the process's own user's: created so, then set to 0600.
 absl::StatusOr<std::unique_ptr<grpc::Server>> BuildAndServe(grpc::ServerBuilder& builder,
                                                             const std::string& address,
                                                             const std::string& local_socket = "");
@@ -89,7 +101,12 @@ void StopServing(std::unique_ptr<grpc::Server>& server, std::unique_ptr<HealthPo
 void ApplyServerLimits(grpc::ServerBuilder& builder, int max_message_bytes,
                        int max_concurrent_streams, int64_t memory_quota_bytes = 0);
 
-// Writes a single line "listening on <address>" for the scripts that start us.
+// The address callers dial: `address` with the port it was given replaced by `port` (the
+// one bound, for port 0); a unix socket's address as it is.
+std::string BoundAddress(const std::string& address, int port);
+
+// Writes a single line "listening on <address>" (BoundAddress) for the scripts that
+// start us.
 void AnnounceListening(const char* name, const std::string& address, int port);
 
 }  // namespace eonce

@@ -4,14 +4,20 @@
 // is used for new connections without a restart; established connections keep theirs.
 //
 // Servers require and verify a client certificate; clients verify the server's
-// certificate and its name; with a CRL directory, revoked certificates are refused too. With no files set, both sides fall back to plaintext (local
-// development only: the tenant then comes from the eonce-tenant header).
+// certificate and its name; with a CRL directory, revoked certificates are refused too.
+// With no files set, both sides fall back to plaintext, which a server allows on loopback
+// and unix sockets only unless --insecure (common/server_security.h): the tenant then comes
+// from the eonce-tenant header.
 //
 // The identity of an authenticated caller comes from its certificate, a URI SAN of the form
 //   spiffe://<trust domain>/tenant/<tenant>/workload/<workload>   a workload (an agent, a service)
 //   spiffe://<trust domain>/tenant/<tenant>/operator/<name>       an operator
-// (the older spiffe://<trust domain>/tenant/<tenant>/<workload> names a workload too).
-// A header that claims another tenant is refused with PERMISSION_DENIED.
+//   spiffe://<trust domain>/eonce/<component>                     an eonce component: the
+//                                                                 sidecar, a relay, ...
+// (the older spiffe://<trust domain>/tenant/<tenant>/<workload> names a workload too;
+// common/identity_uri.h parses them). A header that claims another tenant is refused with
+// PERMISSION_DENIED. A component belongs to no tenant: a business port admits it, and
+// operators, and no one else (services/inbox/caller_gate.h); the sidecar refuses it.
 #ifndef EONCE_COMMON_TLS_H_
 #define EONCE_COMMON_TLS_H_
 

@@ -125,6 +125,7 @@ absl::StatusOr<Response> SlotDataCall(Clock& clock, int64_t deadline_ms, const R
                                       Call call) {
   grpc::ClientContext context;
   context.set_deadline(WallDeadline(clock, deadline_ms));
+  context.AddMetadata(kComponentHeader, kSidecarComponent);
   Response response;
   grpc::Status status = call(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status, &context);
@@ -262,6 +263,7 @@ void GrpcUpstream::ForwardMany(std::vector<ForwardCall> calls, int64_t deadline_
     return;
   }
   state->context.set_deadline(WallDeadline(clock_, deadline_ms));
+  state->context.AddMetadata(kComponentHeader, kSidecarComponent);
   state->request.mutable_calls()->Reserve(static_cast<int>(calls.size()));
   for (const ForwardCall& call : calls) *state->request.add_calls() = ForwardedCallOf(call);
   const size_t n = calls.size();
@@ -332,6 +334,7 @@ void GrpcUpstream::ForwardOne(ForwardCall call, std::function<void(ForwardReply)
     return;
   }
   state->context->set_deadline(WallDeadline(clock_, call.deadline_ms));
+  state->context->AddMetadata(kComponentHeader, kSidecarComponent);
   state->context->AddMetadata(kCommandIdHeader, call.command_id);
   state->context->AddMetadata(kIdempotencyKeyHeader, call.idempotency_key);
   state->context->AddMetadata(kTenantHeader, call.tenant);
@@ -365,6 +368,7 @@ void GrpcUpstream::QueryOutcome(
     return;
   }
   state->context.set_deadline(WallDeadline(clock_, deadline_ms));
+  state->context.AddMetadata(kComponentHeader, kSidecarComponent);
   state->context.AddMetadata(kTenantHeader, tenant);
   state->request.set_command_id(command_id);
   outcome_->async()->QueryOutcome(

@@ -9,7 +9,10 @@
 #include "common/server_flags.h"
 #include "dedupe_sidecar/sidecar_service.h"
 
-ABSL_FLAG(std::string, listen, "0.0.0.0:7100", "address agents call: host:port or unix:/path");
+ABSL_FLAG(std::string, listen, "0.0.0.0:7100",
+          "address agents call: host:port or unix:/path. An address other hosts can reach "
+          "(the default) needs mutual TLS (--tls_cert, --tls_key, --tls_ca) or --insecure; "
+          "127.0.0.1 and unix sockets need neither");
 ABSL_FLAG(std::string, upstream, "127.0.0.1:7101",
           "the business service: unix:/path (the pod's own socket, no TLS) or host:port");
 ABSL_FLAG(std::string, data_dir, "", "RocksDB data directory (required)");
@@ -53,7 +56,8 @@ ABSL_FLAG(int32_t, max_in_flight_per_tenant, 256,
 ABSL_FLAG(int64_t, memory_quota_mb, 256, "memory gRPC may use for this server's calls");
 ABSL_FLAG(int64_t, drain_ms, 10'000, "how long in-flight calls may finish on SIGTERM");
 ABSL_FLAG(std::string, metrics_listen, "",
-          "Prometheus endpoint, host:port (e.g. 0.0.0.0:9100); empty: no endpoint");
+          "Prometheus endpoint, host:port (e.g. 0.0.0.0:9100), plaintext on any address (it "
+          "reveals no identity-bearing data); empty: no endpoint");
 ABSL_FLAG(int64_t, block_cache_mb, eonce::StoreOptions().block_cache_bytes >> 20,
           "memory for the records' data blocks: size it to the records that retries touch");
 ABSL_FLAG(int64_t, finished_cache_mb, eonce::FinishedAnswers::kDefaultMaxBytes >> 20,
@@ -108,6 +112,7 @@ int main(int argc, char** argv) {
   o.tls = shared.tls;
   o.health_address = shared.health_address;
   o.min_free_bytes = shared.min_free_bytes;
+  o.insecure = shared.insecure;
 
   auto server = eonce::SidecarServer::Start(o, eonce::RealClock::Get());
   if (!server.ok()) {

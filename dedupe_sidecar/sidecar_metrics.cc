@@ -1,6 +1,7 @@
 // The sidecar's Prometheus metrics, read from the Deduper's counters, the admission
 // control, the store and the audit log at each scrape.
 #include "absl/strings/str_cat.h"
+#include "common/server_security.h"
 #include "dedupe_sidecar/sidecar_service.h"
 
 namespace eonce {
@@ -9,6 +10,7 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
   const DeduperStats& st = deduper_->stats();
   auto n = [](const std::atomic<int64_t>& v) { return static_cast<double>(v.load()); };
   std::vector<prometheus::MetricFamily> out;
+  out.push_back(InsecureGauge(insecure_));
   out.push_back(CounterFamily(
       "eonce_sidecar_submits_total", "Submits by outcome.",
       {{{{"outcome", "applied"}}, n(st.applied)},

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/server.h"
+#include "common/server_security.h"
 #include "common/slot_map_file.h"
 #include "common/status.h"
 #include "common/tls.h"
@@ -67,8 +68,13 @@ absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
 absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServerOptions options,
                                                                    Clock& clock) {
   EONCE_RETURN_IF_ERROR(ValidateSidecarOptions(options));
+  const ListenRules rules{options.insecure};
+  EONCE_ASSIGN_OR_RETURN(ListenerTrust trust, DecideListenerTrust(options.listen_flag,
+                                                                  options.listen_address,
+                                                                  options.tls, rules));
   std::unique_ptr<SidecarServer> s(new SidecarServer());
   s->clock_ = &clock;
+  s->insecure_ = options.insecure;
   EONCE_ASSIGN_OR_RETURN(s->policy_, PolicyStore::Open(options.policy_file));
   if (options.policy_file.empty()) {
     LogWarn("no policy file: every tenant and actor may run every method with an "
@@ -113,11 +119,10 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
                                           s->shards_.get());
   s->admission_ = std::make_unique<Admission>(options.max_in_flight,
                                               options.max_in_flight_per_tenant);
-  if (!options.tls.enabled()) {
-    LogWarn("NO MUTUAL TLS: identities are taken from request headers (eonce-tenant, "
-            "eonce-workload, eonce-actor, eonce-operator, eonce-credential-epoch) and trusted "
-            "as they are; development only. GetInfo reports identity_from_headers=true");
-  }
+  // Without TLS the headers (eonce-tenant, eonce-workload, eonce-actor, eonce-operator,
+  // eonce-credential-epoch) are trusted as they are; GetInfo reports
+  // identity_from_headers=true.
+  LogListenerTrust("sidecar", options.listen_address, trust, rules);
   s->sidecar_service_ = NewSidecarService(*s->deduper_, clock, s->draining_, *s->admission_,
                                           !options.tls.enabled(), options.max_message_bytes);
   s->admin_service_ = NewSidecarAdminService(*s->deduper_, *s->records_, *s->audit_, clock,

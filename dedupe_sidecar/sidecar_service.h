@@ -83,8 +83,13 @@ struct SidecarServerOptions {
   int64_t audit_verify_interval_ms = 60'000;
   static constexpr uint32_t kAuditVerifyStepEvents = 10'000;
   // Mutual TLS on the listening port (callers' tenants come from their certificates) and
-  // towards the business service; empty: plaintext.
+  // towards the business service; empty: plaintext, which a listen_address other hosts
+  // can reach is refused without `insecure` (common/server_security.h).
   TlsFiles tls;
+  // --insecure: plaintext on any address, identities from headers; eonce_insecure is 1.
+  bool insecure = false;
+  // The setting listen_address came from, for the message that refuses it.
+  std::string listen_flag = "listen";
   // A plaintext grpc.health.v1-only port for probes without a client certificate;
   // empty: none.
   std::string health_address;
@@ -167,6 +172,7 @@ class SidecarServer {
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::unique_ptr<HealthPort> health_port_;
   std::atomic<bool> serving_{false};
+  bool insecure_ = false;
   absl::Notification stop_maintenance_;
   std::thread maintenance_;
   std::thread warmer_;  // reads the records into the block cache once, at start

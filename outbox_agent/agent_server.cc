@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/server.h"
+#include "common/server_security.h"
 #include "common/status.h"
 #include "common/tls.h"
 #include "grpcpp/server_builder.h"
@@ -20,6 +21,9 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
   EONCE_RETURN_IF_ERROR(ValidateName(options.tenant, options.limits.max_tenant_bytes, "tenant"));
   EONCE_RETURN_IF_ERROR(ValidateTlsFiles(options.tls));
+  const ListenRules rules{options.insecure};
+  EONCE_ASSIGN_OR_RETURN(ListenerTrust trust, DecideListenerTrust("listen", options.listen_address,
+                                                                  options.tls, rules));
   if (!options.actor.empty()) {
     EONCE_RETURN_IF_ERROR(ValidateName(options.actor, options.limits.max_actor_bytes, "actor"));
   }
@@ -79,6 +83,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   ApplyServerLimits(builder, static_cast<int>(options.limits.max_request_bytes) + (1 << 20), 1024);
   builder.RegisterService(s->service_.get());
   EONCE_ASSIGN_OR_RETURN(s->server_, BuildAndServe(builder, options.listen_address));
+  LogListenerTrust("agent", options.listen_address, trust, rules);
   s->ready_ = true;
   if (!options.health_address.empty()) {
     EONCE_ASSIGN_OR_RETURN(s->health_port_, HealthPort::Start(options.health_address));
@@ -102,6 +107,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
 
 std::vector<prometheus::MetricFamily> AgentServer::Collect() {
   std::vector<prometheus::MetricFamily> out;
+  out.push_back(InsecureGauge(options_.insecure));
   auto counts = store_->CountsByState();
   std::vector<std::pair<Labels, double>> by_state;
   for (int s = 1; s < v1::OutboxState_ARRAYSIZE; ++s) {

@@ -54,8 +54,11 @@ struct AgentServerOptions {
   // Prometheus endpoint, "host:port"; empty: none.
   std::string metrics_address;
   // Mutual TLS on the listening port (producers' certificates must name `tenant`) and
-  // towards the sidecars; empty: plaintext.
+  // towards the sidecars; empty: plaintext, which a listen_address other hosts can reach
+  // is refused without `insecure` (common/server_security.h).
   TlsFiles tls;
+  // --insecure: plaintext on any address, identities from headers; eonce_insecure is 1.
+  bool insecure = false;
   // A plaintext grpc.health.v1-only port for probes without a client certificate;
   // empty: none.
   std::string health_address;

@@ -10,7 +10,9 @@
 #include "common/server_flags.h"
 #include "outbox_agent/agent_server.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "address producers call: host:port or unix:/path");
+ABSL_FLAG(std::string, listen, "127.0.0.1:7000",
+          "address producers call: host:port or unix:/path. An address other hosts can reach "
+          "needs mutual TLS (--tls_cert, --tls_key, --tls_ca) or --insecure");
 ABSL_FLAG(std::string, data_dir, "", "RocksDB outbox directory (required)");
 ABSL_FLAG(std::string, tenant, "", "the tenant this agent's producer acts for (required)");
 ABSL_FLAG(std::string, actor, "",
@@ -43,7 +45,8 @@ ABSL_FLAG(int64_t, forensic_retention_ms, 30LL * 24 * 3600 * 1000,
           "how long final records are kept");
 ABSL_FLAG(int64_t, max_request_bytes, 1 << 20, "largest request message");
 ABSL_FLAG(std::string, metrics_listen, "",
-          "Prometheus endpoint, host:port (e.g. 0.0.0.0:9102); empty: no endpoint");
+          "Prometheus endpoint, host:port (e.g. 0.0.0.0:9102), plaintext on any address (it "
+          "reveals no identity-bearing data); empty: no endpoint");
 ABSL_FLAG(std::string, relay_from, "",
           "a business's address (in the pod) whose follow-up commands (its transactional "
           "outbox, eonce.v1.FollowUps) this agent relays for its tenant; empty: none");
@@ -82,6 +85,7 @@ int main(int argc, char** argv) {
   o.tls = shared.tls;
   o.health_address = shared.health_address;
   o.min_free_bytes = shared.min_free_bytes;
+  o.insecure = shared.insecure;
   if (o.data_dir.empty() || o.tenant.empty()) {
     std::cerr << "outbox_agent: settings data_dir and tenant are required\n";
     return 2;

@@ -44,6 +44,8 @@ class GrpcFollowUpSource : public FollowUpSource {
  private:
   void Prepare(grpc::ClientContext* context) {
     context->set_deadline(WallDeadline(clock_, clock_.NowMs() + timeout_ms_));
+    // The business admits eonce components: the relay reads its outbox for any tenant.
+    context->AddMetadata(kComponentHeader, kRelayComponent);
     context->AddMetadata(kTenantHeader, tenant_);
   }
 

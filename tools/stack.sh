@@ -9,7 +9,8 @@
 #
 # EONCE_BIN_DIR: where the built binaries are (default: bazel-bin of this checkout).
 # EONCE_STACK_DIR: the stack's folder (default: .stack in this checkout).
-# Development mode: plaintext, identities from headers (see docs/operations.md).
+# Development mode: plaintext on 127.0.0.1, identities from headers (docs/operations.md,
+# "What starts where"); the ledger admits the sidecar, which says it is one.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -93,7 +94,7 @@ Try:
   $BIN/outbox_agent/outboxctl --agent=$agent stats
   $BIN/outbox_agent/outboxctl --agent=$agent list ACKED
   $BIN/dedupe_sidecar/sidecarctl --sidecar=$sidecar --tenant=acme --operator_name=oncall parked
-  $BIN/services/inbox/effectsctl --service=$ledger --counts
+  $BIN/services/inbox/effectsctl --service=$ledger --operator_name=oncall --counts
   ./eonce status
   ./eonce down
 EOF

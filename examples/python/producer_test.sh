@@ -38,7 +38,7 @@ from eonce.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 stub = ledger_pb2_grpc.LedgerStub(grpc.insecure_channel(sys.argv[1]))
 for account in ("py-a", "py-b"):
     got = stub.GetAccount(ledger_pb2.GetAccountRequest(id=account), timeout=5,
-                          metadata=[("eonce-tenant", "acme")])
+                          metadata=[("eonce-component", "checker"), ("eonce-tenant", "acme")])
     print(f"{account}={got.balance}", end=" ")
 PY
 )"

@@ -61,11 +61,13 @@ TEST_F(CaseServiceTest, CrashBetweenEffectAndAnswerIsReportedExactlyAfterRestart
   faults_.armed = true;
   case_mgmt::v1::Case lost;
   grpc::ClientContext first;
+  first.AddMetadata(kComponentHeader, "sidecar");  // as the sidecar does
   EXPECT_EQ(Create("create-k9", &lost, &first).error_code(), grpc::StatusCode::UNAVAILABLE);
   faults_.armed = false;
   Start();  // reopen the database
 
   grpc::ClientContext query_context;
+  query_context.AddMetadata(kComponentHeader, "sidecar");  // as the sidecar does
   query_context.AddMetadata(kTenantHeader, "acme");
   v1::QueryOutcomeRequest query;
   query.set_command_id("create-k9");
@@ -75,6 +77,7 @@ TEST_F(CaseServiceTest, CrashBetweenEffectAndAnswerIsReportedExactlyAfterRestart
 
   case_mgmt::v1::Case again;
   grpc::ClientContext second;
+  second.AddMetadata(kComponentHeader, "sidecar");  // as the sidecar does
   ASSERT_TRUE(Create("create-k9", &again, &second).ok());
   EXPECT_EQ(again.revision(), 1);
   EXPECT_EQ(outcome.result().response(), again.SerializeAsString());
@@ -85,6 +88,7 @@ TEST_F(CaseServiceTest, CrashBetweenEffectAndAnswerIsReportedExactlyAfterRestart
   // A different command creating the same case is a business rejection.
   case_mgmt::v1::Case twice;
   grpc::ClientContext third;
+  third.AddMetadata(kComponentHeader, "sidecar");  // as the sidecar does
   EXPECT_EQ(Create("create-k9-again", &twice, &third).error_code(),
             grpc::StatusCode::ALREADY_EXISTS);
 }

@@ -1,8 +1,12 @@
 // effectsctl: reads a business service's effect ledger.
 //
-//   effectsctl --service=ADDR              every effect, one a line
-//   effectsctl --service=ADDR --counts     effects per (tenant, command id); exits 1 if any
-//                                          command has more than one effect
+//   effectsctl --service=ADDR --operator_name=ME              every effect, one a line
+//   effectsctl --service=ADDR --operator_name=ME --counts     effects per (tenant, command
+//                                          id); exits 1 if any command has more than one
+//
+// A business port admits operators and eonce components only: effectsctl is an operator.
+// With mutual TLS (--tls_cert, ...) the operator certificate says who, and for which
+// tenant; without it --operator_name says who, and --tenant (empty: every tenant) for whom.
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -11,6 +15,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/clock.h"
+#include "common/command.h"
 #include "common/flags.h"
 #include "common/tls_flags.h"
 #include "eonce/v1/outcome.grpc.pb.h"
@@ -21,11 +26,24 @@ ABSL_FLAG(std::string, service, "127.0.0.1:7101", "the business service's addres
 ABSL_FLAG(bool, counts, false,
           "print effects per (tenant, command id) and flag duplicates");
 ABSL_FLAG(uint64_t, after, 0, "start after this sequence number");
+ABSL_FLAG(std::string, operator_name, "",
+          "who you are as an operator, without mutual TLS (the pod's socket, local "
+          "development; required there); with it, your certificate says so");
+ABSL_FLAG(std::string, tenant, "",
+          "the tenant whose effects to read; empty: every tenant (without mutual TLS; an "
+          "operator's certificate keeps it to its own tenant)");
 
 int main(int argc, char** argv) {
-  eonce::ParseFlags(argc, argv, {"effectsctl --service=ADDR [--counts] [--after=SEQ]"});
-  auto stub = eonce::v1::Effects::NewStub(grpc::CreateChannel(
-      absl::GetFlag(FLAGS_service), eonce::ChannelCredentials(eonce::TlsFilesFromFlags())));
+  eonce::ParseFlags(argc, argv, {"effectsctl --service=ADDR --operator_name=ME [--counts] "
+                                 "[--after=SEQ] [--tenant=T]"});
+  const eonce::TlsFiles tls = eonce::TlsFilesFromFlags();
+  if (!tls.enabled() && absl::GetFlag(FLAGS_operator_name).empty()) {
+    std::cerr << "effectsctl: --operator_name: required without mutual TLS (a business port "
+                 "admits operators and eonce components only)\n";
+    return 2;
+  }
+  auto stub = eonce::v1::Effects::NewStub(
+      grpc::CreateChannel(absl::GetFlag(FLAGS_service), eonce::ChannelCredentials(tls)));
   // A command id is unique within its tenant: two tenants may use the same one.
   std::map<std::pair<std::string, std::string>, int> per_command;
   uint64_t after = absl::GetFlag(FLAGS_after);
@@ -34,6 +52,12 @@ int main(int argc, char** argv) {
   for (int page = 0; page < 10'000; ++page) {
     grpc::ClientContext context;
     context.set_deadline(eonce::WallIn(10'000));
+    if (!absl::GetFlag(FLAGS_operator_name).empty()) {
+      context.AddMetadata(eonce::kOperatorHeader, absl::GetFlag(FLAGS_operator_name));
+    }
+    if (!absl::GetFlag(FLAGS_tenant).empty()) {
+      context.AddMetadata(eonce::kTenantHeader, absl::GetFlag(FLAGS_tenant));
+    }
     eonce::v1::ListEffectsRequest request;
     request.set_after_seq(after);
     request.set_limit(10'000);

@@ -22,6 +22,8 @@ absl::StatusOr<std::unique_ptr<EmbeddedSidecar>> EmbeddedSidecar::Start(
   // The business is this process's own: its rows move with its slots.
   sidecar.move_business_data = !options.shard_id.empty();
   sidecar.tls = options.tls;
+  sidecar.insecure = options.insecure;
+  sidecar.listen_flag = "sidecar_listen";
   sidecar.upstream = embedded->upstream_.get();
   auto started = SidecarServer::Start(sidecar, clock);
   if (!started.ok()) return started.status();

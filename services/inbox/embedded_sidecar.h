@@ -28,6 +28,8 @@ struct EmbeddedSidecarOptions {
   std::string shard_id;
   std::string slot_map_file;
   TlsFiles tls;
+  // --insecure: the sidecar's listener may be plaintext on an address other hosts reach.
+  bool insecure = false;
 };
 
 class EmbeddedSidecar : public Companion {

@@ -7,6 +7,7 @@
 #include "common/grpc_status.h"
 #include "common/metadata.h"
 #include "common/status.h"
+#include "services/inbox/caller_gate.h"
 
 namespace eonce {
 
@@ -14,6 +15,13 @@ CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context) {
   CallIdentity identity;
   identity.command_id = RequestMetadata(context, kCommandIdHeader);
   identity.tenant = RequestMetadata(context, kTenantHeader);
+  // Over mutual TLS an operator acts for its certificate's tenant, stated or not (the
+  // gate refused any other); a component's and a plaintext caller's is the header's.
+  if (auto auth = context.auth_context(); auth != nullptr && auth->IsPeerAuthenticated()) {
+    if (absl::StatusOr<BusinessCaller> caller = BusinessCallerOf(context); caller.ok()) {
+      identity.tenant = caller->tenant;
+    }
+  }
   identity.actor = RequestMetadata(context, kActorHeader);
   identity.idempotency_key = RequestMetadata(context, kIdempotencyKeyHeader);
   // Hex from the sidecar; anything else is not compared.

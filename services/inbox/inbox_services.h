@@ -12,7 +12,9 @@
 
 namespace eonce {
 
-// The identity the sidecar sent with a call (its request metadata).
+// The identity the sidecar sent with a call (its request metadata); the tenant of an
+// operator's certificate over mutual TLS. The port's gate (caller_gate.h) has admitted
+// the caller before a handler runs.
 CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context);
 
 class OutcomeServiceImpl : public v1::Outcome::CallbackService {

@@ -12,11 +12,18 @@
 #include "common/random.h"
 #include "common/server.h"
 #include "common/server_flags.h"
+#include "common/server_security.h"
 #include "common/status.h"
 #include "grpcpp/server_builder.h"
+#include "services/inbox/caller_gate.h"
 
 ABSL_FLAG(std::string, listen, "",
-          "address to serve on: host:port or unix:/path (the pod's localhost only)");
+          "address to serve on, for eonce components (the sidecar, a relay) and operators "
+          "only: host:port or unix:/path (the pod's own socket). An address other hosts can "
+          "reach needs mutual TLS (--tls_cert, --tls_key, --tls_ca) or --insecure. With the "
+          "sidecar in this process (ledger --sidecar_listen) it is a unix socket or mutual "
+          "TLS, never plaintext TCP. Empty: unix:<data_dir>/business.sock with the sidecar in "
+          "this process, else 127.0.0.1:7101 (ledger) or 127.0.0.1:7201 (case)");
 ABSL_FLAG(std::string, sidecar_socket, "",
           "also serve, in plaintext, on this unix socket (unix:/path in the pod's shared "
           "volume) for the pod's own sidecar, beside --listen (which then needs mutual TLS "
@@ -32,7 +39,8 @@ ABSL_FLAG(double, lose_answer_ratio, 0.0,
           "effect is durable); for demos and fault tests");
 ABSL_FLAG(uint64_t, fault_seed, 1, "chaos: the seed of lose_answer_ratio's draws");
 ABSL_FLAG(std::string, metrics_listen, "",
-          "Prometheus endpoint, host:port (e.g. 0.0.0.0:9101); empty: no endpoint");
+          "Prometheus endpoint, host:port (e.g. 0.0.0.0:9101), plaintext on any address (it "
+          "reveals no identity-bearing data); empty: no endpoint");
 
 namespace eonce {
 
@@ -41,7 +49,11 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
     const Setup& setup) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
   EONCE_RETURN_IF_ERROR(ValidateTlsFiles(options.tls));
+  const ListenRules rules{options.insecure, /*plaintext_tcp=*/!options.one_door};
+  EONCE_ASSIGN_OR_RETURN(ListenerTrust trust, DecideListenerTrust("listen", options.listen_address,
+                                                                  options.tls, rules));
   std::unique_ptr<ServiceHost> host(new ServiceHost());
+  host->insecure_ = options.insecure;
   if (options.inbox_retention_ms <= 0) {
     return absl::InvalidArgumentError("inbox_retention_ms: must be positive");
   }
@@ -65,9 +77,12 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
 
   EnableStandardServices();
   grpc::ServerBuilder builder;
-  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, options.tls, &host->port_));
+  // Every listener checks its callers before any service (caller_gate.h).
+  EONCE_RETURN_IF_ERROR(AddListener(builder, options.listen_address, options.tls, &host->port_,
+                                    BusinessServerCredentials(options.tls)));
   if (!options.sidecar_socket.empty()) {
-    EONCE_RETURN_IF_ERROR(AddLocalSocket(builder, options.sidecar_socket));
+    EONCE_RETURN_IF_ERROR(
+        AddLocalSocket(builder, options.sidecar_socket, BusinessServerCredentials(TlsFiles())));
   }
   ApplyServerLimits(builder, 4 << 20, 1024);
   builder.RegisterService(host->service_.get());
@@ -81,6 +96,7 @@ absl::StatusOr<std::unique_ptr<ServiceHost>> ServiceHost::Start(
   }
   EONCE_ASSIGN_OR_RETURN(host->server_,
                          BuildAndServe(builder, options.listen_address, options.sidecar_socket));
+  LogListenerTrust(options.metrics_name, options.listen_address, trust, rules);
   host->ready_ = true;
   host->metrics_name_ = options.metrics_name;
   if (!options.health_address.empty()) {
@@ -111,6 +127,7 @@ void ServiceHost::ProbeLoop(int64_t every_ms) {
 std::vector<prometheus::MetricFamily> ServiceHost::Collect() const {
   std::string p = "eonce_" + metrics_name_ + "_";
   std::vector<prometheus::MetricFamily> out;
+  out.push_back(InsecureGauge(insecure_));
   out.push_back(CounterFamily(p + "effects_applied_total", "Calls that applied an effect.",
                               {{{}, static_cast<double>(inbox_->applied())}}));
   out.push_back(CounterFamily(p + "rejections_total", "Calls answered with a business rejection.",
@@ -150,13 +167,14 @@ ServiceHost::~ServiceHost() { Shutdown(0).IgnoreError(); }
 
 int RunServiceMain(int argc, char** argv, const char* name, const char* default_listen,
                    std::vector<ColumnFamilySpec> families, const ServiceHost::Setup& setup,
-                   const StartCompanion& companion) {
+                   const CompanionSpec& companion) {
   BlockShutdownSignals();
   const std::string usage = absl::StrCat(name, " --data_dir=DIR [--listen=ADDR] [--legacy]");
   ParseFlags(argc, argv, {usage.c_str(), /*from_environment=*/true});
   ServiceHostOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
-  if (options.listen_address.empty()) options.listen_address = default_listen;
+  // With a companion, callers come through it: the business keeps one door of its own.
+  options.one_door = companion.wanted && companion.wanted();
   options.sidecar_socket = absl::GetFlag(FLAGS_sidecar_socket);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.legacy_mode = absl::GetFlag(FLAGS_legacy);
@@ -166,10 +184,22 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   options.tls = shared.tls;
   options.health_address = shared.health_address;
   options.min_free_bytes = shared.min_free_bytes;
+  options.insecure = shared.insecure;
   options.metrics_name = absl::StrReplaceAll(name, {{"_service", ""}});
   if (options.data_dir.empty()) {
     std::cerr << name << ": setting data_dir is required\n";
     return 2;
+  }
+  if (options.listen_address.empty()) {
+    options.listen_address = options.one_door ? absl::StrCat("unix:", options.data_dir, "/",
+                                                             kBusinessSocketName)
+                                              : default_listen;
+    if (UnixSocketPath(options.listen_address).size() > kMaxUnixSocketPathBytes) {
+      std::cerr << name << ": the business socket " << options.listen_address << " is longer "
+                << "than a unix socket path may be (" << kMaxUnixSocketPathBytes
+                << " bytes); set --listen=unix:/shorter/path\n";
+      return 2;
+    }
   }
   double lose = absl::GetFlag(FLAGS_lose_answer_ratio);
   if (lose < 0 || lose > 1) {
@@ -185,11 +215,11 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
   auto host = ServiceHost::Start(options, RealClock::Get(), std::move(families), setup);
   if (!host.ok()) {
     std::cerr << name << ": " << host.status().message() << "\n";
-    return 1;
+    return host.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   std::unique_ptr<Companion> beside;
-  if (companion) {
-    auto started = companion(**host);
+  if (options.one_door) {
+    auto started = companion.start(**host);
     if (!started.ok()) {
       std::cerr << name << ": " << started.status().message() << "\n";
       return started.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
@@ -197,12 +227,12 @@ int RunServiceMain(int argc, char** argv, const char* name, const char* default_
     beside = std::move(*started);
   }
   // The address callers use: the companion's when there is one (the business's own port
-  // is then for the companion and operators).
+  // is then for eonce components and operators). Logged first, so that whoever reads the
+  // announcement finds the business port in the log.
   if (beside != nullptr) {
+    LogInfo("business port",
+            {{"service", name}, {"listen", BoundAddress(options.listen_address, (*host)->port())}});
     AnnounceListening(name, beside->listen_address(), beside->port());
-    LogInfo("business port", {{"service", name},
-                              {"listen", absl::StrCat(options.listen_address, " (port ",
-                                                      (*host)->port(), ")")}});
   } else {
     AnnounceListening(name, options.listen_address, (*host)->port());
   }

@@ -1,6 +1,7 @@
 // ServiceHost: what every business service built on the Inbox shares: the RocksDB store,
 // the Inbox, the gRPC server with the Effects service and (unless legacy) the Outcome
 // service, torn down in order. A service adds its own core and gRPC service in `setup`.
+// Every port it serves admits eonce components and operators only (caller_gate.h).
 #ifndef EONCE_SERVICES_INBOX_SERVICE_HOST_H_
 #define EONCE_SERVICES_INBOX_SERVICE_HOST_H_
 
@@ -42,8 +43,15 @@ struct ServiceHostOptions {
   int64_t health_probe_ms = 1'000;
   // The name in the metrics: eonce_<name>_... ("ledger", "case").
   std::string metrics_name = "service";
-  // Mutual TLS for the gRPC port; empty: plaintext.
+  // Mutual TLS for the gRPC port; empty: plaintext, which a listen_address other hosts can
+  // reach is refused without `insecure` (common/server_security.h).
   TlsFiles tls;
+  // --insecure: plaintext on any address, identities from headers; eonce_insecure is 1.
+  bool insecure = false;
+  // A companion (an embedded sidecar) runs in this process and takes the tenants' calls:
+  // listen_address is then the business's one other door, a unix socket or mutual TLS;
+  // plaintext TCP is refused, loopback included (common/server_security.h).
+  bool one_door = false;
   // A plaintext grpc.health.v1-only port for probes without a client certificate;
   // empty: none.
   std::string health_address;
@@ -108,6 +116,7 @@ class ServiceHost {
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::unique_ptr<HealthPort> health_port_;
   std::string metrics_name_;
+  bool insecure_ = false;
   std::atomic<bool> ready_{false};
   absl::Notification stop_probe_;
   std::thread probe_;
@@ -123,15 +132,24 @@ class Companion {
   virtual const std::string& listen_address() const = 0;
   virtual absl::Status Shutdown(int64_t drain_ms) = 0;
 };
-// Null, or null returned: no companion.
 using StartCompanion =
     std::function<absl::StatusOr<std::unique_ptr<Companion>>(ServiceHost& host)>;
+struct CompanionSpec {
+  // Asked once the flags are parsed: whether a companion runs. Null: none.
+  std::function<bool()> wanted;
+  StartCompanion start;
+};
+
+// The business socket of a service with a companion and no --listen: in its data
+// directory, its own user's.
+inline constexpr char kBusinessSocketName[] = "business.sock";
 
 // The main() of a business service: flags (--listen, --data_dir, --legacy, --drain_ms and
-// the chaos flags), signals, and a graceful shutdown.
+// the chaos flags), signals, and a graceful shutdown. With a companion the business port
+// is one_door, unix:<data_dir>/business.sock unless --listen names another.
 int RunServiceMain(int argc, char** argv, const char* name, const char* default_listen,
                    std::vector<ColumnFamilySpec> families, const ServiceHost::Setup& setup,
-                   const StartCompanion& companion = nullptr);
+                   const CompanionSpec& companion = {});
 
 }  // namespace eonce
 

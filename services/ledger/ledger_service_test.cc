@@ -42,6 +42,7 @@ class LedgerServiceTest : public ::testing::Test {
 
   grpc::Status Open(const std::string& id, int64_t balance) {
     grpc::ClientContext context;
+    context.AddMetadata(kComponentHeader, "sidecar");  // as the sidecar does
     AddIdentity(&context, "open-" + id);
     ledger::v1::OpenAccountRequest request;
     request.set_id(id);
@@ -53,6 +54,7 @@ class LedgerServiceTest : public ::testing::Test {
   grpc::Status Transfer(const std::string& command_id, int64_t amount,
                         ledger::v1::TransferResponse* response) {
     grpc::ClientContext context;
+    context.AddMetadata(kComponentHeader, "sidecar");  // as the sidecar does
     AddIdentity(&context, command_id);
     ledger::v1::TransferRequest request;
     request.set_from("a");
@@ -89,6 +91,7 @@ TEST_F(LedgerServiceTest, DuplicateCallReturnsStoredAnswerAndOutcomeIsExact) {
   EXPECT_EQ(first.from_balance(), 60);
 
   grpc::ClientContext context;
+  context.AddMetadata(kComponentHeader, "sidecar");  // as the sidecar does
   context.AddMetadata(kTenantHeader, "acme");
   v1::QueryOutcomeRequest request;
   request.set_command_id("cmd-1");
@@ -98,6 +101,7 @@ TEST_F(LedgerServiceTest, DuplicateCallReturnsStoredAnswerAndOutcomeIsExact) {
   EXPECT_EQ(outcome.result().response(), first.SerializeAsString());
 
   grpc::ClientContext total_context;
+  total_context.AddMetadata(kComponentHeader, "sidecar");  // as the sidecar does
   ledger::v1::GetTotalResponse total;
   ASSERT_TRUE(ledger_->GetTotal(&total_context, ledger::v1::GetTotalRequest(), &total).ok());
   EXPECT_EQ(total.total_balance(), 100);
@@ -229,6 +233,7 @@ TEST_F(LedgerServiceTest, LegacyModeAppliesTwiceAndHasNoOutcomeService) {
   EXPECT_EQ(second.from_balance(), 20);
 
   grpc::ClientContext context;
+  context.AddMetadata(kComponentHeader, "sidecar");  // as the sidecar does
   v1::QueryOutcomeRequest request;
   request.set_command_id("cmd-1");
   v1::QueryOutcomeResponse outcome;

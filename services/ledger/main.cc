@@ -16,7 +16,9 @@ ABSL_FLAG(uint64_t, account_cache_entries, eonce::AccountCache::kDefaultEntries,
           "search of the store (at most 16777216; 0: none)");
 ABSL_FLAG(std::string, sidecar_listen, "",
           "run the dedupe sidecar in this process, callers reaching it here (one hop instead "
-          "of two; --listen is then the business's own port); empty: none");
+          "of two; an address other hosts reach needs mutual TLS or --insecure). --listen is "
+          "then the business's own door, for eonce components and operators: a unix socket "
+          "(default unix:<data_dir>/business.sock) or mutual TLS; empty: none");
 ABSL_FLAG(std::string, sidecar_data_dir, "", "the embedded sidecar's RocksDB directory");
 ABSL_FLAG(std::string, sidecar_policy_file, "", "the embedded sidecar's policy file");
 ABSL_FLAG(std::string, sidecar_metrics_listen, "", "the embedded sidecar's Prometheus endpoint");
@@ -31,9 +33,10 @@ int main(int argc, char** argv) {
     options.account_cache_entries = absl::GetFlag(FLAGS_account_cache_entries);
     return options;
   };
-  auto sidecar = [&core](eonce::ServiceHost& host)
+  eonce::CompanionSpec sidecar;
+  sidecar.wanted = [] { return !absl::GetFlag(FLAGS_sidecar_listen).empty(); };
+  sidecar.start = [&core](eonce::ServiceHost& host)
       -> absl::StatusOr<std::unique_ptr<eonce::Companion>> {
-    if (absl::GetFlag(FLAGS_sidecar_listen).empty()) return nullptr;
     eonce::EmbeddedSidecarOptions o;
     o.listen_address = absl::GetFlag(FLAGS_sidecar_listen);
     o.data_dir = absl::GetFlag(FLAGS_sidecar_data_dir);
@@ -41,7 +44,9 @@ int main(int argc, char** argv) {
     o.metrics_address = absl::GetFlag(FLAGS_sidecar_metrics_listen);
     o.shard_id = absl::GetFlag(FLAGS_sidecar_shard_id);
     o.slot_map_file = absl::GetFlag(FLAGS_sidecar_slot_map);
-    o.tls = eonce::ServerFlagsFromFlags().tls;
+    const eonce::ServerFlags shared = eonce::ServerFlagsFromFlags();
+    o.tls = shared.tls;
+    o.insecure = shared.insecure;
     auto started = eonce::EmbeddedSidecar::Start(o, host.inbox(), eonce::LedgerHandlers(*core),
                                                  eonce::RealClock::Get());
     if (!started.ok()) return started.status();

@@ -4,6 +4,7 @@
 Usage: check_manifests.py RENDERED.yaml
 Each violation is printed; the exit code is the number of violations (0 = all good).
 """
+import ipaddress
 import json
 import sys
 
@@ -22,6 +23,51 @@ def flag(args, name):
         if a.startswith("--%s=" % name):
             return a.split("=", 1)[1]
     return None
+
+
+# The addresses a server takes callers on (--health_listen and --metrics_listen stay
+# plaintext: they reveal no identity-bearing data), and the defaults of the binaries
+# whose --listen has one that other hosts reach.
+LISTEN_FLAGS = ("listen", "sidecar_listen")
+DEFAULT_LISTEN = {"dedupe_sidecar": "0.0.0.0:7100"}
+
+
+def is_local(address):
+    """A unix socket, or a TCP address on the loopback network (common/server_security.h)."""
+    if address.startswith("unix:") and not address.startswith("unix-abstract:"):
+        return True
+    host = address.rsplit(":", 1)[0] if ":" in address else ""
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if host.lower() == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def check_transport(where, container):
+    """Secure by default, in every overlay: no --insecure, and a server that listens where
+    other pods reach it runs mutual TLS."""
+    problems = []
+    args = container.get("args", [])
+    if any(a == "--insecure" or a.startswith("--insecure=") and a != "--insecure=false"
+           for a in args):
+        problems.append("%s runs with --insecure: identities would come from anyone's headers" % where)
+    image = container.get("image", "").split(":")[0].rsplit("/", 1)[-1]
+    for setting in LISTEN_FLAGS:
+        address = flag(args, setting)
+        if address is None and setting == "listen":
+            address = DEFAULT_LISTEN.get(image)
+        if address is None or is_local(address):
+            continue
+        if flag(args, "tls_cert") is None:
+            problems.append("%s: --%s=%s is reachable from other pods without mutual TLS "
+                            "(--tls_cert, --tls_key, --tls_ca)" % (where, setting, address))
+    return problems
 
 
 def check(objects):
@@ -58,6 +104,7 @@ def check(objects):
                 problems.append("%s has a writable root filesystem" % where)
             if "resources" not in c or "limits" not in c["resources"] or "requests" not in c["resources"]:
                 problems.append("%s has no resource requests and limits" % where)
+            problems += check_transport(where, c)
             args = c.get("args", [])
             data_dir = flag(args, "data_dir")
             if data_dir is not None:

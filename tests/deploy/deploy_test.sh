@@ -63,6 +63,20 @@ if /usr/bin/python3 "$check" "$out/broken-tls.yaml" > "$out/broken-tls.txt"; the
 fi
 grep -q "probe --health_listen" "$out/broken-tls.txt"
 grep -q "is not on a mounted volume" "$out/broken-tls.txt"
+# Secure by default: an overlay that adds --insecure, or a server on 0.0.0.0 without its
+# TLS flags, must be reported.
+sed -e 's|- --move_business_data|- --insecure|' "$out/dev.yaml" > "$out/insecure.yaml"
+if /usr/bin/python3 "$check" "$out/insecure.yaml" > "$out/insecure.txt"; then
+  echo "the checker accepted a container with --insecure" >&2
+  exit 1
+fi
+grep -q "dedupe-sidecar runs with --insecure" "$out/insecure.txt"
+grep -v -e '--tls_cert=' "$out/production.yaml" > "$out/plaintext.yaml"
+if /usr/bin/python3 "$check" "$out/plaintext.yaml" > "$out/plaintext.txt"; then
+  echo "the checker accepted a sidecar on 0.0.0.0 without TLS" >&2
+  exit 1
+fi
+grep -q "ledger/dedupe-sidecar: --listen=0.0.0.0:7100 is reachable from other pods without mutual TLS" "$out/plaintext.txt"
 # Sharding: replicas whose sidecars are not sharded, and a slot map that leaves out a pod,
 # must both be reported.
 grep -v -e '--shard_id=' "$out/dev.yaml" > "$out/unsharded.yaml"

@@ -66,6 +66,7 @@ int64_t PendingFollowUps(const std::string& ledger_address) {
   auto stub = v1::FollowUps::NewStub(
       grpc::CreateChannel(ledger_address, grpc::InsecureChannelCredentials()));
   auto context = Deadline(5);
+  context->AddMetadata(kComponentHeader, "checker");  // a business port admits components
   context->AddMetadata(kTenantHeader, "acme");
   v1::PullFollowUpsRequest request;
   request.set_limit(1000);
@@ -321,6 +322,7 @@ int MisplacedAccounts(ShardedStack& stack, const SlotMap& map, int accounts) {
       auto stub = ledger::v1::Ledger::NewStub(
           grpc::CreateChannel(stack.LedgerAddress(i), grpc::InsecureChannelCredentials()));
       auto context = Deadline(5);
+      context->AddMetadata(kComponentHeader, "checker");
       ledger::v1::GetAccountRequest request;
       request.set_id(id);
       ledger::v1::Account account;

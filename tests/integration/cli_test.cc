@@ -114,17 +114,23 @@ TEST_F(CliTest, OperatorToolsReportWhatHappened) {
   EXPECT_NE(effects_refused.exit_code, 0) << effects_refused.out;
   EXPECT_NE(effects_refused.out.find("operator"), std::string::npos) << effects_refused.out;
 
-  std::string effects = "services/inbox/effectsctl --service=" + Address(ledger_->port());
+  // An operator tool: a business port admits operators and eonce components only.
+  ToolRun anonymous = Tool("services/inbox/effectsctl --service=" + Address(ledger_->port()));
+  EXPECT_EQ(anonymous.exit_code, 2) << anonymous.out;
+  EXPECT_NE(anonymous.out.find("--operator_name"), std::string::npos) << anonymous.out;
+  std::string effects = "services/inbox/effectsctl --operator_name=oncall --service=" +
+                        Address(ledger_->port());
   ToolRun counts = Tool(effects + " --counts");
   EXPECT_EQ(counts.exit_code, 0) << counts.out;
   EXPECT_NE(counts.out.find("effects 1 commands 1 duplicated 0"), std::string::npos) << counts.out;
 
-  // A caller that bypasses the sidecar applies the same command twice on this legacy
-  // service: effectsctl finds it and fails.
+  // A component that calls this legacy service without a sidecar applies the same
+  // command twice: effectsctl finds it and fails.
   auto direct = ledger::v1::Ledger::NewStub(
       grpc::CreateChannel(Address(ledger_->port()), grpc::InsecureChannelCredentials()));
   for (int i = 0; i < 2; ++i) {
     grpc::ClientContext context;
+    context.AddMetadata(kComponentHeader, "bypass");
     context.AddMetadata(kCommandIdHeader, "bypass");
     ledger::v1::OpenAccountRequest again;
     again.set_id("bob" + std::to_string(i));
@@ -134,6 +140,7 @@ TEST_F(CliTest, OperatorToolsReportWhatHappened) {
   // The same command id under two tenants is two commands, not a duplicate.
   for (const char* tenant : {"acme", "globex"}) {
     grpc::ClientContext context;
+    context.AddMetadata(kComponentHeader, "bypass");
     context.AddMetadata(kCommandIdHeader, "shared-id");
     context.AddMetadata(kTenantHeader, tenant);
     ledger::v1::OpenAccountRequest open;

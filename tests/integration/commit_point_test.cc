@@ -94,6 +94,7 @@ class CommitPointTest : public ::testing::TestWithParam<bool> {
 TEST_P(CommitPointTest, TheLedgerSaysWhetherItsInboxKeepsTheOutcome) {
   const bool legacy = GetParam();
   grpc::ClientContext context;
+  context.AddMetadata(kComponentHeader, kSidecarComponent);  // what a sidecar sends
   context.AddMetadata(kCommandIdHeader, "direct-1");
   context.AddMetadata(kIdempotencyKeyHeader, "direct-key-1");
   context.AddMetadata(kTenantHeader, "acme");

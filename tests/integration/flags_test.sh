@@ -53,5 +53,38 @@ for entry in "${programs[@]}"; do
     grep -q -- "$flag" <<< "$out" || fail "$name with a bad $env_name: the message does not name it"
   fi
 done
+# Secure by default: a server refuses an address other hosts can reach without mutual TLS
+# or --insecure, before it touches its data: exit 2 and one line that names the address's
+# flag, --insecure and the TLS flags. (tests/security/insecure_test: the servers in
+# process, the warning and the eonce_insecure gauge with --insecure.)
+sockets="$(mktemp -d /tmp/eonce-flags-XXXXXX)"
+data="${TEST_TMPDIR:-$sockets}/refusals"
+mkdir -p "$data"
+# binary | the flag named | its arguments
+refusals=(
+  "dedupe_sidecar/dedupe_sidecar|listen=0.0.0.0:7100|--upstream=127.0.0.1:1"  # no --listen at all
+  "dedupe_sidecar/dedupe_sidecar|listen=0.0.0.0:0|--listen=0.0.0.0:0 --upstream=127.0.0.1:1"
+  "outbox_agent/outbox_agent|listen=0.0.0.0:0|--listen=0.0.0.0:0 --tenant=acme"
+  "services/ledger/ledger_service|listen=0.0.0.0:0|--listen=0.0.0.0:0"
+  "services/case/case_service|listen=[::]:0|--listen=[::]:0"
+  "services/ledger/ledger_service|sidecar_listen=0.0.0.0:0|--listen=unix:$sockets/ledger.sock --sidecar_listen=0.0.0.0:0 --sidecar_data_dir=$data/embedded-sidecar"
+)
+n=0
+for entry in "${refusals[@]}"; do
+  IFS='|' read -r binary named args <<< "$entry"
+  n=$((n + 1))
+  name="$(basename "$binary")"
+  # shellcheck disable=SC2086
+  out="$(timeout 20 "$binary" --data_dir="$data/$n" $args 2>&1 >/dev/null)"; code=$?
+  [ "$code" = 2 ] || fail "$name $args exits $code, not 2: $out"
+  line="$(grep -- "--insecure" <<< "$out")"
+  [ "$(grep -c . <<< "$line")" = 1 ] || fail "$name $args: not one line naming --insecure: $out"
+  for flag in "--$named" --tls_cert --tls_key --tls_ca; do
+    grep -qF -- "$flag" <<< "$line" || fail "$name $args: the message does not name $flag: $line"
+  done
+done
+rm -rf "$sockets"
+echo "${#refusals[@]} refusals checked"
+
 echo "${#programs[@]} programs checked, $failures failures"
 [ "$failures" = 0 ]

@@ -120,6 +120,7 @@ class ForwardBatchTest : public ::testing::Test {
 
   grpc::Status Batch(const std::vector<ForwardCall>& calls, v1::ForwardBatchResponse* response) {
     grpc::ClientContext context;
+    context.AddMetadata(kComponentHeader, kSidecarComponent);  // as the sidecar calls it
     v1::ForwardBatchRequest request;
     for (const ForwardCall& call : calls) *request.add_calls() = ForwardedCallOf(call);
     return forwards_->ForwardBatch(&context, request, response);

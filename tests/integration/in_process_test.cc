@@ -276,9 +276,11 @@ TEST_P(InProcessTest, ABatchRefusesOnlyItsBadCommandsAndNeverMoreThanItsLimit) {
 
 TEST(EmbeddedSidecarBinaryTest, AnsweredOnceAcrossAKill) {
   const std::string dir = testing::FreshDir("embedded");
+  // The business's own door is a unix socket (plaintext TCP is refused with the sidecar
+  // in process); TEST_TMPDIR is too long a path for one.
   const std::vector<std::string> args = {
-      "--listen=127.0.0.1:0", "--data_dir=" + dir + "/ledger", "--sidecar_listen=127.0.0.1:0",
-      "--sidecar_data_dir=" + dir + "/sidecar"};
+      "--listen=unix:" + testing::SocketDir() + "/business.sock", "--data_dir=" + dir + "/ledger",
+      "--sidecar_listen=127.0.0.1:0", "--sidecar_data_dir=" + dir + "/sidecar"};
   auto start = [&] {
     return Process::Start("services/ledger/ledger_service", args, dir + "/ledger.log");
   };

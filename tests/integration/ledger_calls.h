@@ -1,6 +1,7 @@
 // What the tests of a real sidecar in front of the real ledger share: the sidecar's
 // options, the commands they send (as alice, on account "a"), a Submit through the
-// sidecar, and reads of the ledger's effect ledger and balances, straight from the ledger.
+// sidecar, and reads of the ledger's effect ledger and balances, straight from the ledger
+// (as the eonce component "checker": a business port admits no one else).
 #ifndef EONCE_TESTS_INTEGRATION_LEDGER_CALLS_H_
 #define EONCE_TESTS_INTEGRATION_LEDGER_CALLS_H_
 
@@ -108,6 +109,7 @@ inline absl::StatusOr<std::vector<absl::StatusOr<v1::SubmitResponse>>> SubmitBat
 // How many effects the ledger holds for `command_id`; -1 if it cannot be read.
 inline int EffectsOf(v1::Effects::Stub& effects, const std::string& command_id) {
   grpc::ClientContext context;
+  context.AddMetadata(kComponentHeader, "checker");
   v1::ListEffectsRequest request;
   request.set_limit(10000);
   v1::ListEffectsResponse response;
@@ -120,6 +122,7 @@ inline int EffectsOf(v1::Effects::Stub& effects, const std::string& command_id) 
 // The balance of account `id`; -1 if it cannot be read.
 inline int64_t BalanceOf(ledger::v1::Ledger::Stub& ledger, const std::string& id) {
   grpc::ClientContext context;
+  context.AddMetadata(kComponentHeader, "checker");
   ledger::v1::GetAccountRequest request;
   request.set_id(id);
   ledger::v1::Account account;

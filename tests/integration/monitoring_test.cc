@@ -159,7 +159,7 @@ TEST(RunbookTest, EveryAlertNamesARunbookTheGuideHas) {
     ++alerts;
     EXPECT_EQ(anchors.count((*it)[1].str()), 1u) << "no runbook " << (*it)[1].str();
   }
-  EXPECT_EQ(alerts, 11);
+  EXPECT_EQ(alerts, 12);
   EXPECT_EQ(anchors.count("no-such-runbook"), 0u);
 }
 

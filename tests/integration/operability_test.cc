@@ -93,6 +93,7 @@ class OperabilityTest : public ::testing::Test {
     auto effects = v1::Effects::NewStub(grpc::CreateChannel(
         "127.0.0.1:" + std::to_string(ledger_->port()), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
+    context.AddMetadata(kComponentHeader, "checker");
     v1::ListEffectsRequest request;
     v1::ListEffectsResponse response;
     effects->ListEffects(&context, request, &response);

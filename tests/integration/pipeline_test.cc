@@ -3,6 +3,7 @@
 // real RocksDB in a temporary folder. Then duplicates: none is applied twice.
 
 #include "common/clock.h"
+#include "common/command.h"
 #include "common/random.h"
 #include "dedupe_sidecar/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
@@ -67,6 +68,7 @@ class PipelineTest : public ::testing::Test {
 
   std::map<std::string, int> EffectCounts() {
     grpc::ClientContext context;
+    context.AddMetadata(kComponentHeader, "checker");
     v1::ListEffectsRequest request;
     request.set_limit(10000);
     v1::ListEffectsResponse response;
@@ -146,6 +148,7 @@ TEST_F(PipelineTest, EnqueuedCommandReachesTheBusinessOnceAndDuplicatesAreNotApp
   EXPECT_EQ(counts["pay-1"], 1);
   EXPECT_EQ(counts.size(), 3u);
   grpc::ClientContext total_context;
+  total_context.AddMetadata(kComponentHeader, "checker");
   ledger::v1::GetTotalResponse total;
   ASSERT_TRUE(ledger_stub_->GetTotal(&total_context, ledger::v1::GetTotalRequest(), &total).ok());
   EXPECT_EQ(total.total_balance(), 100);

@@ -135,6 +135,7 @@ class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
 
   void ExpectConserved() {
     grpc::ClientContext context;
+    context.AddMetadata(kComponentHeader, "checker");
     ledger::v1::GetTotalResponse total;
     ASSERT_TRUE(direct_->GetTotal(&context, ledger::v1::GetTotalRequest(), &total).ok());
     EXPECT_EQ(total.total_balance(), total.total_minted());

@@ -88,7 +88,7 @@ class IdentityTest : public ::testing::Test {
     options.data_dir = dir_ + "/" + name;
     options.upstream_address = "unix:" + socket_;
     options.policy_file = policy;
-    options.tls = Issue(name, "spiffe://eonce.test/service/sidecar");
+    options.tls = Issue(name, "spiffe://eonce.test/eonce/sidecar");
     options.deduper.lease_ms = 2'000;
     options.deduper.forward_timeout_ms = 1'000;
     options.deduper.outcome_query_timeout_ms = 500;
@@ -166,6 +166,7 @@ class IdentityTest : public ::testing::Test {
         grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     Deadline(context);
+    context.AddMetadata(kComponentHeader, "checker");  // the socket admits components
     context.AddMetadata(kTenantHeader, tenant);
     ledger::v1::GetAccountRequest get;
     get.set_id(id);

@@ -97,7 +97,8 @@ class TlsTest : public ::testing::Test {
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = std::make_unique<TestPki>(*pki);
     ledger_tls_ = Issue(*pki_, "ledger", "spiffe://eonce.test/service/ledger");
-    sidecar_tls_ = Issue(*pki_, "sidecar", "spiffe://eonce.test/service/sidecar");
+    // The sidecar calls the ledger over mutual TLS as the eonce component it is.
+    sidecar_tls_ = Issue(*pki_, "sidecar", "spiffe://eonce.test/eonce/sidecar");
     acme_ = Issue(*pki_, "acme-agent", TenantId("acme", "agent"));
     globex_ = Issue(*pki_, "globex-agent", TenantId("globex", "agent"));
 
@@ -161,7 +162,8 @@ class TlsTest : public ::testing::Test {
                          response != nullptr ? response : &ignored);
   }
 
-  // The ground truth: how many effects the ledger recorded.
+  // The ground truth: how many effects the ledger recorded, read with the sidecar's
+  // certificate (a business port admits eonce components and operators).
   int Effects() {
     auto stub = v1::Effects::NewStub(FreshChannel(ledger_->address(), Mtls(sidecar_tls_)));
     auto context = Context();

@@ -21,7 +21,8 @@ namespace eonce::testing {
 absl::StatusOr<std::map<std::string, v1::OutboxRecord>> AllRecords(v1::Agent::Stub& agent);
 
 // How many effects each command id has in the effect ledger of the service at `address`
-// (plaintext, loopback), page by page.
+// (plaintext, loopback or a unix socket), page by page, every tenant's: read as the eonce
+// component "checker".
 absl::StatusOr<std::map<std::string, int>> EffectsByCommand(const std::string& address);
 
 // The ledger's total balance and the money it minted (equal when money is conserved).

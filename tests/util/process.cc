@@ -68,6 +68,45 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Start(const std::string& binar
       absl::StrCat(binary, " did not start; see ", log_path));
 }
 
+absl::StatusOr<int> Process::RunToExit(const std::string& binary,
+                                       const std::vector<std::string>& args,
+                                       const std::string& log_path, int64_t timeout_ms) {
+  int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0) return absl::InternalError(absl::StrCat("cannot open ", log_path));
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDOUT_FILENO);
+    dup2(log, STDERR_FILENO);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(binary.c_str()));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  close(log);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return absl::DeadlineExceededError(absl::StrCat(binary, " still ran; see ", log_path));
+    }
+    // A child that refuses to start exits at once; this is a poll, not a timing.
+    poll(nullptr, 0, 20);
+  }
+  if (!WIFEXITED(status)) {
+    return absl::InternalError(absl::StrCat(binary, " ended by a signal; see ", log_path));
+  }
+  return WEXITSTATUS(status);
+}
+
 int Process::Signal(int signal, bool wait) {
   if (pid_ <= 0) return -1;
   kill(pid_, signal);

@@ -21,6 +21,12 @@ class Process {
                                                        const std::vector<std::string>& args,
                                                        const std::string& log_path,
                                                        int64_t timeout_ms = 20'000);
+  // Runs the binary to its end (a program that refuses to start): its exit code, its
+  // stderr appended to `log_path`. DEADLINE_EXCEEDED (and the child killed) if it still
+  // runs after `timeout_ms`.
+  static absl::StatusOr<int> RunToExit(const std::string& binary,
+                                       const std::vector<std::string>& args,
+                                       const std::string& log_path, int64_t timeout_ms = 20'000);
   ~Process();
 
   const std::string& address() const { return address_; }
