@@ -112,6 +112,7 @@ class CertificateGate : public grpc::AuthMetadataProcessor {
       }
     }
     claims.tenant = header(kTenantHeader);
+    claims.method = header(":path");
     absl::StatusOr<BusinessCaller> caller = DecideBusinessCaller(claims);
     if (caller.ok()) return grpc::Status::OK;
     return grpc::Status(static_cast<grpc::StatusCode>(caller.status().code()),
@@ -123,7 +124,6 @@ class CertificateGate : public grpc::AuthMetadataProcessor {
 // core's insecure credentials with the gate set through the C API.
 void ProcessPlaintext(void* /*state*/, grpc_auth_context* /*context*/, const grpc_metadata* md,
                       size_t num_md, grpc_process_auth_metadata_done_cb done, void* user_data) {
-  std::string path;
   CallerClaims claims;
   // The first value of a header sent twice, as RequestMetadata reads it.
   auto take = [](std::string& into, const grpc_slice& value) {
@@ -132,7 +132,7 @@ void ProcessPlaintext(void* /*state*/, grpc_auth_context* /*context*/, const grp
   for (size_t i = 0; i < num_md; ++i) {
     const std::string key = Text(md[i].key);
     if (key == ":path") {
-      take(path, md[i].value);
+      take(claims.method, md[i].value);
     } else if (key == kComponentHeader) {
       take(claims.component, md[i].value);
     } else if (key == kOperatorHeader) {
@@ -143,7 +143,7 @@ void ProcessPlaintext(void* /*state*/, grpc_auth_context* /*context*/, const grp
       take(claims.tenant, md[i].value);
     }
   }
-  if (OpenToEveryCaller(path)) {
+  if (OpenToEveryCaller(claims.method)) {
     done(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);
     return;
   }
@@ -178,7 +178,21 @@ class PlaintextGateCredentials : public grpc::ServerCredentials {
 }  // namespace
 
 absl::StatusOr<BusinessCaller> DecideBusinessCaller(const CallerClaims& claims) {
-  return claims.authenticated ? FromCertificate(claims) : FromHeaders(claims);
+  absl::StatusOr<BusinessCaller> caller =
+      claims.authenticated ? FromCertificate(claims) : FromHeaders(claims);
+  if (caller.ok() && caller->kind == BusinessCaller::Kind::kOperator && !claims.method.empty() &&
+      !OperatorMayCall(claims.method)) {
+    return Error(absl::StatusCode::kPermissionDenied, "COMPONENT_REQUIRED",
+                 absl::StrCat(claims.method.substr(0, 256),
+                              ": only eonce's components may call it on a business port; an "
+                              "operator reads effects and outcomes here, and acts through "
+                              "the sidecar"));
+  }
+  return caller;
+}
+
+bool OperatorMayCall(absl::string_view method) {
+  return method == "/eonce.v1.Effects/ListEffects" || method == "/eonce.v1.Outcome/QueryOutcome";
 }
 
 bool OpenToEveryCaller(absl::string_view method) {

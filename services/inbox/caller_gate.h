@@ -25,6 +25,8 @@
 //   PERMISSION_DENIED  BUSINESS_CALLER_NOT_ALLOWED  a tenant's workload, a certificate that
 //                                                   names no component and no operator, or
 //                                                   names two of either
+//   PERMISSION_DENIED  COMPONENT_REQUIRED           an operator calling anything but a
+//                                                   read of effects or outcomes
 //   PERMISSION_DENIED  TENANT_MISMATCH              an operator stating another tenant
 //   PERMISSION_DENIED  AMBIGUOUS_TENANT             an operator's certificate naming two
 // grpc.health.v1 and server reflection are open to every caller: they show readiness and
@@ -64,10 +66,19 @@ struct CallerClaims {
   std::string operator_name;
   std::string workload;
   std::string tenant;
+  // The method called ("/package.Service/Method"); empty where it is not known (a
+  // handler's look-up of a call the gate already let in).
+  std::string method;
 };
 
 // The one decision.
 absl::StatusOr<BusinessCaller> DecideBusinessCaller(const CallerClaims& claims);
+
+// True for a method an operator may call on a business port: its tenant's effects and
+// outcomes, read. Operators read; components act: every other method there changes the
+// business or reads data not filed by tenant (SlotData, Forwards, FollowUps, the business's
+// own methods), so an operator of one tenant could reach another's through it.
+bool OperatorMayCall(absl::string_view method);
 
 // True for a method every caller may call (grpc.health.v1, server reflection).
 bool OpenToEveryCaller(absl::string_view method);

@@ -102,6 +102,32 @@ TEST(CallerGateTest, OverPlaintextTheCallerStatesWhoItIs) {
             "PERMISSION_DENIED BUSINESS_CALLER_NOT_ALLOWED");
 }
 
+// An operator of one tenant must not reach another's through a call that is not filed by
+// tenant: SlotData drops a slot's rows, Forwards applies commands, AckFollowUps deletes
+// credits in flight.
+TEST(CallerGateTest, OperatorsReadEffectsAndOutcomesAndComponentsDoTheRest) {
+  for (const char* method : {"/eonce.v1.SlotData/DropSlotData", "/eonce.v1.SlotData/ExportSlotData",
+                             "/eonce.v1.Forwards/ForwardBatch", "/eonce.v1.FollowUps/AckFollowUps",
+                             "/eonce.v1.FollowUps/PullFollowUps",
+                             "/eonce.ledger.v1.Ledger/Transfer"}) {
+    CallerClaims op = Headers("", "oncall", "", "acme");
+    op.method = method;
+    EXPECT_EQ(Refusal(DecideBusinessCaller(op)), "PERMISSION_DENIED COMPONENT_REQUIRED") << method;
+    CallerClaims certified = Certificate({"spiffe://eonce.test/tenant/acme/operator/oncall"});
+    certified.method = method;
+    EXPECT_EQ(Refusal(DecideBusinessCaller(certified)), "PERMISSION_DENIED COMPONENT_REQUIRED")
+        << method;
+    CallerClaims component = Headers("relay", "", "", "acme");
+    component.method = method;
+    EXPECT_TRUE(DecideBusinessCaller(component).ok()) << method;
+  }
+  for (const char* method : {"/eonce.v1.Effects/ListEffects", "/eonce.v1.Outcome/QueryOutcome"}) {
+    CallerClaims op = Headers("", "oncall", "", "acme");
+    op.method = method;
+    EXPECT_TRUE(DecideBusinessCaller(op).ok()) << method;
+  }
+}
+
 TEST(CallerGateTest, HealthAndReflectionAreOpenAndNothingElse) {
   EXPECT_TRUE(OpenToEveryCaller("/grpc.health.v1.Health/Check"));
   EXPECT_TRUE(OpenToEveryCaller("/grpc.health.v1.Health/Watch"));
