@@ -69,11 +69,11 @@ class HeaderInterceptorFactory : public grpc::experimental::ClientInterceptorFac
   const Headers headers_;  // outlives every interceptor: the channel owns the factory
 };
 
-// One call of any method, on gRPC's callback API, where the call's status is asked for as
-// the call starts: a refusal that comes with the server's headers (trailers only) is
-// recorded before the application hears of the headers, so hanging up on an accepted
-// stream then cannot mask a refusal. (On the blocking API the status is asked for only at
-// Finish, after the hang-up, which then wins.)
+// One call of any method, on gRPC's callback API. A server-streaming call that the server
+// accepted may stay open for ever: the probe hangs up once the server's headers come. A
+// refusal comes as a trailers-only answer, which the callback API reports as headers
+// not read (`ok` false): the probe then waits for the status instead, so a hang-up never
+// masks a refusal.
 class ProbeCall : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   ProbeCall(grpc::ClientContext* context, bool server_streaming)
@@ -88,8 +88,8 @@ class ProbeCall : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuf
     StartCall();
   }
 
-  void OnReadInitialMetadataDone(bool /*ok*/) override {
-    if (server_streaming_) context_->TryCancel();
+  void OnReadInitialMetadataDone(bool ok) override {
+    if (server_streaming_ && ok) context_->TryCancel();
   }
 
   void OnReadDone(bool ok) override {
