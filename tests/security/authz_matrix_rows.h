@@ -116,10 +116,11 @@ constexpr Cells kAgentTenantCall = {
     Gap(Anon(), GapIn::kPlaintext, kAgentHeaderGap), No(kWrongTenant), Past(),
     Gap(No(kCredentialRevoked), GapIn::kBothModes, kAgentRevocationGap), No(kTenantMismatch),
     Past()};
-// The agent's operator calls: they change what is replayed, or the agent's credential.
-constexpr Cells kAgentOperatorCall = {
-    Gap(Anon(), GapIn::kPlaintext, kAgentHeaderGap), No(kWrongTenant), No(kOperatorRequired),
-    No(kOperatorRequired), No(kTenantMismatch), No(kOperatorRequired)};
+// The agent's operator calls: they change what is replayed, or stop all replay. Without
+// identity either check may refuse first.
+constexpr Cells kAgentOperatorCall = {AnonOr(kOperatorRequired), No(kWrongTenant),
+                                      No(kOperatorRequired),     No(kOperatorRequired),
+                                      No(kTenantMismatch),       No(kOperatorRequired)};
 
 // A tenant's own call, checked by the policy (act, allow, revoke); another tenant's call
 // lands in that tenant's own scope and finds nothing of the victim's.
