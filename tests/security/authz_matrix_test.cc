@@ -197,8 +197,9 @@ TEST_P(AuthzMatrixTest, EveryMethodRefusesWhoIsNotEntitled) {
       }
       const bool gap = GapApplies(cell, mode);
       const std::string where =
-          absl::StrCat("[", Name(), "] ", target.instance, " ", target.method, " as ",
-                       kColumnNames[caller.column], " (", caller.name, ")");
+          absl::StrCat("[", Name(), "] ", target.instance,
+                       target.door == "pass-through" ? " pass-through" : "", " ", target.method,
+                       " as ", kColumnNames[caller.column], " (", caller.name, ")");
       table << where << ": " << Describe(got)
             << (wrong.empty() ? "" : gap ? "  <- KNOWN GAP" : "  <- DOES NOT HOLD") << "  "
             << got.message().substr(0, 160) << "\n";
