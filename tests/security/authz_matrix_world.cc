@@ -292,7 +292,9 @@ std::string World::Snapshot() {
         lookups.emplace_back(true, id);
       }
       for (const Row& row : kMatrix) {
-        if (std::string(row.door) == "pass-through") lookups.emplace_back(false, AttackKey(row.method));
+        if (std::string(row.door) == "pass-through") {
+          lookups.emplace_back(false, AttackKey(row.method));
+        }
       }
       for (const auto& [by_id, name] : lookups) {
         v1::ReconcileRequest request;
