@@ -315,7 +315,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
   grpc::ServerUnaryReactor* Requeue(grpc::CallbackServerContext* context,
                                     const v1::RequeueRequest* request,
                                     OutboxRecord* response) override {
-    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+    return OperatorOnly(context, response, [&]() -> grpc::ServerUnaryReactor* {
       auto result = outbox_.Requeue(request->command_id());
       if (result.ok()) kick_();
       return FinishUnary(context, std::move(result), response);
@@ -325,7 +325,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
   grpc::ServerUnaryReactor* Drop(grpc::CallbackServerContext* context,
                                  const v1::DropRequest* request,
                                  OutboxRecord* response) override {
-    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+    return OperatorOnly(context, response, [&]() -> grpc::ServerUnaryReactor* {
       return FinishUnary(context, outbox_.Drop(request->command_id(), request->why()), response);
     });
   }
@@ -333,7 +333,7 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
   grpc::ServerUnaryReactor* SetCredential(grpc::CallbackServerContext* context,
                                           const v1::SetCredentialRequest* request,
                                           v1::SetCredentialResponse* response) override {
-    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+    return OperatorOnly(context, response, [&]() -> grpc::ServerUnaryReactor* {
       absl::Status set = credential_.Set(request->epoch(), request->revoked());
       absl::StatusOr<v1::SetCredentialResponse> out;
       if (set.ok()) {
@@ -372,6 +372,27 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
       return FinishUnary<Response>(context, allowed, response);
     }
     return handler();
+  }
+
+  // Requeue, Drop and SetCredential change what is replayed, or stop all replay: an
+  // operator of the agent's tenant only (an operator certificate; the eonce-operator
+  // header in plaintext). The agent holds no policy, so any operator its tenant's
+  // certificates name will do.
+  template <typename Response, typename Handler>
+  grpc::ServerUnaryReactor* OperatorOnly(grpc::CallbackServerContext* context,
+                                         Response* response, Handler handler) {
+    return Authorized(context, response, [&]() -> grpc::ServerUnaryReactor* {
+      if (CallerOperator(*context).empty()) {
+        LogWarn("operator call refused", {{"peer", context->peer()}});
+        return FinishUnary<Response>(
+            context,
+            Error(absl::StatusCode::kPermissionDenied, "OPERATOR_REQUIRED",
+                  "this call needs an operator identity (a certificate naming "
+                  "spiffe://<domain>/tenant/<tenant>/operator/<name>)"),
+            response);
+      }
+      return handler();
+    });
   }
 
   const std::string tenant_;

@@ -1,6 +1,7 @@
 // The agent's gRPC service (Enqueue, EnqueueBatch, Get, List, Watch, Stats and the
 // operator calls), apart from the server's lifecycle in agent_server.cc. Every call is
-// settled against the caller's tenant first; Enqueue writes on gRPC's thread and answers
+// settled against the caller's tenant first, and Requeue, Drop and SetCredential need an
+// operator of that tenant; Enqueue writes on gRPC's thread and answers
 // from the store's committer once its fsync is done, and EnqueueBatch does so for each of
 // its commands and answers once the last is durable; a Watch stream is bounded and cut
 // off when it falls behind.

@@ -6,6 +6,8 @@
 //   outboxctl drop COMMAND_ID --why="reason"
 //   outboxctl stats
 //   outboxctl credential --epoch=N [--revoked]
+// requeue, drop and credential need an operator of the agent's tenant: an operator
+// certificate (--tls_*), or --operator on a plaintext (development) agent.
 #include <chrono>
 #include <iostream>
 #include <string>
@@ -16,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/command.h"
 #include "common/flags.h"
 #include "common/tls_flags.h"
 #include "eonce/v1/agent.grpc.pb.h"
@@ -27,6 +30,9 @@ ABSL_FLAG(int32_t, limit, 50, "records to list (at most 1000)");
 ABSL_FLAG(std::string, why, "", "drop: the reason, kept in the record's history");
 ABSL_FLAG(int64_t, epoch, 0, "credential: the new epoch");
 ABSL_FLAG(bool, revoked, false, "credential: revoke");
+ABSL_FLAG(std::string, operator, "",
+          "requeue, drop, credential on a plaintext agent: the operator to state "
+          "(eonce-operator); under mutual TLS the operator certificate says it");
 
 namespace {
 
@@ -94,6 +100,9 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_agent), eonce::ChannelCredentials(eonce::TlsFilesFromFlags())));
   grpc::ClientContext context;
   context.set_deadline(eonce::WallIn(10'000));
+  if (!absl::GetFlag(FLAGS_operator).empty()) {
+    context.AddMetadata(eonce::kOperatorHeader, absl::GetFlag(FLAGS_operator));
+  }
   std::string verb = args[1];
   std::string id = args.size() > 2 ? args[2] : "";
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/command.h"
 #include "common/random.h"
 #include "dedupe_sidecar/fake_upstream.h"
 #include "dedupe_sidecar/sidecar_service.h"
@@ -232,6 +233,7 @@ TEST_F(AgentServerTest, KicksThatCouldStartNothingAreSkippedAndNothingWaitsForTh
   // before, while more commands arrive and find the slot taken.
   auto stub = v1::Agent::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
+  context.AddMetadata(kOperatorHeader, "oncall");  // an operator's call
   v1::SetCredentialRequest renew;
   renew.set_epoch(2);
   v1::SetCredentialResponse renewed;

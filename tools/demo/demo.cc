@@ -336,12 +336,14 @@ class Demo {
     revoke.set_revoked(true);
     v1::SetCredentialResponse r;
     auto context = Context();
+    context->AddMetadata(kOperatorHeader, "demo");  // the agent's operator calls
     agent().SetCredential(context.get(), revoke, &r);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     Say("  ! credential renewed (epoch 2): replay resumes");
     v1::SetCredentialRequest renew;
     renew.set_epoch(2);
     auto context2 = Context();
+    context2->AddMetadata(kOperatorHeader, "demo");
     agent().SetCredential(context2.get(), renew, &r);
   }
 
