@@ -163,6 +163,7 @@ absl::StatusOr<v1::ListEffectsResponse> GrpcUpstream::ListEffects(
   grpc::ClientContext context;
   context.set_deadline(WallDeadline(clock_, deadline_ms));
   // The business shows the effects of the tenant the sidecar names, and only those.
+  context.AddMetadata(kComponentHeader, kSidecarComponent);
   context.AddMetadata(kTenantHeader, tenant);
   v1::ListEffectsResponse response;
   grpc::Status status = effects_->ListEffects(&context, request, &response);

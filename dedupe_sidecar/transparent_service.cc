@@ -54,8 +54,12 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
       for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
     }
     const std::string method = context_->method();
-    if (absl::Status forwardable = Forwardable(method); !forwardable.ok()) {
-      Finish(ToGrpcStatus(forwardable, context_));
+    // eonce's services and gRPC's are never forwarded, whoever asks (no secret: every
+    // caller knows them). Whether the business has the method is told only to a caller
+    // whose identity (and, for a read, the policy) let it in.
+    if (IsReservedMethod(method)) {
+      deduper_.CountDenied();
+      Finish(ToGrpcStatus(CommandMethodRefusal(MethodKnown::kCannotTell, method), context_));
       return;
     }
     const std::string key = RequestMetadata(*context_, kTransparentKeyHeader);
@@ -79,6 +83,13 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
     if (!caller.ok()) {
       Finish(ToGrpcStatus(caller.status(), context_));
       return;
+    }
+    // A caller without a tenant is refused by the Deduper before anything else.
+    if (!caller->tenant.empty()) {
+      if (absl::Status forwardable = Forwardable(method); !forwardable.ok()) {
+        Finish(ToGrpcStatus(forwardable, context_));
+        return;
+      }
     }
     if (!Admit(caller->tenant)) return;
     // Moved, not copied (the request's bytes with it): nothing reads them after this.
@@ -144,6 +155,10 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
                           context_));
       return;
     }
+    if (absl::Status forwardable = Forwardable(method); !forwardable.ok()) {
+      Finish(ToGrpcStatus(forwardable, context_));
+      return;
+    }
     if (!Admit(caller->tenant)) return;
     call.tenant = caller->tenant;
     call.actor = actor;
@@ -164,13 +179,9 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
   // them (an allowlist: a service added to the business tomorrow is not reachable through
   // the sidecar unless it is the business's own). eonce's services (the business's
   // outbox, data by slot, batched forwards, effects, outcomes) and gRPC's (health,
-  // reflection) are refused whatever the catalog says: an operator reads effects and
-  // outcomes through SidecarAdmin.
+  // reflection) never get here (OnReadDone refuses them whatever the catalog says): an
+  // operator reads effects and outcomes through SidecarAdmin.
   absl::Status Forwardable(const std::string& method) {
-    if (IsReservedMethod(method)) {
-      deduper_.CountDenied();
-      return CommandMethodRefusal(MethodKnown::kCannotTell, method);  // RESERVED_METHOD
-    }
     const MethodKnown known = upstream_.Knows(method);
     switch (known) {
       case MethodKnown::kServed:

@@ -164,12 +164,12 @@ std::string RequestFor(const std::string& method, int call) {
     r.set_id(kAccount);
     return r.SerializeAsString();
   }
-  if (method == "/eonce.v1.Outcome/QueryOutcome") {
+  if (method == "/eonce.v1.Outcome/QueryOutcome" || method == "/eonce.v1.SidecarAdmin/QueryOutcome") {
     v1::QueryOutcomeRequest r;
     r.set_command_id(kSubmitted);
     return r.SerializeAsString();
   }
-  if (method == "/eonce.v1.Effects/ListEffects") {
+  if (method == "/eonce.v1.Effects/ListEffects" || method == "/eonce.v1.SidecarAdmin/ListEffects") {
     v1::ListEffectsRequest r;
     r.set_limit(1000);
     return r.SerializeAsString();

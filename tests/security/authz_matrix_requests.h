@@ -7,15 +7,13 @@
 #include <set>
 #include <string>
 
+#include "common/command.h"
 #include "eonce/v1/command.pb.h"
 
 namespace eonce::authz {
 
 inline constexpr char kVictim[] = "acme";
 inline constexpr char kOther[] = "globex";
-// The header an eonce component states on a plaintext business port (being added to
-// common/command.h next to kTenantHeader).
-inline constexpr char kComponentHeader[] = "eonce-component";
 
 // What the attacks name: the victim's accounts, its commands and its outbox records.
 inline constexpr char kAccount[] = "alice";

@@ -82,8 +82,8 @@ constexpr Refusal kOperatorRequired{kDenied, "OPERATOR_REQUIRED"};
 constexpr Refusal kPlatformOperatorRequired{kDenied, "PLATFORM_OPERATOR_REQUIRED"};
 constexpr Refusal kReservedMethod{kDenied, "RESERVED_METHOD"};
 constexpr Refusal kBusinessCallerNotAllowed{kDenied, "BUSINESS_CALLER_NOT_ALLOWED"};
-// Only an eonce component may call it; no reason is named for that rule yet.
-constexpr Refusal kComponentOnly{kDenied, nullptr};
+// Only an eonce component may call it: an operator reads effects and outcomes only.
+constexpr Refusal kComponentRequired{kDenied, "COMPONENT_REQUIRED"};
 
 constexpr Expect Ok() { return Expect{Expect::kOk}; }
 constexpr Expect Past() { return Expect{Expect::kPast}; }
@@ -157,20 +157,22 @@ constexpr Cells kReserved = {AnonOr(kReservedMethod),
                              Either(kReservedMethod, kCredentialRevoked),
                              Either(kReservedMethod, kTenantMismatch),
                              No(kReservedMethod)};
-// A business port: an eonce component, or an operator acting for its own tenant.
+// A business port's reads filed by tenant (effects, outcomes): an eonce component, or an
+// operator reading its own tenant's.
 constexpr Cells kBusinessCall = {Anon(),
                                  Past(),
                                  No(kBusinessCallerNotAllowed),
                                  No(kBusinessCallerNotAllowed),
                                  No(kTenantMismatch),
                                  No(kBusinessCallerNotAllowed)};
-// A business port's calls that are not scoped by tenant (a slot's rows of every tenant; a
-// forward that names its own tenant): an eonce component only, not even an operator.
+// Every other call on a business port (the business's own methods, a relay's follow-ups, a
+// slot's rows of every tenant, a forward that names its own tenant): an eonce component
+// only, not even an operator, who could reach another tenant's data through them.
 constexpr Cells kComponentCall = {Anon(),
-                                  No(kComponentOnly),
+                                  No(kComponentRequired),
                                   No(kBusinessCallerNotAllowed),
                                   No(kBusinessCallerNotAllowed),
-                                  No(kComponentOnly),
+                                  Either(kTenantMismatch, kComponentRequired),
                                   No(kBusinessCallerNotAllowed)};
 
 struct Row {
@@ -204,6 +206,8 @@ inline const Row kMatrix[] = {
     {"sidecar", "/eonce.v1.Sidecar/GetSlotMap", kIdentifiedRead, "which shard takes which slot"},
     {"sidecar", "/eonce.v1.SidecarAdmin/ListParked", kOperatorCall, "the tenant's parked outcomes"},
     {"sidecar", "/eonce.v1.SidecarAdmin/QueryAudit", kOperatorCall, "the tenant's audit events"},
+    {"sidecar", "/eonce.v1.SidecarAdmin/ListEffects", kOperatorCall, "the tenant's effects at the business, read through the sidecar"},
+    {"sidecar", "/eonce.v1.SidecarAdmin/QueryOutcome", kOperatorCall, "a command's outcome at the business, for the tenant"},
     {"sidecar", "/eonce.v1.SidecarAdmin/VerifyAudit", kOperatorCall, "whether the audit chain holds"},
     {"sidecar", "/eonce.v1.SidecarAdmin/ResolveParked", kOperatorCall, "settles a parked outcome of the tenant"},
     {"sidecar", "/eonce.v1.SidecarAdmin/AdoptSlotMap", kPlatformCall, "moves every tenant's slots"},
@@ -230,15 +234,15 @@ inline const Row kMatrix[] = {
     {"pass-through", "/eonce.v1.Forwards/ForwardBatch", kReserved, "eonce's own: each forward names its tenant"},
 
     // A business port.
-    {"business", "/eonce.ledger.v1.Ledger/OpenAccount", kBusinessCall, "tenants go through the sidecar"},
-    {"business", "/eonce.ledger.v1.Ledger/Transfer", kBusinessCall, "tenants go through the sidecar"},
-    {"business", "/eonce.ledger.v1.Ledger/Credit", kBusinessCall, "tenants go through the sidecar"},
-    {"business", "/eonce.ledger.v1.Ledger/GetAccount", kBusinessCall, "tenants go through the sidecar"},
-    {"business", "/eonce.ledger.v1.Ledger/GetTotal", kBusinessCall, "tenants go through the sidecar"},
+    {"business", "/eonce.ledger.v1.Ledger/OpenAccount", kComponentCall, "tenants and operators go through the sidecar"},
+    {"business", "/eonce.ledger.v1.Ledger/Transfer", kComponentCall, "tenants and operators go through the sidecar"},
+    {"business", "/eonce.ledger.v1.Ledger/Credit", kComponentCall, "tenants and operators go through the sidecar"},
+    {"business", "/eonce.ledger.v1.Ledger/GetAccount", kComponentCall, "tenants and operators go through the sidecar"},
+    {"business", "/eonce.ledger.v1.Ledger/GetTotal", kComponentCall, "tenants and operators go through the sidecar"},
     {"business", "/eonce.v1.Outcome/QueryOutcome", kBusinessCall, "the sidecar's, scoped by tenant"},
     {"business", "/eonce.v1.Effects/ListEffects", kBusinessCall, "operators' audit of the effects, scoped by tenant"},
-    {"business", "/eonce.v1.FollowUps/PullFollowUps", kBusinessCall, "the relay's, scoped by tenant"},
-    {"business", "/eonce.v1.FollowUps/AckFollowUps", kBusinessCall, "the relay's, scoped by tenant"},
+    {"business", "/eonce.v1.FollowUps/PullFollowUps", kComponentCall, "the relay's"},
+    {"business", "/eonce.v1.FollowUps/AckFollowUps", kComponentCall, "the relay's (an ack drops credits in flight)"},
     {"business", "/eonce.v1.SlotData/ExportSlotData", kComponentCall, "a slot's rows of every tenant"},
     {"business", "/eonce.v1.SlotData/ImportSlotData", kComponentCall, "a slot's rows of every tenant"},
     {"business", "/eonce.v1.SlotData/DropSlotData", kComponentCall, "a slot's rows of every tenant"},

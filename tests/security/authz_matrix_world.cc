@@ -44,6 +44,7 @@ const std::vector<std::pair<std::string, std::string>>& CallerCertificates() {
       {"mallory", WorkloadId(kVictim, "mallory")},
       {"laptop", WorkloadId(kVictim, "laptop") + ",URI:urn:eonce:credential-epoch:2"},
       {"oncall", OperatorId(kVictim, "oncall")},
+      {"checker", SpiffeId("eonce/checker")},
   };
   return *certificates;
 }
@@ -72,6 +73,8 @@ absl::StatusOr<std::unique_ptr<World>> World::Start(Mode mode, const std::string
     world->payroll_ = {kWorkload, "reader payroll", world->Certificate("payroll"), {}};
     world->oncall_ = {kWorkload, "reader oncall", world->Certificate("oncall"),
                       {{kTenantHeader, kVictim}}};
+    world->checker_ = {kWorkload, "reader checker", world->Certificate("checker"),
+                       {{kTenantHeader, kVictim}}};
   } else {
     world->payroll_ = {kWorkload,
                        "reader payroll",
@@ -81,6 +84,10 @@ absl::StatusOr<std::unique_ptr<World>> World::Start(Mode mode, const std::string
                       "reader oncall",
                       grpc::InsecureChannelCredentials(),
                       {{kTenantHeader, kVictim}, {kOperatorHeader, "oncall"}}};
+    world->checker_ = {kWorkload,
+                       "reader checker",
+                       grpc::InsecureChannelCredentials(),
+                       {{kTenantHeader, kVictim}, {kComponentHeader, "checker"}}};
   }
   world->policy_file_ = dir + "/policy";
   std::ofstream(world->policy_file_) << PolicyText();
@@ -286,7 +293,9 @@ std::string World::Snapshot() {
       for (const auto& c : stats.counts()) absl::StrAppend(&text, " ", c.state(), ":", c.count());
       line("agent stats", counted, text);
     } else if (instance.door == "sidecar") {
-      auto sidecar = v1::Sidecar::NewStub(ChannelOf(payroll_, instance.address));
+      // As the victim's operator, who may look up any of its tenant's keys (a workload may
+      // look up only the commands the policy lets it act for).
+      auto sidecar = v1::Sidecar::NewStub(ChannelOf(oncall_, instance.address));
       std::vector<std::pair<bool, std::string>> lookups;  // (by command id, the id or key)
       for (const char* id : {kSubmitted, kSecondSubmitted, kOutboxAcked, kOutboxQueued}) {
         lookups.emplace_back(true, id);
@@ -315,7 +324,9 @@ std::string World::Snapshot() {
       grpc::Status listed = admin->ListParked(context.get(), parked_request, &parked);
       line(instance.name + " parked", listed, absl::StrCat(parked.records_size()));
     } else if (instance.door == "business") {
-      auto channel = ChannelOf(oncall_, instance.address);
+      // As an eonce component (a ground-truth checker): on a business port an operator
+      // reads effects and outcomes only.
+      auto channel = ChannelOf(checker_, instance.address);
       auto ledger = ledger::v1::Ledger::NewStub(channel);
       for (const char* id : {kAccount, kSecondAccount}) {
         ledger::v1::GetAccountRequest request;

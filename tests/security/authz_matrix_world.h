@@ -92,7 +92,7 @@ class World {
   std::unique_ptr<EmbeddedSidecar> embedded_;
   std::unique_ptr<AgentServer> agent_;
   std::vector<Instance> instances_;
-  Caller payroll_, oncall_;  // the victim's own readers
+  Caller payroll_, oncall_, checker_;  // the victim's own readers
   std::map<std::pair<std::string, std::string>, std::shared_ptr<grpc::Channel>> channels_;
   std::map<std::string, std::shared_ptr<grpc::ChannelCredentials>> credentials_;
 };
