@@ -90,37 +90,34 @@ AuditLog::~AuditLog() {
 AuditLog::Reservation& AuditLog::Reservation::operator=(Reservation&& other) noexcept {
   if (this != &other) {
     Release();
-    log_ = std::exchange(other.log_, nullptr);
+    reserved_ = std::move(other.reserved_);
     events_ = std::exchange(other.events_, 0);
   }
   return *this;
 }
 
 void AuditLog::Reservation::Release() {
-  if (log_ == nullptr) return;
-  {
-    absl::MutexLock lock(&log_->mu_);
-    log_->reserved_ -= events_;
-  }
-  log_ = nullptr;
+  if (reserved_ != nullptr) reserved_->fetch_sub(events_);
+  reserved_.reset();
   events_ = 0;
 }
 
 absl::StatusOr<AuditLog::Reservation> AuditLog::Reserve(size_t events) {
   absl::MutexLock lock(&mu_);
-  if (queue_.size() + reserved_ + events > max_queue_) {
+  const size_t taken = queue_.size() + reserved_->load();
+  if (taken + events > max_queue_) {
     // The writer is behind (a slow or stalled disk): wake it, and turn the command away
     // before anything is decided for it.
     work_cv_.Signal();
     return WithRetryAfter(
         Error(absl::StatusCode::kResourceExhausted, "AUDIT_BACKLOG",
-              absl::StrCat("the audit log is ", queue_.size() + reserved_, " events behind (its "
-                           "limit is ", max_queue_, "); nothing was done, retry later")),
+              absl::StrCat("the audit log is ", taken, " events behind (its limit is ",
+                           max_queue_, "); nothing was done, retry later")),
         kBacklogRetryMs);
   }
-  reserved_ += events;
+  reserved_->fetch_add(events);
   Reservation reservation;
-  reservation.log_ = this;
+  reservation.reserved_ = reserved_;
   reservation.events_ = events;
   return reservation;
 }
@@ -129,10 +126,11 @@ void AuditLog::Append(v1::AuditEvent event, Reservation* reservation) {
   {
     absl::MutexLock lock(&mu_);
     bool room = true;
-    if (reservation != nullptr && reservation->log_ == this && reservation->events_ > 0) {
+    if (reservation != nullptr && reservation->reserved_ == reserved_ &&
+        reservation->events_ > 0) {
       --reservation->events_;
-      --reserved_;
-    } else if (queue_.size() + reserved_ >= max_queue_) {
+      reserved_->fetch_sub(1);
+    } else if (queue_.size() + reserved_->load() >= max_queue_) {
       room = false;  // and waiting for it is not allowed here (see the header)
       ++lost_;
       work_cv_.Signal();

@@ -36,6 +36,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,8 +66,9 @@ class AuditLog {
   ~AuditLog();
 
   // Room in the queue for events yet to be appended, taken by Reserve and given back as
-  // Append uses it, or by Release (at the latest when it is destroyed). Movable; it must
-  // not outlive the AuditLog.
+  // Append uses it, or by Release (at the latest when it is destroyed). Movable. It may
+  // outlive the AuditLog (a Submit still in flight when the sidecar's log is gone): it
+  // shares only the count of room reserved.
   class Reservation {
    public:
     Reservation() = default;
@@ -77,7 +79,7 @@ class AuditLog {
 
    private:
     friend class AuditLog;
-    AuditLog* log_ = nullptr;
+    std::shared_ptr<std::atomic<size_t>> reserved_;  // the log's count
     size_t events_ = 0;
   };
   // Room for `events` events, or RESOURCE_EXHAUSTED (AUDIT_BACKLOG) while the queue and the
@@ -141,8 +143,10 @@ class AuditLog {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::string last_hash_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::AuditEvent> queue_ ABSL_GUARDED_BY(mu_);
-  // Room reserved and not used yet; queue_.size() + reserved_ <= max_queue_.
-  size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  // Room reserved and not used yet: queue_.size() + *reserved_ <= max_queue_. Raised and
+  // used under mu_; a Reservation gives back what is left without it (it only lowers).
+  const std::shared_ptr<std::atomic<size_t>> reserved_ =
+      std::make_shared<std::atomic<size_t>>(0);
   uint64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t written_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;

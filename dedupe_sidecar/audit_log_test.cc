@@ -140,6 +140,19 @@ TEST_F(AuditLogTest, AppendNeverWaitsForAStalledWriter) {
   EXPECT_TRUE(audit_->Reserve(3).ok());
 }
 
+// A Submit still in flight when its sidecar goes down (a crash, a shutdown) holds its
+// room past the log's end: giving it back then touches nothing of the log.
+TEST_F(AuditLogTest, AReservationMayOutliveItsLog) {
+  Open(absl::ZeroDuration());
+  absl::StatusOr<AuditLog::Reservation> room = audit_->Reserve(1);
+  ASSERT_TRUE(room.ok()) << room.status();
+  AuditLog::Reservation kept = *std::move(room);
+  audit_.reset();
+  kept.Release();  // on a log that is gone
+  Open(absl::ZeroDuration(), /*max_queue=*/1);
+  EXPECT_TRUE(audit_->Reserve(1).ok());
+}
+
 TEST_F(AuditLogTest, TheDestructorWritesWhatIsQueuedWithoutWaitingForTheLinger) {
   Open(kLongLinger);
   for (int i = 0; i < 10; ++i) audit_->Append(Event(i));

@@ -125,6 +125,26 @@ TEST_F(ReplayerDurabilityTest, TheFirstSendIsOnRecordBeforeTheCommandLeaves) {
   EXPECT_EQ(sidecar_.submitted(), std::vector<std::string>{"sent"});
 }
 
+// The same for a record sent after a reconcile: one whose outcome is unknown but that
+// carries no mark yet (a record of an earlier version) is marked durably as it goes.
+TEST_F(ReplayerDurabilityTest, ASendAfterAReconcileIsOnRecordBeforeTheCommandLeaves) {
+  Enqueue("old", "a");
+  ASSERT_TRUE(store_->Mutate("old", "as an earlier version left it", [](OutboxRecord* r) {
+                       r->set_state(v1::UNKNOWN);
+                       r->set_ever_sent(false);
+                       return absl::OkStatus();
+                     }, /*sync=*/true).ok());
+  sidecar_.set_hold(true);
+  ASSERT_EQ(replayer_->Pump(), 1);  // reconciled (not seen), then sent
+  ASSERT_EQ(sidecar_.reconciled(), std::vector<std::string>{"old"});
+  ASSERT_EQ(sidecar_.held_ids(), std::vector<std::string>{"old"});
+  fs_->Crash();
+  sidecar_.Release(Fail(absl::StatusCode::kCancelled, nullptr));
+
+  Open();
+  EXPECT_TRUE(Get("old").ever_sent());
+}
+
 // The drain's cost: the claims of one round that first mark their records share one sync,
 // and the claims of records sent before (their mark is durable already) need none.
 TEST_F(ReplayerDurabilityTest, TheFirstClaimsOfOneRoundShareOneSyncAndLaterClaimsNone) {
