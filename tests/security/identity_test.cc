@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
@@ -192,6 +193,26 @@ TEST_F(IdentityTest, TheBusinessSocketIsForItsOwnUserOnly) {
   EXPECT_EQ(info.st_mode & 0777, 0600u);
 }
 
+// Without a policy every workload may act for every actor, and every named operator is
+// every tenant's platform operator: a development default, never one for a sidecar other
+// hosts reach under mutual TLS.
+TEST_F(IdentityTest, UnderMutualTlsASidecarNeedsAPolicy) {
+  SidecarServerOptions options;
+  options.data_dir = dir_ + "/no-policy";
+  options.upstream_address = "unix:" + socket_;
+  options.tls = Issue("no-policy", "spiffe://eonce.test/eonce/sidecar");
+  auto refused = SidecarServer::Start(options, RealClock::Get());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--policy_file"))
+      << refused.status();
+  // In plaintext on loopback (local development) it starts, and says so in its log.
+  options.tls = TlsFiles();
+  options.data_dir = dir_ + "/no-policy-plaintext";
+  options.listen_address = "127.0.0.1:0";
+  EXPECT_TRUE(SidecarServer::Start(options, RealClock::Get()).ok());
+}
+
 TEST_F(IdentityTest, AWorkloadActsOnlyForTheActorsThePolicyNamesIt) {
   auto billing = ChannelAs(Workload("acme", "billing"));
   // The command says alice; billing may not act for her. Saying it is payroll in a header
@@ -311,8 +332,12 @@ TEST_F(IdentityTest, PassThroughIsCheckedAgainstTheCertificateAndThePolicy) {
   }
   EXPECT_FALSE(AccountExists("acme", "unkeyed"));
 
-  // Without a policy file nothing is read-only: the same read is refused.
-  auto open_sidecar = StartSidecar("", "sidecar-without-policy");
+  // A policy that lists no method readonly: the same read is refused. (Without a policy
+  // file nothing is read-only either, but under mutual TLS a sidecar does not start
+  // without one: UnderMutualTlsASidecarNeedsAPolicy.)
+  const std::string no_readonly = dir_ + "/no-readonly-policy";
+  std::ofstream(no_readonly) << "act acme payroll *\nallow acme * *\n";
+  auto open_sidecar = StartSidecar(no_readonly, "sidecar-without-policy");
   ASSERT_NE(open_sidecar, nullptr);
   EXPECT_EQ(GetAccount(ChannelAs(Workload("acme", "payroll"), open_sidecar.get()), "a", "alice"),
             "IDEMPOTENCY_KEY_REQUIRED");
