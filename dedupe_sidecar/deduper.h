@@ -170,6 +170,10 @@ class Deduper {
   ShardGate* shards() const { return shards_; }
   // Counts a caller refused at the transport boundary (identity, not policy).
   void CountDenied() { stats_.denied++; }
+  // PERMISSION_DENIED (CREDENTIAL_REVOKED) for a named operator whose credential a
+  // `revoke` rule names (every epoch, or those below the rule's), as for a workload;
+  // checked for every call where its caller is settled (CallerOf), whatever it asks.
+  absl::Status RefuseRevokedOperator(const Caller& caller);
   // PERMISSION_DENIED (OPERATOR_REQUIRED) unless the caller is an operator the policy
   // names for its tenant, and (CREDENTIAL_REVOKED) unless its credential stands;
   // UNAUTHENTICATED without a tenant.
@@ -254,9 +258,6 @@ class Deduper {
   void RefuseInvalid(Context& ctx, absl::Status why);
   // UNAUTHENTICATED for a caller without a tenant.
   static absl::Status RequireTenant(const Caller& caller);
-  // PERMISSION_DENIED (CREDENTIAL_REVOKED) for a named operator whose credential a
-  // `revoke` rule names (every epoch, or those below the rule's), as for a workload.
-  absl::Status RefuseRevokedOperator(const Caller& caller);
   // A key belongs to the command that first used it, with that command's payload: a
   // terminal conflict (IDEMPOTENCY_CONFLICT, KEY_REUSED) otherwise. Empty arguments are
   // not compared.

@@ -213,6 +213,33 @@ TEST_F(IdentityTest, UnderMutualTlsASidecarNeedsAPolicy) {
   EXPECT_TRUE(SidecarServer::Start(options, RealClock::Get()).ok());
 }
 
+// A leaked operator certificate is cut off by a revoke rule naming the operator: at the
+// admin calls, and at Submit and the pass-through too, where the policy's act and allow
+// rules name workloads and actors and an operator's certificate names neither.
+TEST_F(IdentityTest, ARevokedOperatorDoesNothing) {
+  const std::string before = dir_ + "/operators-policy";
+  std::ofstream(before) << kPolicy << "operator acme gone\n";
+  auto sidecar = StartSidecar(before, "sidecar-operators");
+  ASSERT_NE(sidecar, nullptr);
+  auto gone = ChannelAs(Operator("acme", "gone"), sidecar.get());
+  ASSERT_EQ(Submit(gone, OpenAccount("g1", "")), "OK");
+  ASSERT_TRUE(AccountExists("acme", "g1"));
+
+  // The same certificate once a revoke rule names it (reloaded by the running sidecar).
+  std::ofstream(before) << kPolicy << "operator acme gone\nrevoke acme gone\n";
+  ASSERT_TRUE(sidecar->policy().MaybeReload().ok());
+  EXPECT_EQ(Submit(gone, OpenAccount("g2", "")), "CREDENTIAL_REVOKED");
+  EXPECT_FALSE(AccountExists("acme", "g2"));
+  EXPECT_EQ(GetAccount(gone, "g1"), "CREDENTIAL_REVOKED");
+  auto admin = v1::SidecarAdmin::NewStub(gone);
+  grpc::ClientContext context;
+  Deadline(context);
+  v1::ListParkedRequest list;
+  v1::ListParkedResponse parked;
+  EXPECT_EQ(Outcome(admin->ListParked(&context, list, &parked), context), "CREDENTIAL_REVOKED");
+  ASSERT_TRUE(sidecar->Shutdown(1000).ok());
+}
+
 TEST_F(IdentityTest, AWorkloadActsOnlyForTheActorsThePolicyNamesIt) {
   auto billing = ChannelAs(Workload("acme", "billing"));
   // The command says alice; billing may not act for her. Saying it is payroll in a header
