@@ -22,6 +22,10 @@ bool IsLoopbackAddress(absl::string_view address) {
   absl::string_view host = address.substr(0, colon);
   if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
     host = host.substr(1, host.size() - 2);
+  } else if (absl::StrContains(host, ':')) {
+    // An IPv6 address without brackets ("::1:7100"): gRPC reads the whole of it as the
+    // host, which is then another address than the one this split finds.
+    return false;
   }
   if (host.empty()) return false;  // ":7100" is every interface
   if (absl::AsciiStrToLower(host) == "localhost") return true;

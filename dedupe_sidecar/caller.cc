@@ -41,6 +41,12 @@ absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clo
   }
   caller.certificate_epoch = CertificateEpoch(*context);
   absl::SimpleAtoi(RequestMetadata(*context, kCredentialEpochHeader), &caller.credential_epoch);
+  // A revoke rule names an operator as it names a workload: a revoked operator's
+  // certificate does nothing here, a Submit or a pass-through read included (the policy's
+  // act and allow rules look at workloads and actors, not at operators).
+  if (absl::Status standing = deduper.RefuseRevokedOperator(caller); !standing.ok()) {
+    return standing;
+  }
   // gRPC's "no deadline" is the end of time; anything past a year counts as none.
   constexpr int64_t kNoDeadlineMs = 365LL * 24 * 3600 * 1000;
   if (const int64_t left_ms = MsUntilWall(context->deadline()); left_ms < kNoDeadlineMs) {

@@ -14,8 +14,8 @@ namespace eonce {
 // Who is calling: the tenant, the workload and the operator from the client certificate
 // (or, on a plaintext port, the eonce-tenant, eonce-workload and eonce-operator headers),
 // the actor it states, the credential epochs and the deadline.
-// A caller whose certificate does not match the tenant it claims is refused (counted as
-// denied) before anything is read or written.
+// A caller whose certificate does not match the tenant it claims, or a revoked operator,
+// is refused (counted as denied) before anything is read or written.
 absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clock,
                                 Deduper& deduper);
 

@@ -170,11 +170,16 @@ class Deduper {
   ShardGate* shards() const { return shards_; }
   // Counts a caller refused at the transport boundary (identity, not policy).
   void CountDenied() { stats_.denied++; }
+  // PERMISSION_DENIED (CREDENTIAL_REVOKED) for a named operator whose credential a
+  // `revoke` rule names (every epoch, or those below the rule's), as for a workload;
+  // checked for every call where its caller is settled (CallerOf), whatever it asks.
+  absl::Status RefuseRevokedOperator(const Caller& caller);
   // PERMISSION_DENIED (OPERATOR_REQUIRED) unless the caller is an operator the policy
-  // names for its tenant; UNAUTHENTICATED without a tenant.
+  // names for its tenant, and (CREDENTIAL_REVOKED) unless its credential stands;
+  // UNAUTHENTICATED without a tenant.
   absl::Status RequireOperator(const Caller& caller);
   // PERMISSION_DENIED (PLATFORM_OPERATOR_REQUIRED) unless the policy lets the caller, a
-  // proven operator, change the slot map (a `platform` rule).
+  // proven operator whose credential stands, change the slot map (a `platform` rule).
   absl::Status RequirePlatformOperator(const Caller& caller);
   const DeduperOptions& options() const { return options_; }
   // Commands in flight whose started record is only claimed in memory.

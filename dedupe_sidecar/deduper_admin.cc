@@ -100,6 +100,7 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
   }
   bool revoked = false;
   if (!caller.operator_name.empty() && policy_.IsOperator(caller.tenant, caller.operator_name)) {
+    EONCE_RETURN_IF_ERROR(RefuseRevokedOperator(caller));
     ctx.actor = absl::StrCat("operator:", caller.operator_name);
   } else {
     ctx.actor = record.has_value() ? record->actor()
@@ -181,9 +182,27 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
   return response;
 }
 
+absl::Status Deduper::RefuseRevokedOperator(const Caller& caller) {
+  if (caller.operator_name.empty()) return absl::OkStatus();
+  // Under mutual TLS the epoch is the certificate's: a caller cannot choose it.
+  const int64_t epoch = caller.certificate_epoch.value_or(caller.credential_epoch);
+  PolicyDecision decision =
+      policy_.CheckActing(caller.tenant, caller.operator_name, caller.operator_name, epoch);
+  if (decision.allowed) return absl::OkStatus();
+  stats_.denied++;
+  LogWarn("operator call refused", {{"tenant", caller.tenant},
+                                    {"operator", caller.operator_name},
+                                    {"reason", decision.reason}});
+  return WithErrorMetadata(Error(absl::StatusCode::kPermissionDenied, decision.reason,
+                                 "the operator's credential is revoked"),
+                           "credential_epoch", absl::StrCat(epoch));
+}
+
 absl::Status Deduper::RequireOperator(const Caller& caller) {
   EONCE_RETURN_IF_ERROR(RequireTenant(caller));
-  if (policy_.IsOperator(caller.tenant, caller.operator_name)) return absl::OkStatus();
+  if (policy_.IsOperator(caller.tenant, caller.operator_name)) {
+    return RefuseRevokedOperator(caller);
+  }
   stats_.denied++;
   LogWarn("operator call refused", {{"tenant", caller.tenant},
                                     {"operator", caller.operator_name},
@@ -197,7 +216,9 @@ absl::Status Deduper::RequireOperator(const Caller& caller) {
 
 absl::Status Deduper::RequirePlatformOperator(const Caller& caller) {
   EONCE_RETURN_IF_ERROR(RequireTenant(caller));
-  if (policy_.IsPlatformOperator(caller.tenant, caller.operator_name)) return absl::OkStatus();
+  if (policy_.IsPlatformOperator(caller.tenant, caller.operator_name)) {
+    return RefuseRevokedOperator(caller);
+  }
   stats_.denied++;
   LogWarn("platform call refused", {{"tenant", caller.tenant},
                                     {"operator", caller.operator_name}});

@@ -16,7 +16,9 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:7100",
 ABSL_FLAG(std::string, upstream, "127.0.0.1:7101",
           "the business service: unix:/path (the pod's own socket, no TLS) or host:port");
 ABSL_FLAG(std::string, data_dir, "", "RocksDB data directory (required)");
-ABSL_FLAG(std::string, policy_file, "", "authorization policy; reloaded when it changes");
+ABSL_FLAG(std::string, policy_file, "",
+          "authorization policy; reloaded when it changes (required with mutual TLS; without "
+          "it, on a local listener, everything keyed is allowed)");
 ABSL_FLAG(int64_t, retention_ms, 7LL * 24 * 3600 * 1000,
           "how long a finished record answers duplicates (7 days)");
 ABSL_FLAG(int64_t, forensic_retention_ms, 30LL * 24 * 3600 * 1000,

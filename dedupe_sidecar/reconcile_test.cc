@@ -137,6 +137,37 @@ TEST_F(ReconcileTest, ARevokedWorkloadReadsNothingAndGetsWhatSubmitWouldSay) {
   EXPECT_EQ(found->result().response(), "the answer");
 }
 
+// A leaked operator certificate is revoked as a workload's is: by name, or below an epoch.
+// Until then it could read any key's answer, settle parked outcomes and move slots.
+TEST_F(ReconcileTest, ARevokedOperatorIsNoOperator) {
+  v1::Command c = Committed();
+  Caller oncall = As("");
+  oncall.operator_name = "oncall";
+  oncall.certificate_epoch = 4;
+  SetPolicy(absl::StrCat("act acme agent alice\nallow acme alice ", kTransfer,
+                         "\noperator acme *\nplatform acme oncall\n"));
+  ASSERT_TRUE(deduper_->Reconcile(oncall, For(c)).ok());
+  ASSERT_TRUE(deduper_->RequireOperator(oncall).ok());
+  ASSERT_TRUE(deduper_->RequirePlatformOperator(oncall).ok());
+
+  for (const char* revoke : {"revoke acme oncall\n", "revoke acme oncall below_epoch=5\n"}) {
+    SetPolicy(absl::StrCat("act acme agent alice\nallow acme alice ", kTransfer,
+                           "\noperator acme *\nplatform acme oncall\n", revoke));
+    EXPECT_EQ(ReasonOf(deduper_->Reconcile(oncall, For(c)).status()), "CREDENTIAL_REVOKED")
+        << revoke;
+    EXPECT_EQ(ReasonOf(deduper_->RequireOperator(oncall)), "CREDENTIAL_REVOKED") << revoke;
+    EXPECT_EQ(ReasonOf(deduper_->RequirePlatformOperator(oncall)), "CREDENTIAL_REVOKED")
+        << revoke;
+    EXPECT_EQ(ReasonOf(deduper_->ListParked(oncall, 10).status()), "CREDENTIAL_REVOKED")
+        << revoke;
+  }
+  // A certificate of the epoch the rule lets stand is an operator again.
+  Caller renewed = oncall;
+  renewed.certificate_epoch = 5;
+  EXPECT_TRUE(deduper_->Reconcile(renewed, For(c)).ok());
+  EXPECT_TRUE(deduper_->RequireOperator(renewed).ok());
+}
+
 TEST_F(ReconcileTest, AnActorThePolicyDoesNotAllowReadsNothing) {
   v1::Command c = Committed();
   // Another workload of the tenant, which may not act for alice.

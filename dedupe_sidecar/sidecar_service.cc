@@ -72,6 +72,14 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   EONCE_ASSIGN_OR_RETURN(ListenerTrust trust, DecideListenerTrust(options.listen_flag,
                                                                   options.listen_address,
                                                                   options.tls, rules));
+  // Over mutual TLS the sidecar serves other hosts: there, the development default of no
+  // policy (every workload may act for every actor, every named operator operates for
+  // every tenant and moves slots) would hand any certificate the CA signed every right.
+  if (trust == ListenerTrust::kCertificates && options.policy_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--policy_file: required with mutual TLS (--tls_cert, --tls_key, --tls_ca); without "
+        "one every workload could act for every actor and every operator for every tenant");
+  }
   std::unique_ptr<SidecarServer> s(new SidecarServer());
   s->clock_ = &clock;
   s->insecure_ = options.insecure;

@@ -285,6 +285,10 @@ TEST_F(EmbeddedDoorTest, OverMutualTlsATenantsCertificateIsRefusedOnTheBusinessP
   ASSERT_TRUE(server.ok() && acme.ok() && beta.ok() && checker.ok());
   std::vector<std::string> args = EmbeddedArgs();
   args.push_back("--listen=127.0.0.1:0");
+  // Under mutual TLS a sidecar takes no call without a policy.
+  const std::string policy = dir_ + "/policy";
+  std::ofstream(policy) << "act acme * *\nact beta * *\nallow acme * *\nallow beta * *\n";
+  args.push_back("--sidecar_policy_file=" + policy);
   for (const std::string& flag : {"--tls_cert=" + server->cert_file, "--tls_key=" + server->key_file,
                                   "--tls_ca=" + server->ca_file}) {
     args.push_back(flag);

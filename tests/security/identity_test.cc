@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
@@ -192,6 +193,53 @@ TEST_F(IdentityTest, TheBusinessSocketIsForItsOwnUserOnly) {
   EXPECT_EQ(info.st_mode & 0777, 0600u);
 }
 
+// Without a policy every workload may act for every actor, and every named operator is
+// every tenant's platform operator: a development default, never one for a sidecar other
+// hosts reach under mutual TLS.
+TEST_F(IdentityTest, UnderMutualTlsASidecarNeedsAPolicy) {
+  SidecarServerOptions options;
+  options.data_dir = dir_ + "/no-policy";
+  options.upstream_address = "unix:" + socket_;
+  options.tls = Issue("no-policy", "spiffe://eonce.test/eonce/sidecar");
+  auto refused = SidecarServer::Start(options, RealClock::Get());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--policy_file"))
+      << refused.status();
+  // In plaintext on loopback (local development) it starts, and says so in its log.
+  options.tls = TlsFiles();
+  options.data_dir = dir_ + "/no-policy-plaintext";
+  options.listen_address = "127.0.0.1:0";
+  EXPECT_TRUE(SidecarServer::Start(options, RealClock::Get()).ok());
+}
+
+// A leaked operator certificate is cut off by a revoke rule naming the operator: at the
+// admin calls, and at Submit and the pass-through too, where the policy's act and allow
+// rules name workloads and actors and an operator's certificate names neither.
+TEST_F(IdentityTest, ARevokedOperatorDoesNothing) {
+  const std::string before = dir_ + "/operators-policy";
+  std::ofstream(before) << kPolicy << "operator acme gone\n";
+  auto sidecar = StartSidecar(before, "sidecar-operators");
+  ASSERT_NE(sidecar, nullptr);
+  auto gone = ChannelAs(Operator("acme", "gone"), sidecar.get());
+  ASSERT_EQ(Submit(gone, OpenAccount("g1", "")), "OK");
+  ASSERT_TRUE(AccountExists("acme", "g1"));
+
+  // The same certificate once a revoke rule names it (reloaded by the running sidecar).
+  std::ofstream(before) << kPolicy << "operator acme gone\nrevoke acme gone\n";
+  ASSERT_TRUE(sidecar->policy().MaybeReload().ok());
+  EXPECT_EQ(Submit(gone, OpenAccount("g2", "")), "CREDENTIAL_REVOKED");
+  EXPECT_FALSE(AccountExists("acme", "g2"));
+  EXPECT_EQ(GetAccount(gone, "g1"), "CREDENTIAL_REVOKED");
+  auto admin = v1::SidecarAdmin::NewStub(gone);
+  grpc::ClientContext context;
+  Deadline(context);
+  v1::ListParkedRequest list;
+  v1::ListParkedResponse parked;
+  EXPECT_EQ(Outcome(admin->ListParked(&context, list, &parked), context), "CREDENTIAL_REVOKED");
+  ASSERT_TRUE(sidecar->Shutdown(1000).ok());
+}
+
 TEST_F(IdentityTest, AWorkloadActsOnlyForTheActorsThePolicyNamesIt) {
   auto billing = ChannelAs(Workload("acme", "billing"));
   // The command says alice; billing may not act for her. Saying it is payroll in a header
@@ -311,8 +359,12 @@ TEST_F(IdentityTest, PassThroughIsCheckedAgainstTheCertificateAndThePolicy) {
   }
   EXPECT_FALSE(AccountExists("acme", "unkeyed"));
 
-  // Without a policy file nothing is read-only: the same read is refused.
-  auto open_sidecar = StartSidecar("", "sidecar-without-policy");
+  // A policy that lists no method readonly: the same read is refused. (Without a policy
+  // file nothing is read-only either, but under mutual TLS a sidecar does not start
+  // without one: UnderMutualTlsASidecarNeedsAPolicy.)
+  const std::string no_readonly = dir_ + "/no-readonly-policy";
+  std::ofstream(no_readonly) << "act acme payroll *\nallow acme * *\n";
+  auto open_sidecar = StartSidecar(no_readonly, "sidecar-without-policy");
   ASSERT_NE(open_sidecar, nullptr);
   EXPECT_EQ(GetAccount(ChannelAs(Workload("acme", "payroll"), open_sidecar.get()), "a", "alice"),
             "IDEMPOTENCY_KEY_REQUIRED");

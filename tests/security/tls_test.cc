@@ -115,10 +115,15 @@ class TlsTest : public ::testing::Test {
     std::ofstream(sidecar_ca_) << ReadFile(pki_->ca_file());
     TlsFiles sidecar_files = sidecar_tls_;
     sidecar_files.ca_file = sidecar_ca_;
+    // Under mutual TLS a sidecar takes no call without a policy: each tenant's agent acts
+    // for its tellers, and each tenant has its operator.
+    const std::string policy = dir_ + "/policy";
+    std::ofstream(policy) << "act acme agent *\nact globex agent *\nallow acme * *\n"
+                             "allow globex * *\noperator acme oncall\noperator globex oncall\n";
     std::vector<std::string> sidecar_args = {
         "--listen=127.0.0.1:0", "--data_dir=" + dir_ + "/sidecar",
         "--upstream=" + ledger_->address(), "--lease_ms=2000", "--forward_timeout_ms=1000",
-        "--outcome_query_timeout_ms=500"};
+        "--outcome_query_timeout_ms=500", "--policy_file=" + policy};
     for (auto& a : TlsArgs(sidecar_files)) sidecar_args.push_back(a);
     auto sidecar =
         Process::Start("dedupe_sidecar/dedupe_sidecar", sidecar_args, dir_ + "/sidecar.log");
@@ -403,6 +408,7 @@ TEST_F(TlsTest, ARevokedCertificateIsRefused) {
   SidecarServerOptions options;
   options.data_dir = dir_ + "/with-crl";
   options.upstream_address = ledger_->address();
+  options.policy_file = dir_ + "/policy";
   options.tls = files;
   auto server = SidecarServer::Start(options, RealClock::Get());
   ASSERT_TRUE(server.ok()) << server.status();
@@ -467,6 +473,7 @@ TEST_F(TlsTest, AHealthOnlyPortAnswersProbesWithoutACertificate) {
   SidecarServerOptions options;
   options.data_dir = dir_ + "/in-process";
   options.upstream_address = ledger_->address();
+  options.policy_file = dir_ + "/policy";
   options.tls = sidecar_tls_;
   options.health_address = "127.0.0.1:0";
   auto server = SidecarServer::Start(options, RealClock::Get());
