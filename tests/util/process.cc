@@ -13,6 +13,28 @@
 
 namespace eonce {
 
+namespace {
+
+// In a forked child: `binary` with `args`, its stdout and stderr on the descriptors given,
+// the signals the parent blocks unblocked (children must not inherit the demo's blocked
+// signals). Never returns.
+[[noreturn]] void ExecChild(const std::string& binary, const std::vector<std::string>& args,
+                            int stdout_fd, int stderr_fd) {
+  dup2(stdout_fd, STDOUT_FILENO);
+  dup2(stderr_fd, STDERR_FILENO);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(binary.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv(binary.c_str(), argv.data());
+  _exit(127);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Process>> Process::Start(const std::string& binary,
                                                        const std::vector<std::string>& args,
                                                        const std::string& log_path,
@@ -24,19 +46,8 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Start(const std::string& binar
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    dup2(log, STDERR_FILENO);
     close(out[0]);
-    // Children must not inherit the demo's blocked signals.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(binary.c_str()));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
+    ExecChild(binary, args, out[1], log);
   }
   close(out[1]);
   close(log);
@@ -75,20 +86,7 @@ absl::StatusOr<int> Process::RunToExit(const std::string& binary,
   if (log < 0) return absl::InternalError(absl::StrCat("cannot open ", log_path));
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
-  if (pid == 0) {
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, STDOUT_FILENO);
-    dup2(log, STDERR_FILENO);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(binary.c_str()));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
-  }
+  if (pid == 0) ExecChild(binary, args, open("/dev/null", O_WRONLY), log);
   close(log);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   int status = 0;
