@@ -119,10 +119,15 @@ void Deduper::Submit(Caller caller_in, v1::Command command_in, SubmitDone done) 
       // Only a duplicate of the very command that finished: the same command id and
       // payload as the key's record. A new command that reuses the key and the payload
       // is a command the revoked credential may not send, not a duplicate.
+      // And only where the policy would let the call through were it not for the
+      // revocation: a credential never allowed the actor or the method hears nothing.
       auto record = store_.Get(caller.tenant, command.idempotency_key());
       if (record.ok() && record->has_value() && IsFinished(**record) &&
           (*record)->command_id() == command.command_id() &&
-          (*record)->payload_hash() == command.payload_hash().sha256()) {
+          (*record)->payload_hash() == command.payload_hash().sha256() &&
+          policy_.CheckGrants(caller.tenant, caller.workload, ctx->actor,
+                              command.target_method())
+              .allowed) {
         Record found = std::move(**record);
         auto replay = [this, ctx, found](absl::Status durable) {
           ctx->Answer(durable.ok() ? Replay(*ctx, found, /*revoked=*/true) : durable);

@@ -113,10 +113,15 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
             : policy_.CheckActing(caller.tenant, caller.workload, ctx.actor, epoch);
     // As in Submit: a duplicate of a command finished before its credential was revoked
     // may be given its stored answer, where the options say so.
+    // Only for the very command that finished (its id and payload, as Submit asks), and
+    // only where the act and allow rules would let the lookup through.
     revoked = !decision.allowed && decision.reason == "CREDENTIAL_REVOKED" &&
               options_.replay_after_revocation && record.has_value() && IsFinished(*record) &&
               !request.expect_payload_sha256().empty() &&
-              record->payload_hash() == request.expect_payload_sha256();
+              record->payload_hash() == request.expect_payload_sha256() &&
+              record->command_id() == request.expect_command_id() &&
+              policy_.CheckGrants(caller.tenant, caller.workload, ctx.actor, record->operation())
+                  .allowed;
     if (!decision.allowed && !revoked) {
       stats_.denied++;
       Audit(ctx, "unauthorized", decision.reason, token);

@@ -39,6 +39,14 @@ TEST_F(DeduperTest, AfterARevocationOnlyTheFinishedCommandItselfIsReplayed) {
   EXPECT_EQ(AuditDecisions("c1"), (std::vector<std::string>{"committed", "duplicate_returned"}));
   EXPECT_EQ(AuditDecisions("c2"), std::vector<std::string>{"unauthorized"});
 
+  // Nor does a credential the act and allow rules never let through: with the actor's
+  // method no longer allowed, the finished command itself is refused too.
+  policy_->Set(*Policy::Parse(
+      "act acme * *\nallow acme alice /other.Service/Method\nrevoke acme alice below_epoch=2\n"));
+  EXPECT_EQ(ReasonOf(Submit(first).status()), "CREDENTIAL_REVOKED");
+  policy_->Set(
+      *Policy::Parse("act acme * *\nallow acme alice *\nrevoke acme alice below_epoch=2\n"));
+
   // The same command id with another payload is no duplicate either.
   v1::Command changed = first;
   changed.set_request("transfer 11");

@@ -95,10 +95,16 @@ absl::StatusOr<Policy> Policy::Parse(const std::string& text) {
 PolicyDecision Policy::Check(const std::string& tenant, const std::string& workload,
                              const std::string& actor, const std::string& method,
                              int64_t credential_epoch) const {
-  if (PolicyDecision acting = CheckActing(tenant, workload, actor, credential_epoch);
-      !acting.allowed) {
-    return acting;
+  if (PolicyDecision standing = CheckRevoked(tenant, workload, actor, credential_epoch);
+      !standing.allowed) {
+    return standing;
   }
+  return CheckGrants(tenant, workload, actor, method);
+}
+
+PolicyDecision Policy::CheckGrants(const std::string& tenant, const std::string& workload,
+                                   const std::string& actor, const std::string& method) const {
+  if (PolicyDecision acting = CheckAct(tenant, workload, actor); !acting.allowed) return acting;
   if (allow_all_) return PolicyDecision{};
   for (const Allow& a : allows_) {
     if (a.tenant == tenant && Matches(a.actor, actor) && Matches(a.method, method)) {
@@ -110,12 +116,26 @@ PolicyDecision Policy::Check(const std::string& tenant, const std::string& workl
 
 PolicyDecision Policy::CheckActing(const std::string& tenant, const std::string& workload,
                                    const std::string& actor, int64_t credential_epoch) const {
+  if (PolicyDecision standing = CheckRevoked(tenant, workload, actor, credential_epoch);
+      !standing.allowed) {
+    return standing;
+  }
+  return CheckAct(tenant, workload, actor);
+}
+
+PolicyDecision Policy::CheckRevoked(const std::string& tenant, const std::string& workload,
+                                    const std::string& actor, int64_t credential_epoch) const {
   for (const Revoke& r : revokes_) {
     if (r.tenant == tenant && (Matches(r.actor, actor) || Matches(r.actor, workload)) &&
         (r.below_epoch == 0 || credential_epoch < r.below_epoch)) {
       return PolicyDecision{false, "CREDENTIAL_REVOKED"};
     }
   }
+  return PolicyDecision{};
+}
+
+PolicyDecision Policy::CheckAct(const std::string& tenant, const std::string& workload,
+                                const std::string& actor) const {
   if (allow_all_) return PolicyDecision{};
   if (actor != workload) {
     bool may_act = false;
@@ -206,6 +226,11 @@ PolicyDecision PolicyStore::Check(const std::string& tenant, const std::string& 
 PolicyDecision PolicyStore::CheckActing(const std::string& tenant, const std::string& workload,
                                         const std::string& actor, int64_t credential_epoch) {
   return std::atomic_load(&policy_)->CheckActing(tenant, workload, actor, credential_epoch);
+}
+
+PolicyDecision PolicyStore::CheckGrants(const std::string& tenant, const std::string& workload,
+                                        const std::string& actor, const std::string& method) {
+  return std::atomic_load(&policy_)->CheckGrants(tenant, workload, actor, method);
 }
 
 bool PolicyStore::IsReadOnly(const std::string& method) {

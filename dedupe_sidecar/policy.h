@@ -78,6 +78,10 @@ class Policy {
   // actor (a lookup that names no method: a Reconcile of a key nothing holds).
   PolicyDecision CheckActing(const std::string& tenant, const std::string& workload,
                              const std::string& actor, int64_t credential_epoch) const;
+  // Check with revocations left aside: the act and allow rules alone. A replay after a
+  // revocation is handed out only where they would still let the call through.
+  PolicyDecision CheckGrants(const std::string& tenant, const std::string& workload,
+                             const std::string& actor, const std::string& method) const;
   // Listed `readonly`: safe to forward without an idempotency key.
   bool IsReadOnly(const std::string& method) const;
   // Whether `name` (a proven operator identity) may operate for `tenant`. Without a
@@ -88,6 +92,12 @@ class Policy {
   bool IsPlatformOperator(const std::string& tenant, const std::string& name) const;
 
  private:
+  // A revoke rule matching the actor or the workload at this epoch.
+  PolicyDecision CheckRevoked(const std::string& tenant, const std::string& workload,
+                              const std::string& actor, int64_t credential_epoch) const;
+  // The workload may state the actor (an act rule, or it acts as itself).
+  PolicyDecision CheckAct(const std::string& tenant, const std::string& workload,
+                          const std::string& actor) const;
   struct Act {
     std::string tenant, workload, actor;
   };
@@ -117,6 +127,8 @@ class PolicyStore {
                        int64_t credential_epoch);
   PolicyDecision CheckActing(const std::string& tenant, const std::string& workload,
                              const std::string& actor, int64_t credential_epoch);
+  PolicyDecision CheckGrants(const std::string& tenant, const std::string& workload,
+                             const std::string& actor, const std::string& method);
   bool IsReadOnly(const std::string& method);
   bool IsOperator(const std::string& tenant, const std::string& name);
   bool IsPlatformOperator(const std::string& tenant, const std::string& name);

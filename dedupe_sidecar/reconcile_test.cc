@@ -210,6 +210,14 @@ TEST_F(ReconcileTest, ACommandFinishedBeforeARevocationIsReplayedWhereTheOptions
   v1::ReconcileRequest by_key;
   by_key.set_idempotency_key(c.idempotency_key());
   EXPECT_EQ(ReasonOf(deduper_->Reconcile(As("agent"), by_key).status()), "CREDENTIAL_REVOKED");
+  // Nor without the command id, as a duplicate Submit names it.
+  v1::ReconcileRequest no_id = For(c);
+  no_id.clear_expect_command_id();
+  EXPECT_EQ(ReasonOf(deduper_->Reconcile(As("agent"), no_id).status()), "CREDENTIAL_REVOKED");
+  // Nor where the act and allow rules would refuse the lookup, revocation aside.
+  SetPolicy(absl::StrCat("act acme agent bob\nallow acme alice ", kTransfer,
+                         "\nrevoke acme agent\n"));
+  EXPECT_EQ(ReasonOf(deduper_->Reconcile(As("agent"), For(c)).status()), "CREDENTIAL_REVOKED");
 }
 
 // An outcome is handed out only once a crash cannot take it back: while its fsync is still
