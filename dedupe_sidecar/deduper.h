@@ -179,7 +179,8 @@ class Deduper {
   // UNAUTHENTICATED without a tenant.
   absl::Status RequireOperator(const Caller& caller);
   // PERMISSION_DENIED (PLATFORM_OPERATOR_REQUIRED) unless the policy lets the caller, a
-  // proven operator whose credential stands, change the slot map (a `platform` rule).
+  // proven operator whose credential stands, make calls that reach every tenant (a
+  // `platform` rule): the slot map, the whole audit chain.
   absl::Status RequirePlatformOperator(const Caller& caller);
   const DeduperOptions& options() const { return options_; }
   // Commands in flight whose started record is only claimed in memory.

@@ -228,8 +228,9 @@ absl::Status Deduper::RequirePlatformOperator(const Caller& caller) {
   LogWarn("platform call refused", {{"tenant", caller.tenant},
                                     {"operator", caller.operator_name}});
   return Error(absl::StatusCode::kPermissionDenied, "PLATFORM_OPERATOR_REQUIRED",
-               "changing the slot map moves every tenant's commands: it needs an operator "
-               "the policy names in a `platform` rule");
+               "this call reaches every tenant (the slot map moves every tenant's commands; "
+               "the audit chain holds every tenant's events): it needs an operator the policy "
+               "names in a `platform` rule");
 }
 
 absl::StatusOr<v1::ListParkedResponse> Deduper::ListParked(const Caller& caller, int limit) {

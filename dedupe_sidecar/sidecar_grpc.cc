@@ -288,11 +288,13 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
   grpc::ServerUnaryReactor* VerifyAudit(grpc::CallbackServerContext* context,
                                         const v1::VerifyAuditRequest* request,
                                         v1::VerifyAuditResponse* response) override {
-    // The check walks the whole chain but answers only whether it holds and how long it
-    // is; still, only an operator may ask.
+    // The check walks the whole chain, every tenant's events, and answers whether it holds
+    // and how long it is: how busy every tenant has been. A platform operator's call.
     absl::StatusOr<Caller> caller = CallerOf(context, clock_, deduper_);
     if (caller.ok()) {
-      if (absl::Status allowed = deduper_.RequireOperator(*caller); !allowed.ok()) caller = allowed;
+      if (absl::Status allowed = deduper_.RequirePlatformOperator(*caller); !allowed.ok()) {
+        caller = allowed;
+      }
     }
     if (!caller.ok())
       return FinishUnary<v1::VerifyAuditResponse>(context, caller.status(), response);

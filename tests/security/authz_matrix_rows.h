@@ -208,7 +208,7 @@ inline const Row kMatrix[] = {
     {"sidecar", "/eonce.v1.SidecarAdmin/QueryAudit", kOperatorCall, "the tenant's audit events"},
     {"sidecar", "/eonce.v1.SidecarAdmin/ListEffects", kOperatorCall, "the tenant's effects at the business, read through the sidecar"},
     {"sidecar", "/eonce.v1.SidecarAdmin/QueryOutcome", kOperatorCall, "a command's outcome at the business, for the tenant"},
-    {"sidecar", "/eonce.v1.SidecarAdmin/VerifyAudit", kOperatorCall, "whether the audit chain holds"},
+    {"sidecar", "/eonce.v1.SidecarAdmin/VerifyAudit", kPlatformCall, "whether the audit chain, every tenant's, holds and how long it is"},
     {"sidecar", "/eonce.v1.SidecarAdmin/ResolveParked", kOperatorCall, "settles a parked outcome of the tenant"},
     {"sidecar", "/eonce.v1.SidecarAdmin/AdoptSlotMap", kPlatformCall, "moves every tenant's slots"},
     {"sidecar", "/eonce.v1.SidecarAdmin/ExportSlots", kPlatformCall, "every tenant's records of a slot"},
