@@ -83,16 +83,23 @@ v1::Command Command(const std::string& id) {
   return c;
 }
 
-TEST(FloodTest, OneTenantsFloodIsCappedWhileAnotherTenantsCommandsComplete) {
-  constexpr int kPerTenant = 8;
-  constexpr int kFlood = 40;
-  HoldingBusiness business;
+// A sidecar in front of `business` on loopback, at most 64 calls in flight and
+// `per_tenant` of one tenant.
+absl::StatusOr<std::unique_ptr<SidecarServer>> StartSidecar(HoldingBusiness& business,
+                                                           int per_tenant) {
   SidecarServerOptions options;
   options.data_dir = testing::FreshDir("sidecar");
   options.upstream = &business;
   options.max_in_flight = 64;
-  options.max_in_flight_per_tenant = kPerTenant;
-  auto sidecar = SidecarServer::Start(options, RealClock::Get());
+  options.max_in_flight_per_tenant = per_tenant;
+  return SidecarServer::Start(options, RealClock::Get());
+}
+
+TEST(FloodTest, OneTenantsFloodIsCappedWhileAnotherTenantsCommandsComplete) {
+  constexpr int kPerTenant = 8;
+  constexpr int kFlood = 40;
+  HoldingBusiness business;
+  auto sidecar = StartSidecar(business, kPerTenant);
   ASSERT_TRUE(sidecar.ok()) << sidecar.status();
   auto stub = v1::Sidecar::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string((*sidecar)->port()), grpc::InsecureChannelCredentials()));
@@ -196,12 +203,7 @@ TEST(FloodTest, OneTenantsFloodIsCappedWhileAnotherTenantsCommandsComplete) {
 TEST(FloodTest, ReconcileIsAdmittedLikeSubmit) {
   constexpr int kPerTenant = 2;
   HoldingBusiness business;
-  SidecarServerOptions options;
-  options.data_dir = testing::FreshDir("sidecar");
-  options.upstream = &business;
-  options.max_in_flight = 64;
-  options.max_in_flight_per_tenant = kPerTenant;
-  auto sidecar = SidecarServer::Start(options, RealClock::Get());
+  auto sidecar = StartSidecar(business, kPerTenant);
   ASSERT_TRUE(sidecar.ok()) << sidecar.status();
   auto stub = v1::Sidecar::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string((*sidecar)->port()), grpc::InsecureChannelCredentials()));
