@@ -83,6 +83,17 @@ std::string RefusalMessage(const absl::Status& status) {
   return absl::StrCat(ReasonOf(status), ": ", status.message());
 }
 
+// The URI SANs of an authenticated peer's certificate, as gRPC lists them.
+std::vector<std::string> CertificateUris(const grpc::AuthContext& auth) {
+  std::vector<std::string> uris;
+  for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_PEER_URI_PROPERTY_NAME}) {
+    for (const grpc::string_ref& uri : auth.FindPropertyValues(property)) {
+      uris.emplace_back(uri.data(), uri.size());
+    }
+  }
+  return uris;
+}
+
 std::string Text(const grpc_slice& slice) {
   return std::string(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slice)),
                      GRPC_SLICE_LENGTH(slice));
@@ -104,13 +115,7 @@ class CertificateGate : public grpc::AuthMetadataProcessor {
     if (OpenToEveryCaller(header(":path"))) return grpc::Status::OK;
     CallerClaims claims;
     claims.authenticated = context != nullptr && context->IsPeerAuthenticated();
-    if (claims.authenticated) {
-      for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_PEER_URI_PROPERTY_NAME}) {
-        for (const grpc::string_ref& uri : context->FindPropertyValues(property)) {
-          claims.certificate_uris.emplace_back(uri.data(), uri.size());
-        }
-      }
-    }
+    if (claims.authenticated) claims.certificate_uris = CertificateUris(*context);
     claims.tenant = header(kTenantHeader);
     claims.method = header(":path");
     absl::StatusOr<BusinessCaller> caller = DecideBusinessCaller(claims);
@@ -213,11 +218,7 @@ absl::StatusOr<BusinessCaller> BusinessCallerOf(const grpc::ServerContextBase& c
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   claims.authenticated = auth != nullptr && auth->IsPeerAuthenticated();
   if (claims.authenticated) {
-    for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_PEER_URI_PROPERTY_NAME}) {
-      for (const grpc::string_ref& uri : auth->FindPropertyValues(property)) {
-        claims.certificate_uris.emplace_back(uri.data(), uri.size());
-      }
-    }
+    claims.certificate_uris = CertificateUris(*auth);
   } else {
     claims.component = RequestMetadata(context, kComponentHeader);
     claims.operator_name = RequestMetadata(context, kOperatorHeader);
