@@ -24,6 +24,7 @@ ShardGate::Pass& ShardGate::Pass::operator=(Pass&& other) noexcept {
     Release();
     gate_ = other.gate_;
     slot_ = other.slot_;
+    epoch_ = other.epoch_;
     other.gate_ = nullptr;
   }
   return *this;
@@ -103,7 +104,7 @@ absl::StatusOr<ShardGate::Pass> ShardGate::Enter(uint32_t slot) {
   absl::MutexLock lock(&mu_);
   EONCE_RETURN_IF_ERROR(CheckLocked(slot));
   ++in_flight_[slot];
-  return Pass(this, slot);
+  return Pass(this, slot, map_->epoch());
 }
 
 absl::Status ShardGate::Check(uint32_t slot) const {

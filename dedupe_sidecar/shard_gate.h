@@ -38,18 +38,26 @@ class ShardGate {
   class Pass {
    public:
     Pass() = default;
-    Pass(Pass&& other) noexcept : gate_(other.gate_), slot_(other.slot_) { other.gate_ = nullptr; }
+    Pass(Pass&& other) noexcept : gate_(other.gate_), slot_(other.slot_), epoch_(other.epoch_) {
+      other.gate_ = nullptr;
+    }
     Pass& operator=(Pass&& other) noexcept;
     Pass(const Pass&) = delete;
     Pass& operator=(const Pass&) = delete;
     ~Pass() { Release(); }
     void Release();
+    // The slot, and the epoch of the map it was let in by: what a forward carries, so that
+    // the business can refuse the write of a former owner (its per-slot fence).
+    uint32_t slot() const { return slot_; }
+    uint64_t epoch() const { return epoch_; }
 
    private:
     friend class ShardGate;
-    Pass(ShardGate* gate, uint32_t slot) : gate_(gate), slot_(slot) {}
+    Pass(ShardGate* gate, uint32_t slot, uint64_t epoch)
+        : gate_(gate), slot_(slot), epoch_(epoch) {}
     ShardGate* gate_ = nullptr;
     uint32_t slot_ = 0;
+    uint64_t epoch_ = 0;
   };
 
   // A pass for a slot this shard may write; the refusal otherwise.
