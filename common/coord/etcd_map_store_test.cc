@@ -18,6 +18,8 @@
 #include "common/status.h"
 #include "gtest/gtest.h"
 #include "tests/util/etcd_cluster.h"
+#include "tests/util/temp_dir.h"
+#include "tests/util/test_pki.h"
 
 namespace eonce {
 namespace {
@@ -428,6 +430,38 @@ TEST(EtcdOutageTest, AStoppedMemberIsLeftForTheNextAfterOneTimeout) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->epoch(), seeded->epoch());
   (*cluster)->Continue(0);
+}
+
+TEST(EtcdTlsTest, MutualTlsReachesAClusterThatRequiresIt) {
+  auto pki = testing::TestPki::Create(testing::FreshDir("pki"), "etcd-test-ca");
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  testing::EtcdTls tls;
+  auto server = pki->Issue("etcd", "");
+  auto client = pki->Issue("sidecar", "spiffe://eonce.test/eonce/sidecar");
+  ASSERT_TRUE(server.ok() && client.ok());
+  tls.server = *server;
+  tls.client = *client;
+  auto cluster = EtcdCluster::Start(1, 60'000, &tls);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+
+  ManualClock clock;
+  EtcdCoordOptions options;
+  options.endpoints = (*cluster)->Endpoints();
+  options.lease_ttl_ms = kTtlMs;
+  options.call_timeout_ms = 2'000;
+  options.tls = tls.client;
+  auto coord = EtcdCoordination::Create(options, clock);
+  ASSERT_TRUE(coord.ok()) << coord.status();
+  auto seeded = SeedSlotMap((*coord)->store(), TwoShards());
+  ASSERT_TRUE(seeded.ok()) << seeded.status();
+  auto lease = (*coord)->NewLease();
+  ASSERT_TRUE(lease->Acquire("s0", "a:1").ok());
+
+  // Plaintext is refused by a cluster that requires client certificates.
+  options.tls = TlsFiles{};
+  auto plain = EtcdCoordination::Create(options, clock);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->store().Read().status().code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -40,12 +40,15 @@ absl::StatusOr<int> FreePort() {
   return port;
 }
 
-std::string Url(int port) { return absl::StrCat("http://127.0.0.1:", port); }
+std::string Url(int port, bool tls = false) {
+  return absl::StrCat(tls ? "https" : "http", "://127.0.0.1:", port);
+}
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members,
-                                                               int64_t timeout_ms) {
+                                                               int64_t timeout_ms,
+                                                               const EtcdTls* tls) {
   if (members != 1 && members != 3) return absl::InvalidArgumentError("1 or 3 members");
   if (access(kEtcdBinary, X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -54,6 +57,10 @@ absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members,
   static std::atomic<int> clusters{0};
   std::unique_ptr<EtcdCluster> cluster(new EtcdCluster());
   cluster->dir_ = FreshDir("etcd");
+  if (tls != nullptr) {
+    cluster->tls_ = *tls;
+    cluster->with_tls_ = true;
+  }
   cluster->token_ = absl::StrCat("eonce-test-", getpid(), "-", clusters.fetch_add(1));
   std::vector<std::string> peers;
   for (int i = 0; i < members; ++i) {
@@ -88,8 +95,8 @@ absl::Status EtcdCluster::Launch(int index) {
   std::vector<std::string> args = {
       "--name", member.name,
       "--data-dir", member.data_dir,
-      "--listen-client-urls", Url(member.client_port),
-      "--advertise-client-urls", Url(member.client_port),
+      "--listen-client-urls", Url(member.client_port, with_tls_),
+      "--advertise-client-urls", Url(member.client_port, with_tls_),
       "--listen-peer-urls", Url(member.peer_port),
       "--initial-advertise-peer-urls", Url(member.peer_port),
       "--initial-cluster", initial_cluster_,
@@ -98,6 +105,11 @@ absl::Status EtcdCluster::Launch(int index) {
       "--logger", "zap",
       "--log-outputs", "stderr",
   };
+  if (with_tls_) {
+    args.insert(args.end(), {"--cert-file", tls_.server.cert_file, "--key-file",
+                             tls_.server.key_file, "--trusted-ca-file", tls_.server.ca_file,
+                             "--client-cert-auth"});
+  }
   auto process = Process::Spawn(kEtcdBinary, args, member.log_path);
   if (!process.ok()) return process.status();
   member.process = std::move(*process);
@@ -158,6 +170,7 @@ absl::Status EtcdCluster::WaitHealthy(int member, int64_t timeout_ms) {
   EtcdClientOptions options;
   options.endpoints = {ClientAddress(member)};
   options.call_timeout_ms = 1'000;
+  if (with_tls_) options.tls = tls_.client;
   auto client = EtcdClient::Create(options);
   if (!client.ok()) return client.status();
   etcdserverpb::RangeRequest probe;
@@ -183,7 +196,12 @@ absl::Status EtcdCluster::WaitHealthy(int member, int64_t timeout_ms) {
 absl::Status EtcdCluster::Compact(int64_t revision) {
   auto code = Process::RunToExit(
       kEtcdctlBinary,
-      {"--endpoints", Endpoints(), "compact", std::to_string(revision), "--physical"},
+      with_tls_ ? std::vector<std::string>{"--endpoints", Endpoints(), "--cacert",
+                                           tls_.client.ca_file, "--cert", tls_.client.cert_file,
+                                           "--key", tls_.client.key_file, "compact",
+                                           std::to_string(revision), "--physical"}
+                : std::vector<std::string>{"--endpoints", Endpoints(), "compact",
+                                           std::to_string(revision), "--physical"},
       absl::StrCat(dir_, "/etcdctl.log"));
   if (!code.ok()) return code.status();
   if (*code != 0) {

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/tls.h"
 #include "tests/util/process.h"
 
 namespace eonce::testing {
@@ -25,12 +26,21 @@ namespace eonce::testing {
 inline constexpr char kEtcdBinary[] = "/usr/bin/etcd";
 inline constexpr char kEtcdctlBinary[] = "/usr/bin/etcdctl";
 
+// Client TLS for a cluster: the members' certificate (and the CA they require client
+// certificates from), and a client's, for the readiness probe.
+struct EtcdTls {
+  TlsFiles server;
+  TlsFiles client;
+};
+
 class EtcdCluster {
  public:
-  // `members`: 1 or 3. UNAVAILABLE (naming the member's log) when one does not come up
-  // within `timeout_ms`.
+  // `members`: 1 or 3. With `tls`, clients must connect with mutual TLS (peers talk
+  // plaintext). UNAVAILABLE (naming the member's log) when one does not come up within
+  // `timeout_ms`.
   static absl::StatusOr<std::unique_ptr<EtcdCluster>> Start(int members,
-                                                           int64_t timeout_ms = 60'000);
+                                                           int64_t timeout_ms = 60'000,
+                                                           const EtcdTls* tls = nullptr);
   ~EtcdCluster();
 
   int size() const { return static_cast<int>(members_.size()); }
@@ -67,6 +77,8 @@ class EtcdCluster {
   std::string dir_;
   std::string initial_cluster_;
   std::string token_;
+  EtcdTls tls_;
+  bool with_tls_ = false;
   std::vector<Member> members_;
 };
 
