@@ -79,9 +79,13 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(EtcdClientOptions
     return BadEndpoints(absl::StrCat("1..", kMaxEtcdEndpoints, " members are required"));
   }
   if (options.call_timeout_ms < 1 || options.call_timeout_ms > 60'000) {
-    return absl::InvalidArgumentError("etcd call timeout: must be between 1 and 60000 ms");
+    return absl::InvalidArgumentError("--etcd_timeout_ms: must be between 1 and 60000");
   }
-  EONCE_RETURN_IF_ERROR(ValidateTlsFiles(options.tls));
+  absl::Status tls = ValidateTlsFiles(options.tls);
+  if (!tls.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("etcd TLS (--etcd_tls_cert, --etcd_tls_key, "
+                                                   "--etcd_tls_ca): ", tls.message()));
+  }
   return std::unique_ptr<EtcdClient>(
       new EtcdClient(std::move(options.endpoints), options.call_timeout_ms, options.tls));
 }

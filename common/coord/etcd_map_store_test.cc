@@ -13,13 +13,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
 #include "common/coord/etcd_client.h"
+#include "common/coord/etcd_flags.h"
 #include "common/coord/seed.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
 #include "tests/util/etcd_cluster.h"
 #include "tests/util/temp_dir.h"
 #include "tests/util/test_pki.h"
+
+ABSL_DECLARE_FLAG(std::string, etcd_endpoints);
+ABSL_DECLARE_FLAG(std::string, etcd_prefix);
+ABSL_DECLARE_FLAG(int64_t, lease_ttl_ms);
+ABSL_DECLARE_FLAG(int64_t, etcd_timeout_ms);
+ABSL_DECLARE_FLAG(std::string, etcd_tls_cert);
 
 namespace eonce {
 namespace {
@@ -116,6 +125,32 @@ TEST(EtcdCoordinationTest, RefusesBadOptionsNamingTheFlag) {
   options.prefix = "eonce/";
   coord = EtcdCoordination::Create(options, clock);
   EXPECT_NE(coord.status().message().find("--etcd_prefix"), absl::string_view::npos);
+}
+
+TEST(EtcdCoordinationTest, FlagsGiveTheOptionsAndTheirMistakesAreNamed) {
+  absl::SetFlag(&FLAGS_etcd_endpoints, "127.0.0.1:2379,127.0.0.1:2479");
+  absl::SetFlag(&FLAGS_etcd_prefix, "/eonce/prod");
+  absl::SetFlag(&FLAGS_lease_ttl_ms, 6'000);
+  absl::SetFlag(&FLAGS_etcd_timeout_ms, 1'500);
+  EtcdCoordOptions options = EtcdCoordOptionsFromFlags();
+  EXPECT_EQ(options.endpoints, "127.0.0.1:2379,127.0.0.1:2479");
+  EXPECT_EQ(options.prefix, "/eonce/prod");
+  EXPECT_EQ(options.lease_ttl_ms, 6'000);
+  EXPECT_EQ(options.call_timeout_ms, 1'500);
+  EXPECT_FALSE(options.tls.enabled());
+  ManualClock clock;
+  EXPECT_TRUE(EtcdCoordination::Create(options, clock).ok());
+
+  absl::SetFlag(&FLAGS_etcd_tls_cert, "/nonexistent/cert.pem");
+  auto coord = EtcdCoordination::Create(EtcdCoordOptionsFromFlags(), clock);
+  EXPECT_EQ(coord.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(coord.status().message().find("--etcd_tls_cert"), absl::string_view::npos)
+      << coord.status();
+  absl::SetFlag(&FLAGS_etcd_tls_cert, "");
+  absl::SetFlag(&FLAGS_etcd_timeout_ms, 0);
+  coord = EtcdCoordination::Create(EtcdCoordOptionsFromFlags(), clock);
+  EXPECT_NE(coord.status().message().find("--etcd_timeout_ms"), absl::string_view::npos)
+      << coord.status();
 }
 
 TEST(LeaseServeUntilTest, StopsAMarginBeforeEtcdCouldExpireTheLease) {
