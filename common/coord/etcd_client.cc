@@ -242,6 +242,10 @@ absl::StatusOr<EtcdWatchResult> EtcdClient::WatchOnce(const std::string& key,
   etcdserverpb::WatchRequest request;
   request.mutable_create_request()->set_key(key);
   request.mutable_create_request()->set_start_revision(start_revision);
+  // A caller that was away gets the history since its revision, possibly many maps: in one
+  // message it could pass any receive limit. Fragments keep each message to etcd's request
+  // size limit (1.5 MiB by default) or one event; the first batch is all a caller needs.
+  request.mutable_create_request()->set_fragment(true);
   EtcdWatchResult result;
   absl::Status status = WithFailover(
       "Watch", timeout_ms, [&](Member& member, grpc::ClientContext& context) {

@@ -283,6 +283,43 @@ TEST_F(EtcdMapStoreTest, WaitNewerCatchesUpPastACompaction) {
   EXPECT_EQ(nothing.status().code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+// A map as large as the slot map rules allow for its shards: 256 shards with long names
+// and addresses, about 100 KB of JSON.
+SlotMap LargeMap() {
+  std::vector<v1::ShardInfo> shards;
+  for (int i = 0; i < 256; ++i) {
+    v1::ShardInfo shard;
+    shard.set_id(absl::StrCat("shard-", std::string(50, 'a'), "-", i));
+    shard.set_address(absl::StrCat(std::string(240, 'h'), ".local:", 7000 + i));
+    shards.push_back(shard);
+  }
+  return *SlotMap::Even(shards);
+}
+
+TEST_F(EtcdMapStoreTest, WaitNewerCatchesUpThroughMoreHistoryThanOneMessageHolds) {
+  const SlotMap large = LargeMap();
+  ASSERT_GT(large.ToJson().size(), 90'000u);
+  auto seeded = SeedSlotMap(coord_->store(), large);
+  ASSERT_TRUE(seeded.ok()) << seeded.status();
+  // More than kMaxEtcdMessageBytes of maps written while the caller was away.
+  uint64_t last = seeded->epoch();
+  const int changes = kMaxEtcdMessageBytes / 90'000 + 4;
+  for (int i = 0; i < changes; ++i) {
+    auto next = coord_->store().CompareAndSwap(last, large);
+    ASSERT_TRUE(next.ok()) << next.status();
+    last = next->epoch();
+  }
+  auto caught_up = coord_->store().WaitNewer(seeded->epoch(), 30'000);
+  ASSERT_TRUE(caught_up.ok()) << caught_up.status();
+  EXPECT_EQ(caught_up->epoch(), last);
+  // With no time to wait, a look at the current map.
+  auto now = coord_->store().WaitNewer(seeded->epoch(), 0);
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(now->epoch(), last);
+  EXPECT_EQ(coord_->store().WaitNewer(last, 0).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
 TEST_F(EtcdMapStoreTest, SecondHolderIsRefusedUntilTheFirstReleases) {
   auto first = coord_->NewLease();
   auto second = coord_->NewLease();
