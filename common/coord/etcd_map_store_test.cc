@@ -431,7 +431,8 @@ TEST(EtcdOutageTest, ServeUntilStopsGrowingWhileEtcdIsDownOrStopped) {
   auto cluster = EtcdCluster::Start(1);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ManualClock clock;
-  auto coord = Connect((*cluster)->Endpoints(), "/eonce/outage", clock);
+  // Long enough for a reconnect after the restart below (gRPC backs off up to 1 s + 20%).
+  auto coord = Connect((*cluster)->Endpoints(), "/eonce/outage", clock, 5'000);
   auto lease = coord->NewLease();
   ASSERT_TRUE(lease->Acquire("s0", "a:1").ok());
   const int64_t held_until = lease->ServeUntilMs();
@@ -449,6 +450,14 @@ TEST(EtcdOutageTest, ServeUntilStopsGrowingWhileEtcdIsDownOrStopped) {
   EXPECT_EQ(killed.code(), absl::StatusCode::kUnavailable) << killed;
   EXPECT_EQ(lease->ServeUntilMs(), held_until);
   EXPECT_EQ(coord->store().Read().status().code(), absl::StatusCode::kUnavailable);
+
+  // etcd back on its data dir: the same client reconnects, and the lease lived on (a
+  // restarted leader gives every lease a full TTL again).
+  ASSERT_TRUE((*cluster)->Restart(0).ok());
+  EXPECT_EQ(coord->store().Read().status().code(), absl::StatusCode::kNotFound);
+  clock.AdvanceMs(500);
+  ASSERT_TRUE(lease->Renew().ok());
+  EXPECT_EQ(lease->ServeUntilMs(), LeaseServeUntilMs(clock.NowMs(), kTtlMs));
 }
 
 TEST(EtcdOutageTest, ThreeMembersKeepServingWithOneKilled) {
