@@ -8,12 +8,13 @@
 
 namespace eonce {
 
-int64_t LeaseServeUntilMs(int64_t sent_ms, int64_t ttl_ms, int64_t margin_ms) {
-  // 1% for clock-rate drift between this process and the store.
+namespace {
+
+// The protocol's margins (etcd_map_store.h): the store counts the TTL from when a renewal
+// arrives, later than it was sent, so the lease outlives this; 1% for clock-rate drift.
+int64_t WindowEndMs(int64_t sent_ms, int64_t ttl_ms, int64_t margin_ms) {
   return sent_ms + ttl_ms - ttl_ms / 100 - margin_ms;
 }
-
-namespace {
 
 absl::Status Down() { return Error(absl::StatusCode::kUnavailable, "STORE_DOWN",
                                    "the coordination store cannot be reached"); }
@@ -138,7 +139,7 @@ class MemoryShardLease : public ShardLease {
     if (holder == nullptr) mine.held_epoch = 0;
     ++store_.revision_;
     shard_ = shard;
-    serve_until_ms_ = LeaseServeUntilMs(sent, options_.ttl_ms, options_.margin_ms);
+    serve_until_ms_ = WindowEndMs(sent, options_.ttl_ms, options_.margin_ms);
     return absl::OkStatus();
   }
 
@@ -147,7 +148,7 @@ class MemoryShardLease : public ShardLease {
     EONCE_ASSIGN_OR_RETURN(MemoryMapStore::Holder * mine, MineLocked());
     const int64_t sent = store_.clock_.NowMs();
     mine->expires_ms = sent + options_.ttl_ms;
-    serve_until_ms_ = LeaseServeUntilMs(sent, options_.ttl_ms, options_.margin_ms);
+    serve_until_ms_ = WindowEndMs(sent, options_.ttl_ms, options_.margin_ms);
     return absl::OkStatus();
   }
 

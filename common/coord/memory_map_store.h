@@ -36,11 +36,6 @@ struct MemoryLeaseOptions {
   int64_t margin_ms = 1'000;
 };
 
-// The lease margins of the protocol: a process that sent its last answered renewal at
-// `sent_ms` may serve until this (etcd counts the TTL from when the renewal arrived, which
-// is later, so the lease outlives it).
-int64_t LeaseServeUntilMs(int64_t sent_ms, int64_t ttl_ms, int64_t margin_ms);
-
 class MemoryMapStore : public MapStore {
  public:
   explicit MemoryMapStore(Clock& clock) : clock_(clock) {}
