@@ -133,31 +133,6 @@ class FakeAdmin : public ShardAdmin {
   FakeShard& s_;
 };
 
-// Runs `hook` once, before the first compare-and-swap through it.
-class HookStore : public MapStore {
- public:
-  HookStore(MapStore& store, std::function<void()> hook) : store_(store), hook_(hook) {}
-  absl::StatusOr<SlotMap> Read() override { return store_.Read(); }
-  absl::StatusOr<SlotMap> CompareAndSwap(uint64_t expected, const SlotMap& next) override {
-    if (hook_) {
-      auto hook = std::move(hook_);
-      hook_ = nullptr;
-      hook();
-    }
-    return store_.CompareAndSwap(expected, next);
-  }
-  absl::StatusOr<SlotMap> WaitNewer(uint64_t after, int64_t timeout_ms) override {
-    return store_.WaitNewer(after, timeout_ms);
-  }
-  absl::StatusOr<ShardPresence> Presence(const std::string& shard) override {
-    return store_.Presence(shard);
-  }
-
- private:
-  MapStore& store_;
-  std::function<void()> hook_;
-};
-
 class MoverTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -251,7 +226,7 @@ class AbortRace : public MoverTest {
     MoveOptions to_copy = Options();
     to_copy.stop_after = "copy";
     EXPECT_TRUE(MoveSlots(to_copy, store_, admins_, clock_).ok());
-    HookStore late(store_for_abort, [this] {
+    HookMapStore late(store_for_abort, [this] {
       MoveOptions flip = Options();
       flip.stop_after = "flip";
       absl::StatusOr<MoveReport> flipped = MoveSlots(flip, store_, admins_, clock_);
@@ -317,7 +292,7 @@ class TwoMovers : public MoverTest {
 };
 
 TEST_F(TwoMovers, FromOneEpochOneWinsTheFreezeAndTheOtherFindsItDone) {
-  HookStore racing(store_, [this] { SecondRunsWhole(); });
+  HookMapStore racing(store_, [this] { SecondRunsWhole(); });
   absl::StatusOr<MoveReport> first = MoveSlots(Options(), racing, admins_, clock_);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->outcome, "already there");
@@ -327,7 +302,7 @@ TEST_F(TwoMovers, FromOneEpochOneWinsTheFreezeAndTheOtherFindsItDone) {
 
 TEST_F(TwoMovers, NegativeControlWithoutThePredecessorCompareTheMapForksAndRowsAreLost) {
   BlindMapStore blind(store_);
-  HookStore racing(blind, [this] { SecondRunsWhole(); });
+  HookMapStore racing(blind, [this] { SecondRunsWhole(); });
   absl::StatusOr<MoveReport> first = MoveSlots(Options(), racing, admins_, clock_);
   // The late freeze was written over the finished move, from a map that no longer was.
   EXPECT_TRUE(first.ok()) << first.status();
