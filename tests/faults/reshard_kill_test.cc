@@ -557,14 +557,22 @@ void RunOnce(uint64_t seed, Ledgers ledgers) {
     const v1::Entity& entity = record.command().entity();
     const int owner =
         final_map->OwnerOf(SlotOf("acme", entity.type(), entity.id())) == "s0" ? 0 : 1;
-    grpc::ClientContext context;
-    context.AddMetadata(kTenantHeader, "acme");
-    context.AddMetadata(kCredentialEpochHeader, absl::StrCat(record.command().credential_epoch()));
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     v1::SubmitRequest request;
     *request.mutable_command() = record.command();
     v1::SubmitResponse response;
-    grpc::Status status = owners[owner]->Submit(&context, request, &response);
+    grpc::Status status;
+    // A sidecar killed last may not hold its shard's lease yet (its old one lapses first,
+    // within --lease_ttl_ms): it answers UNAVAILABLE until then. Bounded: 20 s.
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      grpc::ClientContext context;
+      context.AddMetadata(kTenantHeader, "acme");
+      context.AddMetadata(kCredentialEpochHeader,
+                          absl::StrCat(record.command().credential_epoch()));
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      status = owners[owner]->Submit(&context, request, &response);
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
     if (status.ok() && response.disposition() == v1::REPLAYED &&
         response.result().SerializeAsString() == record.result().SerializeAsString()) {
       ++replayed;
