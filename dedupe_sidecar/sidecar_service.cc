@@ -248,6 +248,8 @@ absl::Status SidecarServer::StartCoordination(const SidecarServerOptions& option
     etcd.endpoints = options.etcd_endpoints;
     etcd.prefix = options.etcd_prefix;
     etcd.lease_ttl_ms = options.lease_ttl_ms;
+    etcd.call_timeout_ms = options.etcd_timeout_ms;
+    etcd.tls = options.etcd_tls;
     EONCE_ASSIGN_OR_RETURN(etcd_, EtcdCoordination::Create(etcd, clock));
     owned_lease_ = etcd_->NewLease();
     store = &etcd_->store();

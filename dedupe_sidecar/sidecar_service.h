@@ -107,6 +107,8 @@ struct SidecarServerOptions {
   std::string etcd_endpoints;
   std::string etcd_prefix = "/eonce/default";
   int64_t lease_ttl_ms = 10'000;
+  int64_t etcd_timeout_ms = 2'000;  // each etcd call's deadline
+  TlsFiles etcd_tls;                // mutual TLS to etcd (its own CA); none: plaintext
   MapStore* map_store = nullptr;
   ShardLease* shard_lease = nullptr;
   // The business behind this sidecar is this shard's alone (a pod's own ledger): its data

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/clock.h"
+#include "common/coord/etcd_flags.h"
 #include "common/coord/etcd_map_store.h"
 #include "common/coord/seed.h"
 #include "common/flags.h"
@@ -23,10 +24,6 @@
 #include "tools/reshard/grpc_shard_admin.h"
 #include "tools/reshard/mover.h"
 
-ABSL_FLAG(std::string, etcd_endpoints, "",
-          "the etcd cluster (comma list of HOST:PORT) that holds the slot map");
-ABSL_FLAG(std::string, etcd_prefix, eonce::kDefaultEtcdPrefix,
-          "the deployment's key prefix in etcd");
 ABSL_FLAG(std::string, file, "", "seed: the first slot map (JSON, slots.proto)");
 ABSL_FLAG(std::string, slots, "", "the run of slots to move, FIRST-LAST (or one slot)");
 ABSL_FLAG(std::string, to, "", "the shard the slots move to");
@@ -76,9 +73,7 @@ int main(int argc, char** argv) {
     std::cerr << absl::ProgramUsageMessage() << "\n";
     return 2;
   }
-  eonce::EtcdCoordOptions etcd;
-  etcd.endpoints = absl::GetFlag(FLAGS_etcd_endpoints);
-  etcd.prefix = absl::GetFlag(FLAGS_etcd_prefix);
+  const eonce::EtcdCoordOptions etcd = eonce::EtcdCoordOptionsFromFlags();
   absl::StatusOr<std::unique_ptr<eonce::EtcdCoordination>> coordination =
       eonce::EtcdCoordination::Create(etcd, eonce::RealClock::Get());
   if (!coordination.ok()) {
