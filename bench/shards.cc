@@ -19,6 +19,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "tools/reshard/grpc_shard_admin.h"
+#include "tools/demo/local_etcd.h"
 #include "tools/reshard/mover.h"
 
 namespace eonce::bench {
@@ -27,10 +28,13 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 constexpr char kTenant[] = "bench";
 
-// N sharded sidecars in front of one ledger, with the slot map that names them (in the
-// in-memory coordination store: the bench measures the move, not etcd).
+// N sharded sidecars in front of one ledger, with the slot map that names them: in the
+// in-memory coordination store for the throughput figures, and in a local etcd member for
+// the move (which a user's move goes through).
 struct ShardedStack {
-  MemoryMapStore store{RealClock::Get()};
+  MemoryMapStore memory{RealClock::Get()};
+  MapStore* store = &memory;
+  std::string etcd_endpoint;  // sidecars on etcd when set (store is then etcd's)
   std::vector<std::unique_ptr<ShardLease>> leases;
   std::vector<std::unique_ptr<SidecarServer>> sidecars;
   std::vector<std::unique_ptr<v1::Sidecar::Stub>> stubs;
@@ -40,7 +44,9 @@ struct ShardedStack {
     for (auto& sidecar : sidecars) sidecar->Shutdown(1000).IgnoreError();
   }
 
-  bool Start(int shards, int ledger_port, const std::string& dir) {
+  // `all_on_first`: the first shard owns every slot (the others none), so that every slot
+  // can move.
+  bool Start(int shards, int ledger_port, const std::string& dir, bool all_on_first = false) {
     std::error_code error;
     std::filesystem::create_directories(dir, error);
     std::vector<v1::ShardInfo> infos(shards);
@@ -49,16 +55,38 @@ struct ShardedStack {
       infos[i].set_id(ids.back());
       infos[i].set_address("pending:1");
     }
-    absl::StatusOr<SlotMap> first = store.CompareAndSwap(0, *SlotMap::Even(infos));
+    auto layout = [&]() -> absl::StatusOr<SlotMap> {
+      if (!all_on_first) return SlotMap::Even(infos);
+      v1::SlotMap proto;
+      proto.set_epoch(1);
+      proto.set_slot_count(kSlotCount);
+      for (const v1::ShardInfo& info : infos) *proto.add_shards() = info;
+      v1::SlotRange* all = proto.add_ranges();
+      all->set_first(0);
+      all->set_last(kSlotCount - 1);
+      all->set_shard(infos[0].id());
+      return SlotMap::FromProto(std::move(proto));
+    };
+    absl::StatusOr<SlotMap> seed = layout();
+    if (!seed.ok()) {
+      std::fprintf(stderr, "bench: %s\n", seed.status().ToString().c_str());
+      return false;
+    }
+    absl::StatusOr<SlotMap> first = store->CompareAndSwap(0, *seed);
     if (!first.ok()) return false;
     for (int i = 0; i < shards; ++i) {
       SidecarServerOptions options;
       options.data_dir = absl::StrCat(dir, "/s", i);
       options.upstream_address = absl::StrCat("127.0.0.1:", ledger_port);
       options.shard_id = ids[i];
-      leases.push_back(store.NewLease(MemoryLeaseOptions{60'000, 1'000}));
-      options.map_store = &store;
-      options.shard_lease = leases.back().get();
+      if (etcd_endpoint.empty()) {
+        leases.push_back(memory.NewLease(MemoryLeaseOptions{60'000, 1'000}));
+        options.map_store = &memory;
+        options.shard_lease = leases.back().get();
+      } else {
+        options.etcd_endpoints = etcd_endpoint;
+        options.etcd_prefix = demo::kDemoEtcdPrefix;
+      }
       auto sidecar = SidecarServer::Start(options, RealClock::Get());
       if (!sidecar.ok()) return false;
       infos[i].set_address(absl::StrCat("127.0.0.1:", (*sidecar)->port()));
@@ -66,7 +94,7 @@ struct ShardedStack {
           grpc::CreateChannel(infos[i].address(), grpc::InsecureChannelCredentials())));
       sidecars.push_back(std::move(*sidecar));
     }
-    absl::StatusOr<SlotMap> map = store.CompareAndSwap(first->epoch(), *SlotMap::Even(infos));
+    absl::StatusOr<SlotMap> map = store->CompareAndSwap(first->epoch(), *layout());
     if (!map.ok()) return false;
     for (auto& sidecar : sidecars) {
       if (!sidecar->AwaitShardServing(map->epoch(), absl::Seconds(30))) return false;
@@ -132,18 +160,35 @@ bool BenchShards(const MeasureOptions& measure, int ledger_port, const std::stri
     figures->first_seen.emplace_back(shards, f);
   }
 
-  // The pause: 8 callers keep commands going on the accounts of slots 0..7 while the run
-  // moves from s0 to s1; what each command waited is its time from first attempt to answer.
-  ShardedStack stack;
-  if (!stack.Start(2, ledger_port, base + "/move")) return false;
-  constexpr uint32_t kLast = 7;
-  figures->moved_slots = kLast + 1;
-  std::vector<int64_t> on_run;
-  for (int64_t a = 0; a < accounts; ++a) {
-    if (SlotOf(kTenant, "account", absl::StrCat("a", a)) <= kLast) on_run.push_back(a);
+  // The pause: every one of the 1,024 slots moves from s0 to s1, a run of
+  // kRunSlots at a time, through a local etcd member, while 8 callers keep commands going
+  // on the accounts of the run that is moving. What each such command waited is its time
+  // from first attempt to answer.
+  std::unique_ptr<demo::LocalEtcd> etcd;
+  {
+    std::error_code error;
+    std::filesystem::create_directories(base + "/etcd", error);
+    absl::StatusOr<std::unique_ptr<demo::LocalEtcd>> started = demo::LocalEtcd::Start(base + "/etcd");
+    if (!started.ok()) {
+      std::fprintf(stderr, "bench: %s\n", started.status().ToString().c_str());
+      return false;
+    }
+    etcd = std::move(*started);
   }
-  if (on_run.empty()) return false;
-  std::atomic<bool> moving{false}, stop{false};
+  ShardedStack stack;
+  stack.etcd_endpoint = etcd->endpoint();
+  stack.store = &etcd->store();
+  if (!stack.Start(2, ledger_port, base + "/move", /*all_on_first=*/true)) return false;
+  constexpr uint32_t kRunSlots = 64;
+  constexpr uint32_t kRuns = kSlotCount / kRunSlots;
+  figures->moved_slots = kSlotCount;
+  figures->runs = kRuns;
+  std::vector<std::vector<int64_t>> on_run(kRuns);  // accounts by the run of their slot
+  for (int64_t a = 0; a < accounts; ++a) {
+    on_run[SlotOf(kTenant, "account", absl::StrCat("a", a)) / kRunSlots].push_back(a);
+  }
+  std::atomic<int> moving{-1};  // the run moving now, -1 between moves
+  std::atomic<bool> stop{false};
   std::atomic<int64_t> next{0};
   std::vector<std::vector<double>> waits(8);
   std::atomic<int64_t> lost{0};
@@ -151,43 +196,56 @@ bool BenchShards(const MeasureOptions& measure, int ledger_port, const std::stri
   for (int t = 0; t < 8; ++t) {
     callers.emplace_back([&, t] {
       while (!stop.load()) {
-        int64_t k = next.fetch_add(1);
+        const int run = moving.load();
+        if (run < 0 || on_run[run].empty()) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          continue;
+        }
+        const int64_t k = next.fetch_add(1);
+        const std::vector<int64_t>& mine = on_run[run];
         v1::Command c = TransferCommand(absl::StrCat("mv-", k), accounts,
-                                        on_run[static_cast<size_t>(k) % on_run.size()]);
-        const bool during = moving.load();
-        double ms = SubmitThroughAMove(stack, c);
+                                        mine[static_cast<size_t>(k) % mine.size()]);
+        const double ms = SubmitThroughAMove(stack, c);
         if (ms < 0) {
           lost++;
-        } else if (during || moving.load()) {
+        } else {
           waits[t].push_back(ms);
         }
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  MoveOptions move;
-  move.first = 0;
-  move.last = kLast;
-  move.to = "s1";
   OperatorIdentity identity;
   identity.tenant = kTenant;
   identity.operator_name = "bench";  // no policy file: development, every operator
-  moving = true;
-  absl::StatusOr<MoveReport> report = MoveSlots(move, stack.store, GrpcShardAdmins(identity),
-                                               RealClock::Get());
-  moving = false;
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ShardAdminFactory admins = GrpcShardAdmins(identity);
+  absl::Status failed;
+  for (uint32_t run = 0; run < kRuns && failed.ok(); ++run) {
+    MoveOptions move;
+    move.first = run * kRunSlots;
+    move.last = move.first + kRunSlots - 1;
+    move.to = "s1";
+    moving = static_cast<int>(run);
+    // Commands on the run start before its freeze, as a user's would.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    absl::StatusOr<MoveReport> report = MoveSlots(move, *stack.store, admins, RealClock::Get());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    moving = -1;
+    if (!report.ok()) {
+      failed = report.status();
+      break;
+    }
+    figures->frozen_ms = std::max(figures->frozen_ms, report->frozen_ms);
+    figures->copied += report->copied;
+  }
   stop = true;
   for (auto& caller : callers) caller.join();
-  if (!report.ok()) {
-    std::fprintf(stderr, "bench: the move failed: %s\n", report.status().ToString().c_str());
+  if (!failed.ok()) {
+    std::fprintf(stderr, "bench: a move failed: %s\n", failed.ToString().c_str());
     return false;
   }
   std::vector<double> all;
   for (const auto& w : waits) all.insert(all.end(), w.begin(), w.end());
   std::sort(all.begin(), all.end());
-  figures->frozen_ms = report->frozen_ms;
-  figures->copied = report->copied;
   figures->moving_commands = static_cast<int64_t>(all.size());
   figures->lost = lost.load();
   if (!all.empty()) {

@@ -17,9 +17,10 @@ struct ShardFigures {
   // (shards, first-seen at `in_flight` calls in flight, summed over the shards)
   std::vector<std::pair<int, Figures>> first_seen;
   int in_flight = 64;
-  // The move of a run of slots between two shards under load on that run.
+  // Every slot moved between two shards, a run at a time, under load on the moving run.
   uint32_t moved_slots = 0;
-  int64_t frozen_ms = -1;     // as eonce reshard reports it (freeze held to flip held)
+  uint32_t runs = 0;
+  int64_t frozen_ms = -1;     // the longest run's, as eonce reshard reports it (freeze to flip)
   int64_t copied = 0;         // records copied
   int64_t moving_commands = 0;  // commands on the run finished while it moved
   double pause_p50_ms = 0;    // their time from first attempt to answer
