@@ -217,9 +217,12 @@ def check_no_map_file(objects):
                     problems.append("%s/%s reads the slot map from a file (--%s): the map lives in "
                                     "etcd (--etcd_endpoints); a file only seeds it (eonce reshard "
                                     "seed)" % (name, c["name"], setting))
-            if flag(args, "map") is not None and (not args or args[0] != "seed"):
-                problems.append("%s/%s reads or writes a slot map file (--map) outside `eonce reshard "
-                                "seed`: a move changes the map in etcd, by compare-and-swap" % (name, c["name"]))
+            seeding = args[:1] == ["seed"]
+            for setting in ("map", "file"):
+                if flag(args, setting) is not None and (setting == "map" or not seeding):
+                    problems.append("%s/%s reads or writes a slot map file (--%s) outside `eonce "
+                                    "reshard seed --file`: a move changes the map in etcd, by "
+                                    "compare-and-swap" % (name, c["name"], setting))
     return problems
 
 
@@ -343,7 +346,7 @@ def check_seed(name, replicas, address, objects):
     problems = []
     job_name, seed = seeds[0]
     problems += check_etcd_client("%s/%s" % (job_name, seed["name"]), seed, objects)
-    path = flag(seed["args"], "map") or ""
+    path = flag(seed["args"], "file") or ""
     folder, file_name = path.rsplit("/", 1) if "/" in path else ("", path)
     job_pod = [pod for n, _, pod in pods(objects) if n == job_name][0]
     mounts = {m["mountPath"].rstrip("/"): m["name"] for m in seed.get("volumeMounts", [])}
@@ -351,7 +354,7 @@ def check_seed(name, replicas, address, objects):
     config = volumes.get(mounts.get(folder), {}).get("configMap", {}).get("name")
     maps = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == config]
     if not maps or file_name not in maps[0].get("data", {}):
-        return problems + ["%s: --map=%s is not a key of a mounted ConfigMap" % (job_name, path)]
+        return problems + ["%s: --file=%s is not a key of a mounted ConfigMap" % (job_name, path)]
     try:
         slot_map_data = json.loads(maps[0]["data"][file_name])
     except ValueError as e:

@@ -129,6 +129,8 @@ sed -e 's|- --move_business_data|- --slot_map=/etc/eonce/slots/slot_map.json|' "
 expect_problem map-file "dedupe-sidecar reads the slot map from a file (--slot_map)"
 sed -e 's|- --etcd_prefix=.*|- --map=/work/slot_map.json|' "$out/jobs.yaml" > "$out/jobs-map-file.yaml"
 expect_problem jobs-map-file "reshard reads or writes a slot map file (--map)" --jobs
+sed -e 's|- --etcd_prefix=.*|- --file=/work/slot_map.json|' "$out/jobs.yaml" > "$out/jobs-seed-file.yaml"
+expect_problem jobs-seed-file "reshard reads or writes a slot map file (--file)" --jobs
 # etcd: the sidecars and the Jobs talk mutual TLS to it and know every member; it runs three
 # members, a budget that keeps two, and mutual TLS between members.
 grep -v -e '--etcd_tls_' "$out/dev.yaml" > "$out/etcd-plain-client.yaml"
