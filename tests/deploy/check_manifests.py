@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Checks the rendered Kubernetes objects for the invariants that matter.
 
-Usage: check_manifests.py RENDERED.yaml
+Usage: check_manifests.py RENDERED.yaml        an overlay
+       check_manifests.py --jobs RENDERED.yaml a rendering of deploy/jobs
 Each violation is printed; the exit code is the number of violations (0 = all good).
 """
 import ipaddress
@@ -15,6 +16,7 @@ SLOT_COUNT = 1024
 KNOWN = {
     ("apps/v1", "StatefulSet"), ("v1", "Service"), ("v1", "ConfigMap"), ("v1", "Secret"),
     ("networking.k8s.io/v1", "NetworkPolicy"), ("policy/v1", "PodDisruptionBudget"),
+    ("batch/v1", "Job"),
 }
 
 
@@ -170,72 +172,227 @@ def check(objects):
             agent = containers[names.index("outbox-agent")]
             if "readinessProbe" not in agent or "livenessProbe" not in agent:
                 problems.append("%s: the agent has no probes" % name)
+    return problems + check_no_map_file(objects) + check_etcd(objects) + check_jobs(objects)
+
+
+def resolve(value, container, objects):
+    """Expands $(VAR) as the kubelet does, from the container's env (a value, or a key of a
+    rendered ConfigMap); a variable it cannot resolve stays as written."""
+    if value is None:
+        return None
+    for env in container.get("env", []):
+        ref = env.get("valueFrom", {}).get("configMapKeyRef")
+        if "value" in env:
+            found = env["value"]
+        elif ref is not None:
+            maps = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == ref["name"]]
+            found = maps[0].get("data", {}).get(ref["key"]) if maps else None
+        else:
+            found = None
+        if found is not None:
+            value = value.replace("$(%s)" % env["name"], found)
+    return value
+
+
+def mounted(container, path):
+    return any(path.startswith(m["mountPath"].rstrip("/") + "/") for m in container.get("volumeMounts", []))
+
+
+def pods(objects):
+    """(name, replicas, pod spec) of every workload: StatefulSets and Jobs."""
+    for o in objects:
+        if o["kind"] in ("StatefulSet", "Job"):
+            yield o["metadata"]["name"], o["spec"].get("replicas", 1), o["spec"]["template"]["spec"]
+
+
+def check_no_map_file(objects):
+    """The slot map lives in etcd: no process reads a file as the map, and only `eonce
+    reshard seed` reads one (to write the first map into an empty etcd)."""
+    problems = []
+    for name, _, pod in pods(objects):
+        for c in pod.get("containers", []) + pod.get("initContainers", []):
+            args = c.get("args", [])
+            for setting in ("slot_map", "sidecar_slot_map"):
+                if flag(args, setting) is not None:
+                    problems.append("%s/%s reads the slot map from a file (--%s): the map lives in "
+                                    "etcd (--etcd_endpoints); a file only seeds it (eonce reshard "
+                                    "seed)" % (name, c["name"], setting))
+            seeding = args[:1] == ["seed"]
+            for setting in ("map", "file"):
+                if flag(args, setting) is not None and (setting == "map" or not seeding):
+                    problems.append("%s/%s reads or writes a slot map file (--%s) outside `eonce "
+                                    "reshard seed --file`: a move changes the map in etcd, by "
+                                    "compare-and-swap" % (name, c["name"], setting))
+    return problems
+
+
+def check_etcd_client(where, container, objects):
+    """A client of etcd names it (--etcd_endpoints, --etcd_prefix) and talks mutual TLS to it;
+    when etcd is rendered here, every member is an endpoint and every endpoint a member."""
+    problems = []
+    args = container.get("args", [])
+    endpoints = resolve(flag(args, "etcd_endpoints"), container, objects)
+    if not endpoints:
+        return ["%s: no --etcd_endpoints: it cannot read the slot map or hold a lease" % where]
+    if not resolve(flag(args, "etcd_prefix"), container, objects):
+        problems.append("%s: no --etcd_prefix: another business on the same etcd would share its "
+                        "slot map" % where)
+    for setting in ("etcd_tls_cert", "etcd_tls_key", "etcd_tls_ca"):
+        path = flag(args, setting)
+        if path is None:
+            problems.append("%s talks to etcd without mutual TLS (--%s): anyone on the network "
+                            "could rewrite the slot map" % (where, setting))
+        elif not mounted(container, path):
+            problems.append("%s: --%s=%s is not on a mounted volume" % (where, setting, path))
+    listed = {e.strip() for e in endpoints.split(",") if e.strip()}
+    for sts in etcd_sets(objects):
+        members = {"%s-%d.%s:2379" % (sts["metadata"]["name"], i, sts["spec"].get("serviceName"))
+                   for i in range(sts["spec"].get("replicas", 1))}
+        for member in sorted(members - listed):
+            problems.append("%s: etcd member %s is not among its --etcd_endpoints (no failover to "
+                            "it)" % (where, member))
+        for endpoint in sorted(listed - members):
+            problems.append("%s: --etcd_endpoints names %s, which is no member of %s" %
+                            (where, endpoint, sts["metadata"]["name"]))
+    return problems
+
+
+def etcd_sets(objects):
+    return [o for o in objects if o["kind"] == "StatefulSet" and any(
+        c.get("image", "").split(":")[0].rsplit("/", 1)[-1] == "etcd"
+        for c in o["spec"]["template"]["spec"]["containers"])]
+
+
+def check_etcd(objects):
+    """etcd keeps a quorum through one lost or drained member, keeps its data on a PVC and
+    talks mutual TLS to its peers and its clients."""
+    problems = []
+    for sts in etcd_sets(objects):
+        name = sts["metadata"]["name"]
+        spec = sts["spec"]
+        replicas = spec.get("replicas", 1)
+        if replicas != 3:
+            problems.append("%s: %d etcd members, not 3: a quorum must survive one member down" % (name, replicas))
+        labels = spec["template"]["metadata"].get("labels", {})
+        budgets = [o for o in objects if o["kind"] == "PodDisruptionBudget"
+                   and o["spec"].get("selector", {}).get("matchLabels")
+                   and all(labels.get(k) == v for k, v in o["spec"]["selector"]["matchLabels"].items())]
+        if not any(b["spec"].get("minAvailable") == replicas // 2 + 1 for b in budgets):
+            problems.append("%s: no PodDisruptionBudget keeps etcd's quorum (minAvailable %d): a "
+                            "drain could take two members" % (name, replicas // 2 + 1))
+        service = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == spec.get("serviceName")]
+        if not service or service[0]["spec"].get("clusterIP") != "None" or \
+                not service[0]["spec"].get("publishNotReadyAddresses"):
+            problems.append("%s: serviceName %r is not a headless Service that publishes members "
+                            "before they are ready (they could not find each other)" % (name, spec.get("serviceName")))
+        claims = {c["metadata"]["name"] for c in spec.get("volumeClaimTemplates", [])}
+        etcd = [c for c in spec["template"]["spec"]["containers"]
+                if c.get("image", "").split(":")[0].endswith("etcd")][0]
+        args = etcd.get("args", [])
+        mounts = {m["mountPath"].rstrip("/"): m["name"] for m in etcd.get("volumeMounts", [])}
+        data = flag(args, "data-dir") or ""
+        if not any(data.startswith(path + "/") and volume in claims for path, volume in mounts.items()):
+            problems.append("%s: --data-dir=%s is not on a PVC" % (name, data))
+        for side, urls, auth, files in (
+                ("clients", ("listen-client-urls", "advertise-client-urls"), "client-cert-auth",
+                 ("cert-file", "key-file", "trusted-ca-file")),
+                ("peers", ("listen-peer-urls", "initial-advertise-peer-urls"), "peer-client-cert-auth",
+                 ("peer-cert-file", "peer-key-file", "peer-trusted-ca-file"))):
+            plain = [u for setting in urls for u in (flag(args, setting) or "http://").split(",")
+                     if not u.startswith("https://")]
+            missing = [f for f in files if flag(args, f) is None or not mounted(etcd, flag(args, f))]
+            if plain or "--%s" % auth not in args or missing:
+                problems.append("%s: etcd talks to its %s without mutual TLS (https URLs, --%s, "
+                                "certificates on a mounted volume)" % (name, side, auth))
+        cluster = flag(args, "initial-cluster") or ""
+        for i in range(replicas):
+            if "%s-%d=" % (name, i) not in cluster:
+                problems.append("%s: --initial-cluster does not name member %s-%d" % (name, name, i))
     return problems
 
 
 def check_shards(sts, sidecar, objects):
-    """More than one pod is sharded on etcd, and the seed map names every pod where it
-    listens."""
+    """More than one pod is sharded on etcd, and the map that seeds etcd names every pod
+    where it listens."""
     problems = []
     name = sts["metadata"]["name"]
     replicas = sts["spec"].get("replicas", 1)
     args = sidecar.get("args", [])
-    shard_id, etcd = flag(args, "shard_id"), flag(args, "etcd_endpoints")
-    if replicas > 1 and (shard_id is None or etcd is None):
-        return ["%s: %d replicas whose sidecars are not sharded (--shard_id, --etcd_endpoints): "
-                "a key retried to two pods would be applied twice" % (name, replicas)]
-    if etcd is None:
+    shard_id, endpoints = flag(args, "shard_id"), flag(args, "etcd_endpoints")
+    if replicas > 1 and (shard_id is None or endpoints is None):
+        return ["%s: %d replicas whose sidecars are not sharded (--shard_id, --etcd_endpoints): a key "
+                "retried to two pods would be applied twice" % (name, replicas)]
+    if shard_id is None:
         return problems
-    if flag(args, "slot_map") is not None:
-        problems.append("%s: --slot_map is gone: the slot map is in etcd" % name)
     if shard_id != "$(POD_NAME)":
         problems.append("%s: --shard_id is %r, not the pod's name $(POD_NAME)" % (name, shard_id))
-    # The seed: an init container that writes the mounted map into an empty etcd.
-    pod = sts["spec"]["template"]["spec"]
-    seeds = [c for c in pod.get("initContainers", []) if "seed" in c.get("args", [])]
-    if not seeds:
-        return problems + ["%s: no init container seeds etcd with the first slot map" % name]
-    seed_args = seeds[0].get("args", [])
-    if flag(seed_args, "etcd_endpoints") != etcd:
-        problems.append("%s: the seed writes to %r, the sidecar reads %r" % (
-            name, flag(seed_args, "etcd_endpoints"), etcd))
-    slot_map = flag(seed_args, "file") or ""
-    if "/" not in slot_map:
-        return problems + ["%s: the seed names no --file" % name]
-    folder, file_name = slot_map.rsplit("/", 1)
-    mounts = {m["mountPath"].rstrip("/"): m["name"] for m in seeds[0].get("volumeMounts", [])}
-    volumes = {v["name"]: v for v in pod.get("volumes", [])}
-    config = volumes.get(mounts.get(folder), {}).get("configMap", {}).get("name")
-    maps = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == config]
-    if not maps or file_name not in maps[0].get("data", {}):
-        return problems + ["%s: the seed's --file=%s is not a key of a mounted ConfigMap" % (name, slot_map)]
-    try:
-        slot_map_data = json.loads(maps[0]["data"][file_name])
-    except ValueError as e:
-        return problems + ["%s: the slot map is not JSON: %s" % (name, e)]
+    problems += check_etcd_client("%s/%s" % (name, sidecar["name"]), sidecar, objects)
     service = sts["spec"].get("serviceName")
     headless = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == service
                 and o["spec"].get("clusterIP") == "None"]
     if not headless:
         problems.append("%s: serviceName %r is not a headless Service (no per-pod addresses)" % (name, service))
     port = next((p["containerPort"] for p in sidecar.get("ports", []) if p.get("name") == "grpc"), None)
+    return problems + check_seed(name, replicas, "%s.%s:%s" % ("%s", service, port), objects)
+
+
+def check_seed(name, replicas, address, objects):
+    """The first map comes from a Job running `eonce reshard seed` on a mounted ConfigMap; it
+    names every pod at its address and gives every slot exactly one owner."""
+    seeds = [(job_name, c) for job_name, _, pod in pods(objects) for c in pod.get("containers", [])
+             if c.get("args", [])[:1] == ["seed"]]
+    if not seeds:
+        return ["%s: sharded, but no Job seeds the first slot map (eonce reshard seed)" % name]
+    problems = []
+    job_name, seed = seeds[0]
+    problems += check_etcd_client("%s/%s" % (job_name, seed["name"]), seed, objects)
+    path = flag(seed["args"], "file") or ""
+    folder, file_name = path.rsplit("/", 1) if "/" in path else ("", path)
+    job_pod = [pod for n, _, pod in pods(objects) if n == job_name][0]
+    mounts = {m["mountPath"].rstrip("/"): m["name"] for m in seed.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in job_pod.get("volumes", [])}
+    config = volumes.get(mounts.get(folder), {}).get("configMap", {}).get("name")
+    maps = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == config]
+    if not maps or file_name not in maps[0].get("data", {}):
+        return problems + ["%s: --file=%s is not a key of a mounted ConfigMap" % (job_name, path)]
+    try:
+        slot_map_data = json.loads(maps[0]["data"][file_name])
+    except ValueError as e:
+        return problems + ["%s: the seed slot map is not JSON: %s" % (job_name, e)]
     shards = {s["id"]: s["address"] for s in slot_map_data.get("shards", [])}
     for i in range(replicas):
         pod = "%s-%d" % (name, i)
-        want = "%s.%s:%s" % (pod, service, port)
+        want = address % pod
         if pod not in shards:
-            problems.append("%s: pod %s is not a shard of the slot map" % (name, pod))
+            problems.append("%s: pod %s is not a shard of the seed slot map" % (name, pod))
         elif shards[pod] != want:
-            problems.append("%s: the slot map gives %s the address %s, not %s" % (name, pod, shards[pod], want))
+            problems.append("%s: the seed slot map gives %s the address %s, not %s" % (name, pod, shards[pod], want))
     owners = [0] * SLOT_COUNT
     for r in slot_map_data.get("ranges", []):
         for slot in range(r["first"], r["last"] + 1):
             if 0 <= slot < SLOT_COUNT:
                 owners[slot] += 1
         if r["shard"] not in shards:
-            problems.append("%s: the slot map gives slots to unknown shard %s" % (name, r["shard"]))
+            problems.append("%s: the seed slot map gives slots to unknown shard %s" % (name, r["shard"]))
     if any(n != 1 for n in owners):
-        problems.append("%s: the slot map does not give every slot exactly one owner" % name)
+        problems.append("%s: the seed slot map does not give every slot exactly one owner" % name)
+    return problems
+
+
+def check_jobs(objects):
+    """The on-demand reshard Job: it moves slots through etcd, with mutual TLS to etcd and a
+    platform operator's certificate for the sidecars, and needs no Kubernetes API."""
+    problems = []
+    for name, _, pod in pods(objects):
+        for c in pod.get("containers", []):
+            if not c.get("image", "").split(":")[0].endswith("/reshard") or c.get("args", [])[:1] == ["seed"]:
+                continue
+            where = "%s/%s" % (name, c["name"])
+            problems += check_etcd_client(where, c, objects)
+            if flag(c.get("args", []), "tls_cert") is None:
+                problems.append("%s calls the sidecars without a platform operator's certificate" % where)
+            if pod.get("automountServiceAccountToken", True):
+                problems.append("%s: the pod mounts a Kubernetes API token it does not need" % where)
     return problems
 
 
@@ -268,9 +425,18 @@ def check_business_shards(sts, containers, sidecar):
 
 
 def main():
-    with open(sys.argv[1]) as f:
+    # --jobs: the on-demand Jobs (deploy/jobs), rendered apart from any overlay.
+    jobs_only = sys.argv[1] == "--jobs"
+    with open(sys.argv[-1]) as f:
         objects = [o for o in yaml.safe_load_all(f) if o]
-    problems = check(objects)
+    if jobs_only:
+        problems = ["unexpected object %s %s" % (o.get("apiVersion"), o.get("kind"))
+                    for o in objects if (o.get("apiVersion"), o.get("kind")) not in KNOWN]
+        problems += check_no_map_file(objects) + check_jobs(objects)
+        if not any(o["kind"] == "Job" for o in objects):
+            problems.append("no Job rendered")
+    else:
+        problems = check(objects)
     for p in problems:
         print("manifest problem:", p)
     print("%d objects checked, %d problems" % (len(objects), len(problems)))

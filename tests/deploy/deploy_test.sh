@@ -20,16 +20,23 @@ if [ -d "$validator/node_modules/kubernetes-models" ] && command -v node >/dev/n
 else
   echo "SKIP (schemas only): tools/k8s-validate is not installed (tools/setup.sh installs it)" >&2
 fi
-for overlay in dev production; do
+for overlay in dev production one-shard; do
   kubectl kustomize "$out/deploy/overlays/$overlay" > "$out/$overlay.yaml"
   /usr/bin/python3 "$check" "$out/$overlay.yaml"
   if [ "$have_schemas" = 1 ]; then
     node "$validator/validate.mjs" "$out/$overlay.yaml"
   fi
 done
-# The reshard Job, applied on demand: it renders and its objects are valid.
+# One shard needs no etcd, no slot map and no relay.
+if grep -q -e "name: eonce-etcd" -e "--etcd_endpoints" -e "slot_map" -e "follow-up-relay" "$out/one-shard.yaml"; then
+  echo "the one-shard overlay renders sharding" >&2
+  exit 1
+fi
+# The reshard Job, applied on demand: it renders, keeps its invariants, and its objects are
+# valid.
 kubectl kustomize "$out/deploy/jobs" > "$out/jobs.yaml"
 grep -q "kind: Job" "$out/jobs.yaml"
+/usr/bin/python3 "$check" --jobs "$out/jobs.yaml"
 if [ "$have_schemas" = 1 ]; then
   node "$validator/validate.mjs" "$out/jobs.yaml"
 fi
@@ -77,28 +84,75 @@ if /usr/bin/python3 "$check" "$out/plaintext.yaml" > "$out/plaintext.txt"; then
   exit 1
 fi
 grep -q "ledger/dedupe-sidecar: --listen=0.0.0.0:7100 is reachable from other pods without mutual TLS" "$out/plaintext.txt"
-# Sharding: replicas whose sidecars are not sharded, and a slot map that leaves out a pod,
-# must both be reported.
+# Rewrites a rendering with a Python expression over its objects (o: the list), so that a
+# broken case changes exactly the object it names.
+mutate() {
+  /usr/bin/python3 -c '
+import sys, yaml
+o = [x for x in yaml.safe_load_all(open(sys.argv[1])) if x]
+def find(kind, name):
+    return [x for x in o if x["kind"] == kind and x["metadata"]["name"] == name][0]
+def container(kind, name, c):
+    return [x for x in find(kind, name)["spec"]["template"]["spec"]["containers"] if x["name"] == c][0]
+exec(sys.argv[3])
+yaml.safe_dump_all(o, open(sys.argv[2], "w"))
+' "$@"
+}
+# expect_problem CASE MESSAGE: the checker must refuse $out/CASE.yaml and say MESSAGE.
+expect_problem() {
+  if /usr/bin/python3 "$check" ${3:-} "$out/$1.yaml" > "$out/$1.txt"; then
+    echo "the checker accepted $1" >&2
+    exit 1
+  fi
+  if ! grep -q -e "$2" "$out/$1.txt"; then
+    echo "the checker refused $1 without saying: $2" >&2
+    cat "$out/$1.txt" >&2
+    exit 1
+  fi
+}
+# Sharding: replicas whose sidecars are not sharded on etcd, and a seed map that leaves out
+# a pod, must both be reported.
 grep -v -e '--shard_id=' "$out/dev.yaml" > "$out/unsharded.yaml"
-if /usr/bin/python3 "$check" "$out/unsharded.yaml" > "$out/unsharded.txt"; then
-  echo "the checker accepted replicas whose sidecars are not sharded" >&2
-  exit 1
-fi
-grep -q "would be applied twice" "$out/unsharded.txt"
+expect_problem unsharded "would be applied twice"
+grep -v -e '--etcd_endpoints=' "$out/dev.yaml" > "$out/no-etcd.yaml"
+expect_problem no-etcd "replicas whose sidecars are not sharded (--shard_id, --etcd_endpoints)"
+mutate "$out/one-shard.yaml" "$out/one-shard-scaled.yaml" 'find("StatefulSet", "ledger")["spec"]["replicas"] = 2'
+expect_problem one-shard-scaled "ledger: 2 replicas whose sidecars are not sharded"
 sed 's/"id": "ledger-2", "address": "ledger-2.ledger-shards:7100"/"id": "ledger-9", "address": "ledger-9.ledger-shards:7100"/' \
   "$out/dev.yaml" > "$out/missing-shard.yaml"
-if /usr/bin/python3 "$check" "$out/missing-shard.yaml" > "$out/missing-shard.txt"; then
-  echo "the checker accepted a slot map that leaves out a pod" >&2
-  exit 1
-fi
-grep -q "pod ledger-2 is not a shard of the slot map" "$out/missing-shard.txt"
-# An etcd that nothing seeds with the first map must be reported.
-grep -v -x -e ' *- seed' "$out/dev.yaml" > "$out/unseeded.yaml"
-if /usr/bin/python3 "$check" "$out/unseeded.yaml" > "$out/unseeded.txt"; then
-  echo "the checker accepted sharded sidecars whose etcd nothing seeds" >&2
-  exit 1
-fi
-grep -q "no init container seeds etcd" "$out/unseeded.txt"
+expect_problem missing-shard "pod ledger-2 is not a shard of the seed slot map"
+mutate "$out/dev.yaml" "$out/no-seed.yaml" 'o.remove(find("Job", "eonce-seed-slot-map"))'
+expect_problem no-seed "no Job seeds the first slot map"
+# The ConfigMap route is retired: a sidecar that reads the map from a file, and a reshard
+# Job that reads or writes a map file, must be reported.
+sed -e 's|- --move_business_data|- --slot_map=/etc/eonce/slots/slot_map.json|' "$out/dev.yaml" > "$out/map-file.yaml"
+expect_problem map-file "dedupe-sidecar reads the slot map from a file (--slot_map)"
+sed -e 's|- --etcd_prefix=.*|- --map=/work/slot_map.json|' "$out/jobs.yaml" > "$out/jobs-map-file.yaml"
+expect_problem jobs-map-file "reshard reads or writes a slot map file (--map)" --jobs
+sed -e 's|- --etcd_prefix=.*|- --file=/work/slot_map.json|' "$out/jobs.yaml" > "$out/jobs-seed-file.yaml"
+expect_problem jobs-seed-file "reshard reads or writes a slot map file (--file)" --jobs
+# etcd: the sidecars and the Jobs talk mutual TLS to it and know every member; it runs three
+# members, a budget that keeps two, and mutual TLS between members.
+grep -v -e '--etcd_tls_' "$out/dev.yaml" > "$out/etcd-plain-client.yaml"
+expect_problem etcd-plain-client "ledger/dedupe-sidecar talks to etcd without mutual TLS"
+grep -v -e '--etcd_tls_' "$out/jobs.yaml" > "$out/jobs-plain-client.yaml"
+expect_problem jobs-plain-client "eonce-reshard/reshard talks to etcd without mutual TLS" --jobs
+mutate "$out/dev.yaml" "$out/etcd-two-endpoints.yaml" \
+  'find("ConfigMap", "eonce-etcd")["data"]["endpoints"] = "eonce-etcd-0.eonce-etcd:2379,eonce-etcd-1.eonce-etcd:2379"'
+expect_problem etcd-two-endpoints "etcd member eonce-etcd-2.eonce-etcd:2379 is not among its --etcd_endpoints"
+mutate "$out/dev.yaml" "$out/etcd-one-member.yaml" 'find("StatefulSet", "eonce-etcd")["spec"]["replicas"] = 1'
+expect_problem etcd-one-member "1 etcd members, not 3"
+mutate "$out/dev.yaml" "$out/etcd-no-budget.yaml" 'o.remove(find("PodDisruptionBudget", "eonce-etcd"))'
+expect_problem etcd-no-budget "no PodDisruptionBudget keeps etcd's quorum"
+mutate "$out/dev.yaml" "$out/etcd-plain-peers.yaml" \
+  'container("StatefulSet", "eonce-etcd", "etcd")["args"].remove("--peer-client-cert-auth")'
+expect_problem etcd-plain-peers "etcd talks to its peers without mutual TLS"
+mutate "$out/dev.yaml" "$out/etcd-no-pvc.yaml" \
+  'find("StatefulSet", "eonce-etcd")["spec"]["volumeClaimTemplates"] = []'
+expect_problem etcd-no-pvc "data-dir=/var/lib/etcd/data is not on a PVC"
+mutate "$out/jobs.yaml" "$out/jobs-token.yaml" \
+  'del find("Job", "eonce-reshard")["spec"]["template"]["spec"]["automountServiceAccountToken"]'
+expect_problem jobs-token "mounts a Kubernetes API token" --jobs
 # A sharded ledger whose accounts stay behind when a slot moves, or whose credits to other
 # shards are never relayed, must be reported.
 grep -v -e '--move_business_data' -e '--relay_from=' "$out/dev.yaml" > "$out/unmoved.yaml"
