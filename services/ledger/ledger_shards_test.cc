@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/error_details.h"
 #include "common/slots.h"
+#include "common/status.h"
 #include "gtest/gtest.h"
 #include "services/ledger/ledger.h"
 #include "tests/util/temp_dir.h"
@@ -288,6 +289,41 @@ TEST_F(LedgerShardsTest, AnAccountThatMovedAwayAndBackIsNotReadFromMemory) {
   EXPECT_EQ(Balance(a_, "alice"), 0);
   EXPECT_EQ(Relay(b_, b_) + Relay(a_, b_), 2);
   EXPECT_EQ(Balance(b_, "bob"), 150);
+  ExpectConserved();
+}
+
+// A credit admitted by the old owner's sidecar before its slot moved, arriving there after
+// the drop: without the fence it would bounce (the account is gone) and refund the debit,
+// and the same credit sent again to the new owner (whose inbox never saw it) would credit
+// the account too. The fence refuses it with nothing applied; it lands once, there.
+TEST_F(LedgerShardsTest, ALateCreditAtTheSlotsFormerOwnerIsRefusedAndCreatesNoMoney) {
+  ASSERT_EQ(Transfer(a_, "t1", "alice", "bob", 30).code(), 0);
+  auto pulled = a_.inbox->PullFollowUps("acme", 10);
+  ASSERT_TRUE(pulled.ok());
+  ASSERT_EQ(pulled->follow_ups_size(), 1);
+  const v1::Command& command = pulled->follow_ups(0).command();
+  ledger::v1::CreditRequest credit;
+  ASSERT_TRUE(credit.ParseFromString(command.request()));
+  // Admitted by b's sidecar under the map of now (epoch 1)...
+  CallIdentity late = Sharded(Id(command.command_id()), "bob");
+  // ... and bob's slot moves from b to a before it lands.
+  MoveSlot(b_, a_, SlotOf("acme", "account", "bob"));
+  auto bounced = b_.core->Credit(late, credit);
+  EXPECT_TRUE(IsSlotFenced(bounced.status())) << bounced.status();
+  EXPECT_EQ(b_.inbox->follow_ups_pending(), 0);  // no refund emitted
+
+  // Sent again (the relay had no answer), to the slot's owner now: credited once.
+  for (int i = 0; i < 2; ++i) {
+    auto landed = a_.core->Credit(Sharded(Id(command.command_id()), "bob"), credit);
+    ASSERT_TRUE(landed.ok()) << landed.status();
+    EXPECT_EQ(landed->code(), 0);
+  }
+  v1::AckFollowUpsRequest ack;
+  ack.add_ids(pulled->follow_ups(0).id());
+  ASSERT_TRUE(a_.inbox->AckFollowUps("acme", ack).ok());
+  EXPECT_EQ(Balance(a_, "bob"), 80);
+  EXPECT_EQ(Balance(a_, "alice"), 70);
+  EXPECT_EQ(a_.inbox->follow_ups_pending() + b_.inbox->follow_ups_pending(), 0);
   ExpectConserved();
 }
 
