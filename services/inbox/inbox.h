@@ -51,10 +51,10 @@
 #include "common/rocks.h"
 #include "common/striped_lock.h"
 #include "common/ttl.h"
-#include "services/inbox/slot_fences.h"
 #include "eonce/internal/records.pb.h"
 #include "eonce/v1/outcome.pb.h"
 #include "rocksdb/write_batch.h"
+#include "services/inbox/slot_fences.h"
 
 namespace eonce {
 
