@@ -54,6 +54,7 @@
 #include "eonce/internal/records.pb.h"
 #include "eonce/v1/outcome.pb.h"
 #include "rocksdb/write_batch.h"
+#include "services/inbox/slot_fences.h"
 
 namespace eonce {
 
@@ -70,6 +71,11 @@ struct CallIdentity {
   // The inbox files its entry under the entity's slot, so that the entry moves with it.
   std::string entity_type;
   std::string entity_id;
+  // From a sharded sidecar (eonce-slot, eonce-slot-epoch): the slot the call is for and the
+  // epoch of the map it was admitted by; slot_epoch 0: none. Checked against the slot's
+  // fence where the effect is written (SlotFences).
+  uint32_t slot = 0;
+  uint64_t slot_epoch = 0;
   // Run returns as soon as its write is in the store, before it is durable, and the caller
   // answers only once Inbox::WhenDurable says it is (RunMutation, so that no thread blocks
   // on an fsync). False: Run itself returns only once the write is durable.
@@ -123,8 +129,10 @@ class Inbox {
 
   // Applies once per (tenant, command id). `entities` names what the effect touches, so
   // that calls on the same entity are serialized. Returns the new or stored result; an
-  // error is an operating error (the store) or a reused key (IsKeyConflict), not a
-  // business rejection.
+  // error is an operating error (the store), a reused key (IsKeyConflict), or a refusal
+  // of the call's slot (IsSlotFenced: the slot's fence is above the call's epoch; or
+  // FAILED_PRECONDITION ENTITY_SLOT_MISMATCH: a row of another slot than the call's), not
+  // a business rejection. Nothing is applied with any error.
   absl::StatusOr<v1::CallResult> Run(const CallIdentity& identity,
                                      std::initializer_list<absl::string_view> entities,
                                      const ApplyFn& apply);
@@ -161,16 +169,24 @@ class Inbox {
   // that ExportSlotData / ImportSlotData / DropSlotData move the slot's data with no code
   // of the business's own. The inbox files its own entries the same way (by the call's
   // entity). Rows of other slots under the same key are refused at import.
+  // Within a Run of a call that claims a slot, a row of another slot is refused (the Run
+  // fails, nothing written): a sharded sidecar admits a call by the entity it declares,
+  // and a business must not write another slot's rows on its word.
   void PutEntityRow(rocksdb::WriteBatch* batch, const std::string& tenant,
                     absl::string_view entity_type, absl::string_view entity_id,
                     const std::string& cf, const std::string& key, const std::string& value);
+  // The same for a row that belongs to `slot` itself (a per-slot counter).
+  void PutSlotRow(rocksdb::WriteBatch* batch, uint32_t slot, const std::string& cf,
+                  const std::string& key, const std::string& value);
   // Per page of ExportSlotData: rows, and bytes (what fits a message with room to spare).
   static constexpr int kMaxSlotRows = 1000;
   static constexpr size_t kMaxSlotDataBytes = 2 << 20;
   static constexpr int kMaxSlotIndexScanned = 100'000;
   absl::StatusOr<v1::ExportSlotDataResponse> ExportSlotData(
       const v1::ExportSlotDataRequest& request);
-  // Synced before it answers; nothing is written if a row is refused.
+  // Export and drop raise the slots' fence to the request's epoch first (synced), import
+  // is refused below it and raises it with its rows (SlotFences). Import is synced before
+  // it answers; nothing is written if a row is refused.
   absl::StatusOr<v1::ImportSlotDataResponse> ImportSlotData(
       const v1::ImportSlotDataRequest& request);
   absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request);
@@ -197,6 +213,7 @@ class Inbox {
                                        int index);
 
   bool legacy_mode() const { return legacy_mode_; }
+  const SlotFences& fences() const { return fences_; }
 
   // Counters for the metrics endpoint.
   int64_t applied() const { return applied_.load(); }
@@ -221,15 +238,23 @@ class Inbox {
   Clock& clock_;
   const bool legacy_mode_;
   FaultInjector* const faults_;
+  SlotFences fences_;
+  // Locks [first, last] as Run locks one slot (SlotFences::LockKey).
+  StripedLocks::Guard LockSlots(uint32_t first, uint32_t last);
   // Takes the next effect sequence number, and gives it back once its batch committed
   // (or will never commit); ListEffects reads up to the watermark these leave.
   uint64_t TakeSeq();
   void ReleaseSeq(uint64_t seq);
   uint64_t CommittedWatermark();
 
-  // Adds the follow-ups of `applied` to `batch` (RunLocked).
+  // Adds the follow-ups of `applied` to `batch` (RunLocked), filed under `slot` if any.
   absl::Status WriteFollowUps(const CallIdentity& identity, uint64_t seq, const Applied& applied,
-                              rocksdb::WriteBatch* batch);
+                              rocksdb::WriteBatch* batch, std::optional<uint32_t> slot);
+  // An imported effect or follow-up, under a key of this store's (their keys are the
+  // source's sequence numbers); nothing if the same row was imported before. `seqs`
+  // collects the sequence numbers taken, to give back once the batch is written.
+  absl::Status ImportLogRow(const internal::SlotRow& row, rocksdb::WriteBatch* batch,
+                            std::vector<uint64_t>* seqs, int64_t* follow_ups);
   // Files `cf`/`key` under `slot`; an index entry with `drop_at_ms` expires with its row.
   void IndexRow(rocksdb::WriteBatch* batch, uint32_t slot, const std::string& cf,
                 const std::string& key, int64_t drop_at_ms);

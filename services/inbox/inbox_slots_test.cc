@@ -48,6 +48,13 @@ CallIdentity Caller(const std::string& command_id, const std::string& entity_id,
   return id;
 }
 
+// `id` as a sharded sidecar forwards it: with its entity's slot and the map's `epoch`.
+CallIdentity Sharded(CallIdentity id, uint64_t epoch) {
+  id.slot = SlotOf(id.tenant, id.entity_type, id.entity_id);
+  id.slot_epoch = epoch;
+  return id;
+}
+
 // Writes entity `entity_id`'s row ("balance") and, with `follow_up_to`, a follow-up for
 // that entity, as one effect.
 absl::StatusOr<v1::CallResult> Write(Inbox& inbox, const CallIdentity& id,
@@ -131,11 +138,12 @@ TEST_F(InboxSlotsTest, ASlotsRowsAndInboxEntriesMoveAndTheOldCopyIsDropped) {
   v1::ExportSlotDataRequest export_request;
   export_request.set_first_slot(slot);
   export_request.set_last_slot(slot);
+  export_request.set_epoch(2);  // the move's freeze
   auto exported = a_.inbox->ExportSlotData(export_request);
   ASSERT_TRUE(exported.ok()) << exported.status();
   EXPECT_TRUE(exported->next_after().empty());
-  // alice's row, t1's inbox entry and its key's owner; nothing of carol's slot.
-  ASSERT_EQ(exported->rows_size(), 3);
+  // alice's row, t1's inbox entry, its key's owner and its effect; nothing of carol's slot.
+  ASSERT_EQ(exported->rows_size(), 4);
   for (const std::string& bytes : exported->rows()) {
     internal::SlotRow row;
     ASSERT_TRUE(row.ParseFromString(bytes));
@@ -146,31 +154,91 @@ TEST_F(InboxSlotsTest, ASlotsRowsAndInboxEntriesMoveAndTheOldCopyIsDropped) {
   v1::ImportSlotDataRequest import_request;
   import_request.set_first_slot(slot);
   import_request.set_last_slot(slot);
+  import_request.set_epoch(2);
   *import_request.mutable_rows() = exported->rows();
-  ASSERT_EQ(b_.inbox->ImportSlotData(import_request)->imported(), 3);
+  ASSERT_EQ(b_.inbox->ImportSlotData(import_request)->imported(), 4);
   // On the new shard: the row, and the command's outcome (a repeat gets it, no effect).
   std::string value;
   ASSERT_TRUE(b_.store->Get(kRowsCf, "alice", &value).ok());
   EXPECT_EQ(value, "90");
   EXPECT_TRUE(b_.inbox->QueryOutcome("acme", "t1")->applied());
-  ASSERT_TRUE(Write(*b_.inbox, Caller("t1", "alice"), "80").ok());
+  // (From the new owner's sidecar, after the flip: a newer epoch.)
+  ASSERT_TRUE(Write(*b_.inbox, Sharded(Caller("t1", "alice"), 3), "80").ok());
   ASSERT_TRUE(b_.store->Get(kRowsCf, "alice", &value).ok());
   EXPECT_EQ(value, "90");
   EXPECT_EQ(b_.inbox->applied(), 0);
   // The key still belongs to t1 there: another command under it is refused.
-  CallIdentity reuse = Caller("t9", "alice");
+  CallIdentity reuse = Sharded(Caller("t9", "alice"), 3);
   reuse.idempotency_key = "key-t1";
   EXPECT_TRUE(IsKeyConflict(Write(*b_.inbox, reuse, "0").status()));
 
   v1::DropSlotDataRequest drop;
   drop.set_first_slot(slot);
   drop.set_last_slot(slot);
-  EXPECT_EQ(a_.inbox->DropSlotData(drop)->dropped(), 3);
+  drop.set_epoch(3);
+  EXPECT_EQ(a_.inbox->DropSlotData(drop)->dropped(), 4);
   EXPECT_EQ(a_.inbox->DropSlotData(drop)->dropped(), 0);
   EXPECT_TRUE(a_.store->Get(kRowsCf, "alice", &value).IsNotFound());
   EXPECT_FALSE(a_.inbox->QueryOutcome("acme", "t1")->applied());
   EXPECT_TRUE(a_.store->Get(kRowsCf, "carol", &value).ok());  // another slot stays
+  export_request.set_epoch(3);
   EXPECT_EQ(a_.inbox->ExportSlotData(export_request)->rows_size(), 0);
+}
+
+// The effect and the follow-ups a call wrote are filed under its slot and move with it:
+// the new owner's relay sends the credit a debit owes (the old owner's stops once it
+// handed the slot off), the new owner lists the effect, and a page imported twice writes
+// them once.
+TEST_F(InboxSlotsTest, AnEffectAndItsFollowUpsMoveWithTheirSlotOnce) {
+  const uint32_t slot = SlotOf("acme", "account", "alice");
+  ASSERT_TRUE(Write(*a_.inbox, Sharded(Caller("t1", "alice"), 1), "90", "bob").ok());
+  ASSERT_EQ(a_.inbox->follow_ups_pending(), 1);
+  v1::ExportSlotDataRequest export_request;
+  export_request.set_first_slot(slot);
+  export_request.set_last_slot(slot);
+  export_request.set_epoch(2);
+  auto exported = a_.inbox->ExportSlotData(export_request);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  v1::ImportSlotDataRequest import_request;
+  import_request.set_first_slot(slot);
+  import_request.set_last_slot(slot);
+  import_request.set_epoch(2);
+  *import_request.mutable_rows() = exported->rows();
+  for (int i = 0; i < 2; ++i) {  // a retried page
+    auto imported = b_.inbox->ImportSlotData(import_request);
+    ASSERT_TRUE(imported.ok()) << imported.status();
+  }
+  EXPECT_EQ(b_.inbox->follow_ups_pending(), 1);
+  auto pulled = b_.inbox->PullFollowUps("acme", 10);
+  ASSERT_TRUE(pulled.ok());
+  ASSERT_EQ(pulled->follow_ups_size(), 1);
+  EXPECT_EQ(pulled->follow_ups(0).command().command_id(),
+            Inbox::FollowUpCommandId("acme", "t1", 0));
+  // Handed off: a's relay no longer sends it, a no longer lists the effect.
+  EXPECT_EQ(a_.inbox->PullFollowUps("acme", 10)->follow_ups_size(), 0);
+  EXPECT_EQ(a_.inbox->ListEffects(0, 100)->effects_size(), 0);
+  auto listed = b_.inbox->ListEffects(0, 100);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->effects_size(), 1);
+  EXPECT_EQ(listed->effects(0).command_id(), "t1");
+  EXPECT_EQ(listed->effects(0).slot(), slot);
+
+  v1::DropSlotDataRequest drop;
+  drop.set_first_slot(slot);
+  drop.set_last_slot(slot);
+  drop.set_epoch(3);
+  ASSERT_TRUE(a_.inbox->DropSlotData(drop).ok());
+  EXPECT_EQ(a_.inbox->follow_ups_pending(), 0);
+  // Moved back at a newer epoch: the rows come back, once.
+  export_request.set_epoch(4);
+  auto back = b_.inbox->ExportSlotData(export_request);
+  ASSERT_TRUE(back.ok()) << back.status();
+  import_request.set_epoch(4);
+  *import_request.mutable_rows() = back->rows();
+  ASSERT_TRUE(a_.inbox->ImportSlotData(import_request).ok());
+  EXPECT_EQ(a_.inbox->follow_ups_pending(), 1);
+  EXPECT_EQ(a_.inbox->PullFollowUps("acme", 10)->follow_ups_size(), 1);
+  EXPECT_EQ(a_.inbox->ListEffects(0, 100)->effects_size(), 1);
 }
 
 TEST_F(InboxSlotsTest, AnImportThatWouldOverwriteAnotherSlotsRowIsRefusedWhole) {
@@ -182,11 +250,13 @@ TEST_F(InboxSlotsTest, AnImportThatWouldOverwriteAnotherSlotsRowIsRefusedWhole) 
   v1::ExportSlotDataRequest export_request;
   export_request.set_first_slot(acme_slot);
   export_request.set_last_slot(acme_slot);
+  export_request.set_epoch(2);
   auto exported = a_.inbox->ExportSlotData(export_request);
   ASSERT_TRUE(exported.ok());
   v1::ImportSlotDataRequest import_request;
   import_request.set_first_slot(acme_slot);
   import_request.set_last_slot(acme_slot);
+  import_request.set_epoch(2);
   *import_request.mutable_rows() = exported->rows();
   auto imported = b_.inbox->ImportSlotData(import_request);
   EXPECT_EQ(imported.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -221,6 +291,7 @@ TEST_F(InboxSlotsTest, AnExportIsPagedByBytesAndEveryRowArrivesOnce) {
   v1::ExportSlotDataRequest request;
   request.set_first_slot(slot);
   request.set_last_slot(slot);
+  request.set_epoch(1);
   std::set<std::string> seen;
   int pages = 0;
   do {
@@ -246,12 +317,17 @@ TEST_F(InboxSlotsTest, ExpiredInboxEntriesAreNotExported) {
   v1::ExportSlotDataRequest export_request;
   export_request.set_first_slot(slot);
   export_request.set_last_slot(slot);
+  export_request.set_epoch(1);
   auto exported = a_.inbox->ExportSlotData(export_request);
   ASSERT_TRUE(exported.ok());
-  ASSERT_EQ(exported->rows_size(), 1);  // the row itself never expires
-  internal::SlotRow row;
-  ASSERT_TRUE(row.ParseFromString(exported->rows(0)));
-  EXPECT_EQ(row.column_family(), kRowsCf);
+  // The row itself and the effect never expire; the inbox entry and key owner did.
+  std::set<std::string> families;
+  for (const std::string& bytes : exported->rows()) {
+    internal::SlotRow row;
+    ASSERT_TRUE(row.ParseFromString(bytes));
+    families.insert(row.column_family());
+  }
+  EXPECT_EQ(families, (std::set<std::string>{kRowsCf, "effects"}));
 }
 
 // An inbox whose durability wait returns at once (a negative control).
