@@ -1,5 +1,6 @@
 #include "common/coord/etcd_client.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -10,6 +11,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
 
 namespace eonce {
 
@@ -31,6 +33,22 @@ absl::Status Unreachable(absl::string_view what, absl::string_view last_error) {
   return Error(absl::StatusCode::kUnavailable, "ETCD_UNREACHABLE",
                absl::StrCat("etcd ", what, ": no member answered in time (last: ", last_error,
                             ")"));
+}
+
+// Waits until `until` for the channel to a member to be connected. A call that is not
+// wait-for-ready fails at once while its channel is not connected, and the synchronous API
+// polls a channel's sockets only while a call or a wait is active: without this wait, a
+// connection to a member that just came up would be noticed only by gRPC's backup poller
+// (every 5 s), and every call would fail meanwhile. A down member costs this wait once: the
+// calls after it start at the member that answered.
+void AwaitConnected(grpc::Channel& channel, std::chrono::system_clock::time_point until) {
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  // Bounded: IDLE -> CONNECTING -> TRANSIENT_FAILURE -> READY at most, with a spare.
+  for (int changes = 0; changes < 4; ++changes) {
+    if (state == GRPC_CHANNEL_READY || state == GRPC_CHANNEL_SHUTDOWN) return;
+    if (!channel.WaitForStateChange(state, until)) return;  // not connected in time
+    state = channel.GetState(/*try_to_connect=*/true);
+  }
 }
 
 }  // namespace
@@ -61,9 +79,13 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(EtcdClientOptions
     return BadEndpoints(absl::StrCat("1..", kMaxEtcdEndpoints, " members are required"));
   }
   if (options.call_timeout_ms < 1 || options.call_timeout_ms > 60'000) {
-    return absl::InvalidArgumentError("etcd call timeout: must be between 1 and 60000 ms");
+    return absl::InvalidArgumentError("--etcd_timeout_ms: must be between 1 and 60000");
   }
-  EONCE_RETURN_IF_ERROR(ValidateTlsFiles(options.tls));
+  absl::Status tls = ValidateTlsFiles(options.tls);
+  if (!tls.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("etcd TLS (--etcd_tls_cert, --etcd_tls_key, "
+                                                   "--etcd_tls_ca): ", tls.message()));
+  }
   return std::unique_ptr<EtcdClient>(
       new EtcdClient(std::move(options.endpoints), options.call_timeout_ms, options.tls));
 }
@@ -73,7 +95,13 @@ EtcdClient::EtcdClient(std::vector<std::string> endpoints, int64_t call_timeout_
     : endpoints_(std::move(endpoints)), call_timeout_ms_(call_timeout_ms) {
   for (const std::string& endpoint : endpoints_) {
     Member member;
-    member.channel = NewChannel(endpoint, tls, kMaxEtcdMessageBytes);
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetMaxReceiveMessageSize(kMaxEtcdMessageBytes);
+    args.SetMaxSendMessageSize(kMaxEtcdMessageBytes);
+    member.channel = grpc::CreateCustomChannel(endpoint, ChannelCredentials(tls), args);
     member.kv = etcdserverpb::KV::NewStub(member.channel);
     member.watch = etcdserverpb::Watch::NewStub(member.channel);
     member.lease = etcdserverpb::Lease::NewStub(member.channel);
@@ -89,6 +117,10 @@ absl::Status EtcdClient::WithFailover(
   std::string last_error = "none tried";
   for (size_t i = 0; i < members_.size() && MsUntilWall(deadline) > 0; ++i) {
     const size_t at = (start + i) % members_.size();
+    // Each member left gets an equal share of the time left to connect; the call itself
+    // may use all of it.
+    const int64_t share_ms = MsUntilWall(deadline) / static_cast<int64_t>(members_.size() - i);
+    AwaitConnected(*members_[at].channel, WallIn(share_ms));
     grpc::ClientContext context;
     context.set_deadline(deadline);
     grpc::Status status = attempt(members_[at], context);

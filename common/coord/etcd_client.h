@@ -3,12 +3,16 @@
 //
 // Endpoints are "host:port" of etcd members (a comma list in the flags). A call goes to the
 // member that answered last; when that member is UNAVAILABLE (down, no leader) the same
-// call goes to the next one, each member at most once, all within one deadline. A call
+// call goes to the next one, each member at most once, all within one deadline (a member
+// not connected yet gets an equal share of what is left to connect in). A call
 // that reached no member in time is UNAVAILABLE (reason ETCD_UNREACHABLE), for the caller to
 // retry with backoff. A retried Txn may already have been applied by the member that went
 // away: its compare then fails, and the caller re-reads (a CAS loser does that anyway).
 //
-// TLS: with TlsFiles set, mutual TLS as every eonce hop (common/tls.h): etcd must be
+// TLS: with TlsFiles set, mutual TLS with the credentials of every eonce hop
+// (common/tls.h ChannelCredentials) on channels of our own: reconnects every 100 ms to 1 s
+// but gRPC's default connect timeout, which NewChannel's short backoff would cut to 100 ms
+// (see AwaitConnected in the .cc for why a connect can take longer). etcd must be
 // started with --client-cert-auth and a certificate whose SANs name the endpoint's host.
 // No etcd user/password authentication.
 //

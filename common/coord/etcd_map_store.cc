@@ -190,6 +190,10 @@ absl::StatusOr<SlotMap> EtcdMapStore::WaitNewer(uint64_t after_epoch, int64_t ti
     for (auto it = watched.events.rbegin(); it != watched.events.rend(); ++it) {
       if (it->type() == mvccpb::Event::PUT &&
           it->kv().mod_revision() > static_cast<int64_t>(after_epoch)) {
+        // The first batch may stop short of the newest map (a caller that was away gets
+        // the history in batches): the current value is the newest.
+        absl::StatusOr<SlotMap> current = Read();
+        if (current.ok() && current->epoch() > after_epoch) return current;
         return MapFromKv(it->kv());
       }
     }
