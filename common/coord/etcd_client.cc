@@ -242,6 +242,10 @@ absl::StatusOr<EtcdWatchResult> EtcdClient::WatchOnce(const std::string& key,
   etcdserverpb::WatchRequest request;
   request.mutable_create_request()->set_key(key);
   request.mutable_create_request()->set_start_revision(start_revision);
+  // A caller that was away gets the history since its revision, possibly many maps: in one
+  // message it could pass any receive limit. Fragments keep each message to etcd's request
+  // size limit (1.5 MiB by default) or one event; the first batch is all a caller needs.
+  request.mutable_create_request()->set_fragment(true);
   EtcdWatchResult result;
   absl::Status status = WithFailover(
       "Watch", timeout_ms, [&](Member& member, grpc::ClientContext& context) {
@@ -268,10 +272,18 @@ absl::StatusOr<EtcdWatchResult> EtcdClient::WatchOnce(const std::string& key,
           return grpc::Status::OK;
         }
         grpc::Status finished = stream->Finish();
+        // etcd ends a watch whose deadline passed with Go's bare context error, which gRPC
+        // sends as UNKNOWN; it can arrive before our own timer says DEADLINE_EXCEEDED.
+        const bool timed_out =
+            finished.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+            (finished.error_code() == grpc::StatusCode::UNKNOWN &&
+             absl::StrContains(finished.error_message(), "deadline exceeded"));
         // A watch the member acknowledged that then saw nothing until the deadline is an
         // answer: nothing changed. One never acknowledged is a member that did not answer.
-        if (created && finished.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-          return grpc::Status::OK;
+        if (timed_out) {
+          return created ? grpc::Status::OK
+                         : grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                        finished.error_message());
         }
         return finished;
       });

@@ -170,6 +170,11 @@ absl::StatusOr<SlotMap> EtcdMapStore::CompareAndSwap(uint64_t expected_epoch,
 
 absl::StatusOr<SlotMap> EtcdMapStore::WaitNewer(uint64_t after_epoch, int64_t timeout_ms) {
   const std::string key = SlotMapKey(prefix_);
+  if (timeout_ms <= 0) {
+    // No time to watch: a look at the current map.
+    absl::StatusOr<SlotMap> current = Read();
+    if (!current.ok() || current->epoch() > after_epoch) return current;
+  }
   const auto deadline = WallIn(std::max<int64_t>(timeout_ms, 0));
   int64_t start = static_cast<int64_t>(after_epoch) + 1;
   for (int round = 0; round < kMaxWatchRounds && MsUntilWall(deadline) > 0; ++round) {

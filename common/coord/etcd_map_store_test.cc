@@ -283,6 +283,43 @@ TEST_F(EtcdMapStoreTest, WaitNewerCatchesUpPastACompaction) {
   EXPECT_EQ(nothing.status().code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+// A map as large as the slot map rules allow for its shards: 256 shards with long names
+// and addresses, about 100 KB of JSON.
+SlotMap LargeMap() {
+  std::vector<v1::ShardInfo> shards;
+  for (int i = 0; i < 256; ++i) {
+    v1::ShardInfo shard;
+    shard.set_id(absl::StrCat("shard-", std::string(50, 'a'), "-", i));
+    shard.set_address(absl::StrCat(std::string(240, 'h'), ".local:", 7000 + i));
+    shards.push_back(shard);
+  }
+  return *SlotMap::Even(shards);
+}
+
+TEST_F(EtcdMapStoreTest, WaitNewerCatchesUpThroughMoreHistoryThanOneMessageHolds) {
+  const SlotMap large = LargeMap();
+  ASSERT_GT(large.ToJson().size(), 90'000u);
+  auto seeded = SeedSlotMap(coord_->store(), large);
+  ASSERT_TRUE(seeded.ok()) << seeded.status();
+  // More than kMaxEtcdMessageBytes of maps written while the caller was away.
+  uint64_t last = seeded->epoch();
+  const int changes = kMaxEtcdMessageBytes / 90'000 + 4;
+  for (int i = 0; i < changes; ++i) {
+    auto next = coord_->store().CompareAndSwap(last, large);
+    ASSERT_TRUE(next.ok()) << next.status();
+    last = next->epoch();
+  }
+  auto caught_up = coord_->store().WaitNewer(seeded->epoch(), 30'000);
+  ASSERT_TRUE(caught_up.ok()) << caught_up.status();
+  EXPECT_EQ(caught_up->epoch(), last);
+  // With no time to wait, a look at the current map.
+  auto now = coord_->store().WaitNewer(seeded->epoch(), 0);
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(now->epoch(), last);
+  EXPECT_EQ(coord_->store().WaitNewer(last, 0).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
 TEST_F(EtcdMapStoreTest, SecondHolderIsRefusedUntilTheFirstReleases) {
   auto first = coord_->NewLease();
   auto second = coord_->NewLease();
@@ -394,17 +431,11 @@ TEST(EtcdOutageTest, ServeUntilStopsGrowingWhileEtcdIsDownOrStopped) {
   auto cluster = EtcdCluster::Start(1);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ManualClock clock;
-  auto coord = Connect((*cluster)->Endpoints(), "/eonce/outage", clock);
+  // Long enough for a reconnect after the restart below (gRPC backs off up to 1 s + 20%).
+  auto coord = Connect((*cluster)->Endpoints(), "/eonce/outage", clock, 5'000);
   auto lease = coord->NewLease();
   ASSERT_TRUE(lease->Acquire("s0", "a:1").ok());
   const int64_t held_until = lease->ServeUntilMs();
-
-  (*cluster)->Stop(0);
-  clock.AdvanceMs(500);
-  absl::Status stopped = lease->Renew();
-  EXPECT_EQ(stopped.code(), absl::StatusCode::kUnavailable) << stopped;
-  EXPECT_EQ(lease->ServeUntilMs(), held_until);
-  (*cluster)->Continue(0);
 
   (*cluster)->Kill(0);
   clock.AdvanceMs(500);
@@ -412,6 +443,23 @@ TEST(EtcdOutageTest, ServeUntilStopsGrowingWhileEtcdIsDownOrStopped) {
   EXPECT_EQ(killed.code(), absl::StatusCode::kUnavailable) << killed;
   EXPECT_EQ(lease->ServeUntilMs(), held_until);
   EXPECT_EQ(coord->store().Read().status().code(), absl::StatusCode::kUnavailable);
+
+  // etcd back on its data dir: the same client reconnects, and the lease lived on (a
+  // restarted leader gives every lease a full TTL again).
+  ASSERT_TRUE((*cluster)->Restart(0).ok());
+  EXPECT_EQ(coord->store().Read().status().code(), absl::StatusCode::kNotFound);
+  clock.AdvanceMs(500);
+  ASSERT_TRUE(lease->Renew().ok());
+  const int64_t renewed_until = lease->ServeUntilMs();
+  EXPECT_EQ(renewed_until, LeaseServeUntilMs(clock.NowMs(), kTtlMs));
+
+  // Stopped (last: the lease may lapse while etcd's clock runs on and ours waits).
+  (*cluster)->Stop(0);
+  clock.AdvanceMs(500);
+  absl::Status stopped = lease->Renew();
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kUnavailable) << stopped;
+  EXPECT_EQ(lease->ServeUntilMs(), renewed_until);
+  (*cluster)->Continue(0);
 }
 
 TEST(EtcdOutageTest, ThreeMembersKeepServingWithOneKilled) {
