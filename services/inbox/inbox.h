@@ -175,6 +175,9 @@ class Inbox {
   void PutEntityRow(rocksdb::WriteBatch* batch, const std::string& tenant,
                     absl::string_view entity_type, absl::string_view entity_id,
                     const std::string& cf, const std::string& key, const std::string& value);
+  // The same for a row that belongs to `slot` itself (a per-slot counter).
+  void PutSlotRow(rocksdb::WriteBatch* batch, uint32_t slot, const std::string& cf,
+                  const std::string& key, const std::string& value);
   // Per page of ExportSlotData: rows, and bytes (what fits a message with room to spare).
   static constexpr int kMaxSlotRows = 1000;
   static constexpr size_t kMaxSlotDataBytes = 2 << 20;

@@ -68,7 +68,11 @@ void Inbox::IndexRow(rocksdb::WriteBatch* batch, uint32_t slot, const std::strin
 void Inbox::PutEntityRow(rocksdb::WriteBatch* batch, const std::string& tenant,
                          absl::string_view entity_type, absl::string_view entity_id,
                          const std::string& cf, const std::string& key, const std::string& value) {
-  const uint32_t slot = SlotOf(tenant, entity_type, entity_id);
+  PutSlotRow(batch, SlotOf(tenant, entity_type, entity_id), cf, key, value);
+}
+
+void Inbox::PutSlotRow(rocksdb::WriteBatch* batch, uint32_t slot, const std::string& cf,
+                       const std::string& key, const std::string& value) {
   if (inbox_internal::RowClaim* claim = inbox_internal::CurrentRowClaim(); claim != nullptr) {
     // Within a Run: only the claimed slot's rows; for a call that claims none, no row of a
     // fenced slot (a call without an epoch, there, is a write of a former owner).
@@ -77,7 +81,8 @@ void Inbox::PutEntityRow(rocksdb::WriteBatch* batch, const std::string& tenant,
     if (other_slot || fenced) {
       if (claim->refused.empty()) {
         claim->fenced = fenced;
-        claim->refused = absl::StrCat(entity_type, "/", entity_id, " is in slot ", slot,
+        claim->refused = absl::StrCat("row ", absl::CHexEscape(key), " of ", cf, " is in slot ",
+                                      slot,
                                       other_slot ? absl::StrCat(", the call is for slot ",
                                                                 claim->slot)
                                                  : std::string(", which is fenced"));

@@ -135,7 +135,7 @@ TEST_F(InboxUpstreamTest, AForwardBelowItsSlotsFenceIsNotApplied) {
   EXPECT_EQ(applies_.load(), 0);
   EXPECT_FALSE(WasApplied("fenced"));
 
-  call.slot_epoch = 9;  // admitted by the map of the slot's new owner
+  call.slot_epoch = 10;  // admitted by a newer map, under which the slot is here again
   ForwardReply admitted = Forward(ForwardCallOf(ForwardedCallOf(call)));
   EXPECT_EQ(admitted.kind, ForwardReply::Kind::kAnswered) << admitted.detail;
   EXPECT_TRUE(WasApplied("fenced"));

@@ -34,22 +34,32 @@ SlotFences::SlotFences(RocksStore& store) : store_(store) {
     const uint32_t slot = static_cast<uint32_t>(
         ReadBigEndian64(absl::string_view(it->key().data(), it->key().size())));
     if (slot >= kSlotCount) continue;
-    fences_[slot] = it->value().size() == 8
+    // The epoch, and a ninth byte when the slot was handed off.
+    const size_t size = it->value().size();
+    fences_[slot] = size == 8 || size == 9
                         ? ReadBigEndian64(absl::string_view(it->value().data(), 8))
                         : std::numeric_limits<uint64_t>::max();
+    handed_off_[slot] = size == 9;
   }
 }
 
 std::string SlotFences::LockKey(uint32_t slot) { return absl::StrCat("slot:", slot); }
 
-void SlotFences::Put(rocksdb::WriteBatch* batch, uint32_t slot, uint64_t fence) const {
-  batch->Put(store_.cf(kCf), FenceKey(slot), BigEndian64(fence));
+void SlotFences::Put(rocksdb::WriteBatch* batch, uint32_t slot, uint64_t fence,
+                     bool handed_off) const {
+  std::string value = BigEndian64(fence);
+  if (handed_off) value.push_back('h');
+  batch->Put(store_.cf(kCf), FenceKey(slot), value);
 }
 
 absl::StatusOr<uint64_t> SlotFences::Admit(uint32_t slot, uint64_t epoch,
                                            rocksdb::WriteBatch* batch) const {
   const uint64_t held = fence(slot);
-  if (epoch < held || (epoch == 0 && held > 0)) return Fenced(slot, epoch, held);
+  // A slot handed off at its fence's epoch takes no write of that epoch either: no map of
+  // it lets a shard write the slot here (it is moving, or it has moved).
+  if (epoch < held || (epoch == 0 && held > 0) || (handed_off(slot) && epoch == held)) {
+    return Fenced(slot, epoch, held);
+  }
   if (epoch > held) Put(batch, slot, epoch);
   return epoch;
 }
@@ -62,13 +72,16 @@ absl::Status SlotFences::Raise(uint32_t first, uint32_t last, uint64_t epoch, co
   rocksdb::WriteBatch batch;
   for (uint32_t slot = first; slot <= last; ++slot) {
     if (fence(slot) > epoch) return Fenced(slot, epoch, fence(slot));
-    if (fence(slot) < epoch) Put(&batch, slot, epoch);
+    if (fence(slot) < epoch || !handed_off(slot)) Put(&batch, slot, epoch, /*handed_off=*/true);
   }
   if (batch.Count() == 0) return absl::OkStatus();
   // Synced: the fence must outlive a power cut before the rows are read or deleted, or a
   // late write could land after the copy once the store came back.
   EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, what));
-  KeepRange(first, last, epoch);
+  for (uint32_t slot = first; slot <= last; ++slot) {
+    fences_[slot].store(epoch, std::memory_order_release);
+    handed_off_[slot].store(true, std::memory_order_release);
+  }
   return absl::OkStatus();
 }
 
@@ -80,14 +93,15 @@ absl::Status SlotFences::AdmitRange(uint32_t first, uint32_t last, uint64_t epoc
   }
   for (uint32_t slot = first; slot <= last; ++slot) {
     if (fence(slot) > epoch) return Fenced(slot, epoch, fence(slot));
-    if (fence(slot) < epoch) Put(batch, slot, epoch);
+    if (fence(slot) < epoch || handed_off(slot)) Put(batch, slot, epoch);
   }
   return absl::OkStatus();
 }
 
 void SlotFences::KeepRange(uint32_t first, uint32_t last, uint64_t epoch) {
   for (uint32_t slot = first; slot <= last; ++slot) {
-    if (fence(slot) < epoch) Keep(slot, epoch);
+    handed_off_[slot].store(false, std::memory_order_release);
+    fences_[slot].store(epoch, std::memory_order_release);
   }
 }
 

@@ -10,6 +10,11 @@
 // without an epoch is refused for a slot that has a fence: only unsharded deployments send
 // none, and they never raise one.
 //
+// A fence that an export or a drop raised also marks its slot handed off: this store's
+// copy of the slot is no longer the slot's (a business's totals leave it out; see the
+// ledger's GetTotal). A write or an import of a newer epoch takes the slot back (an abort
+// left it here, or it came back).
+//
 // Kept in the store (one key per fenced slot in column family kCf) and in memory, loaded
 // at construction. Thread-safety: reads are atomic; the caller serializes each slot's
 // Admit, batch write and Keep, and its Raise, under the slot's lock (the Inbox takes
@@ -42,31 +47,39 @@ class SlotFences {
   static std::string LockKey(uint32_t slot);
 
   uint64_t fence(uint32_t slot) const { return fences_[slot].load(std::memory_order_acquire); }
+  bool handed_off(uint32_t slot) const {
+    return handed_off_[slot].load(std::memory_order_acquire);
+  }
 
   // Whether a write of `slot` claiming `epoch` (0: none) may commit, under the slot's lock:
   // the fence to Keep once `batch` is written (raised into `batch` when `epoch` is above
-  // it), or FAILED_PRECONDITION SLOT_FENCED.
+  // it), or FAILED_PRECONDITION SLOT_FENCED (below the fence, or at it once handed off).
   absl::StatusOr<uint64_t> Admit(uint32_t slot, uint64_t epoch, rocksdb::WriteBatch* batch) const;
   // After the batch that Admit raised a fence in was written.
   void Keep(uint32_t slot, uint64_t fence) {
+    if (fence > this->fence(slot)) handed_off_[slot].store(false, std::memory_order_release);
     fences_[slot].store(fence, std::memory_order_release);
   }
 
   // Export and drop, under the locks of [first, last]: every fence of the range up to
-  // `epoch`, synced before it returns; SLOT_FENCED if a fence is already above it (the
-  // range has moved on since), INVALID_ARGUMENT for epoch 0.
+  // `epoch`, and every slot of it handed off, synced before it returns; SLOT_FENCED if a
+  // fence is already above it (the range has moved on since), INVALID_ARGUMENT for
+  // epoch 0.
   absl::Status Raise(uint32_t first, uint32_t last, uint64_t epoch, const char* what);
   // Import, under the locks of [first, last]: SLOT_FENCED if a fence of the range is above
-  // `epoch`; otherwise adds the raise of every lower one to `batch` (Keep them after).
+  // `epoch`; otherwise adds the raise of every lower one, and the taking back of every
+  // slot handed off, to `batch` (KeepRange after).
   absl::Status AdmitRange(uint32_t first, uint32_t last, uint64_t epoch,
                           rocksdb::WriteBatch* batch) const;
   void KeepRange(uint32_t first, uint32_t last, uint64_t epoch);
 
  private:
-  void Put(rocksdb::WriteBatch* batch, uint32_t slot, uint64_t fence) const;
+  void Put(rocksdb::WriteBatch* batch, uint32_t slot, uint64_t fence,
+           bool handed_off = false) const;
 
   RocksStore& store_;
   std::array<std::atomic<uint64_t>, kSlotCount> fences_{};
+  std::array<std::atomic<bool>, kSlotCount> handed_off_{};
 };
 
 // Whether `status` is a refusal by a slot's fence (nothing was applied).

@@ -190,6 +190,24 @@ TEST_F(SlotFencesTest, ARowOfAnotherSlotThanTheCallClaimsIsNeverWritten) {
   EXPECT_EQ(a_.Row("alice"), "7");
 }
 
+TEST_F(SlotFencesTest, AnExportHandsTheSlotOffUntilANewerEpochTakesItBack) {
+  const uint32_t slot = SlotOfAccount("alice");
+  ASSERT_TRUE(Write(*a_.inbox, Call("t1", "alice", 1), "90").ok());
+  EXPECT_FALSE(a_.inbox->fences().handed_off(slot));
+  ASSERT_TRUE(a_.inbox->ExportSlotData(Export(slot, 2)).ok());
+  EXPECT_TRUE(a_.inbox->fences().handed_off(slot));
+  // No map lets a shard write the slot here at the export's epoch (it is moving).
+  EXPECT_TRUE(IsSlotFenced(Write(*a_.inbox, Call("t2", "alice", 2), "1").status()));
+  a_.Open();
+  EXPECT_TRUE(a_.inbox->fences().handed_off(slot));
+  // The move was aborted: the slot is served here again at the abort's epoch.
+  ASSERT_TRUE(Write(*a_.inbox, Call("t3", "alice", 3), "80").ok());
+  EXPECT_FALSE(a_.inbox->fences().handed_off(slot));
+  a_.Open();
+  EXPECT_FALSE(a_.inbox->fences().handed_off(slot));
+  EXPECT_EQ(a_.inbox->fences().fence(slot), 3u);
+}
+
 TEST_F(SlotFencesTest, AnUnshardedDeploymentNeverMeetsAFence) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(Write(*a_.inbox, Call("u" + std::to_string(i), "alice", 0), "1").ok());

@@ -8,10 +8,17 @@ namespace eonce {
 AccountCache::AccountCache(size_t max_entries)
     : max_entries_(std::min(max_entries, kMaxEntries)) {}
 
-std::optional<ledger::v1::Account> AccountCache::Get(const std::string& id,
+std::string AccountKey(absl::string_view tenant, absl::string_view id) {
+  std::string key(id);
+  key.push_back('\0');
+  key.append(tenant.data(), tenant.size());
+  return key;
+}
+
+std::optional<ledger::v1::Account> AccountCache::Get(const std::string& key,
                                                      uint64_t* generation) {
   absl::MutexLock lock(&mu_);
-  auto it = entries_.find(id);
+  auto it = entries_.find(key);
   if (it == entries_.end()) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     if (generation != nullptr) *generation = generation_;
@@ -32,9 +39,9 @@ void AccountCache::Fill(const ledger::v1::Account& account, uint64_t generation)
   KeepLocked(account, /*replace=*/false);
 }
 
-void AccountCache::Forget(const std::string& id) {
+void AccountCache::Forget(const std::string& key) {
   absl::MutexLock lock(&mu_);
-  entries_.erase(id);
+  entries_.erase(key);
 }
 
 std::function<void()> AccountCache::KeepWhenWritten(std::vector<ledger::v1::Account> accounts) {
@@ -59,13 +66,14 @@ size_t AccountCache::size() const {
 
 void AccountCache::KeepLocked(const ledger::v1::Account& account, bool replace) {
   if (max_entries_ == 0) return;
-  auto it = entries_.find(account.id());
+  std::string key = AccountKey(account);
+  auto it = entries_.find(key);
   if (it != entries_.end()) {
     if (replace) it->second = account;
     return;
   }
   if (entries_.size() >= max_entries_) entries_.clear();
-  entries_.emplace(account.id(), account);
+  entries_.emplace(std::move(key), account);
 }
 
 }  // namespace eonce

@@ -25,10 +25,19 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "eonce/ledger/v1/ledger.pb.h"
 
 namespace eonce {
+
+// An account's key, in the store and here: its id, a NUL, its tenant (none for an account
+// opened before accounts named one). Two tenants' accounts of one id are two accounts;
+// the id comes first so that a caller that names no tenant finds an id's account by it.
+std::string AccountKey(absl::string_view tenant, absl::string_view id);
+inline std::string AccountKey(const ledger::v1::Account& account) {
+  return AccountKey(account.tenant(), account.id());
+}
 
 class AccountCache {
  public:
@@ -37,15 +46,15 @@ class AccountCache {
 
   explicit AccountCache(size_t max_entries = kDefaultEntries);
 
-  // The account kept for `id`, if any (counted as a hit or a miss); on a miss,
-  // `*generation`, if given, is what a Fill of the account read from the store needs.
-  std::optional<ledger::v1::Account> Get(const std::string& id, uint64_t* generation = nullptr);
+  // The account kept at `key` (AccountKey), if any (counted as a hit or a miss); on a
+  // miss, `*generation`, if given, is what a Fill of the account read from the store needs.
+  std::optional<ledger::v1::Account> Get(const std::string& key, uint64_t* generation = nullptr);
   uint64_t Generation() const;
-  // Keeps what the store returned for `account.id()`, unless a Clear came after
+  // Keeps what the store returned for `account`, unless a Clear came after
   // `generation` (from the Get that missed) or an entry is already there (a write under
   // the same lock put it).
   void Fill(const ledger::v1::Account& account, uint64_t generation);
-  void Forget(const std::string& id);
+  void Forget(const std::string& key);
   // To run once the batch that writes `accounts` is written: keeps each of them, unless a
   // Clear came between this call and that one.
   std::function<void()> KeepWhenWritten(std::vector<ledger::v1::Account> accounts);

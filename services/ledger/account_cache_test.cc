@@ -15,7 +15,7 @@ ledger::v1::Account Account(const std::string& id, int64_t balance) {
 }
 
 int64_t BalanceIn(AccountCache& cache, const std::string& id) {
-  std::optional<ledger::v1::Account> kept = cache.Get(id);
+  std::optional<ledger::v1::Account> kept = cache.Get(AccountKey("", id));
   return kept.has_value() ? kept->balance() : -1;
 }
 
@@ -25,7 +25,7 @@ TEST(AccountCacheTest, KeepsWhatAReadFoundAndWhatAWriteWrote) {
   cache.Fill(Account("alice", 100), cache.Generation());
   EXPECT_EQ(BalanceIn(cache, "alice"), 100);
   // A write forgets as it batches, and keeps once written.
-  cache.Forget("alice");
+  cache.Forget(AccountKey("", "alice"));
   std::function<void()> written = cache.KeepWhenWritten({Account("alice", 70)});
   EXPECT_EQ(BalanceIn(cache, "alice"), -1);
   written();

@@ -43,9 +43,9 @@ grpc::ServerUnaryReactor* LedgerServiceImpl::GetAccount(
 }
 
 grpc::ServerUnaryReactor* LedgerServiceImpl::GetTotal(
-    grpc::CallbackServerContext* context, const ledger::v1::GetTotalRequest* /*request*/,
+    grpc::CallbackServerContext* context, const ledger::v1::GetTotalRequest* request,
     ledger::v1::GetTotalResponse* response) {
-  return FinishUnary(context, core_->GetTotal(), response);
+  return FinishUnary(context, core_->GetTotal(*request), response);
 }
 
 namespace {
@@ -59,6 +59,11 @@ absl::StatusOr<std::unique_ptr<LedgerCore>> NewLedgerCore(RocksStore& store, Inb
         absl::StrCat("account_cache_entries: must be at most ", AccountCache::kMaxEntries));
   }
   auto core = std::make_unique<LedgerCore>(store, inbox, options);
+  absl::StatusOr<int64_t> migrated = core->MigrateAccountKeys();
+  if (!migrated.ok()) return migrated.status();
+  if (*migrated > 0) {
+    LogInfo("accounts keyed by tenant and id", {{"accounts", absl::StrCat(*migrated)}});
+  }
   absl::StatusOr<int64_t> adopted = core->AdoptTenantsFromEffects();
   if (!adopted.ok()) return adopted.status();
   if (*adopted > 0) {

@@ -21,10 +21,12 @@ class LedgerTest : public ::testing::TestWithParam<bool> {
     Open("bob", 50);
   }
 
-  // A new LedgerCore on the same store and inbox, as after a restart.
+  // A new LedgerCore on the same store and inbox, as after a restart (with the key
+  // migration every start runs first).
   void Restart() {
     core_.reset();
     core_ = std::make_unique<LedgerCore>(*store_, *inbox_);
+    ASSERT_TRUE(core_->MigrateAccountKeys().ok());
   }
 
   CallIdentity Id(const std::string& command_id, const std::string& tenant = "acme") {
@@ -123,7 +125,12 @@ TEST_P(LedgerTest, ATenantNeitherMovesNorSeesAnotherTenantsMoney) {
 // An account written before the ledger kept tenants is reachable to every tenant until
 // the ledger gives it the tenant of its OpenAccount effect, which it does at start.
 TEST_P(LedgerTest, AnAccountOpenedBeforeTenantsWereKeptGetsItsTenantFromTheEffectLedger) {
+  // As an old ledger kept it: under its id alone, with no tenant.
   ledger::v1::Account old = *core_->GetAccount("acme", "alice");
+  ASSERT_TRUE(store_->db()
+                  ->Delete(rocksdb::WriteOptions(), store_->cf("accounts"),
+                           AccountKey("acme", "alice"))
+                  .ok());
   old.clear_tenant();
   ASSERT_TRUE(store_->db()
                   ->Put(rocksdb::WriteOptions(), store_->cf("accounts"), "alice",
@@ -148,6 +155,58 @@ TEST_P(LedgerTest, AnAccountOpenedBeforeTenantsWereKeptGetsItsTenantFromTheEffec
   ASSERT_TRUE(stolen.ok());
   EXPECT_EQ(ReasonOf(*stolen), "NO_SUCH_ACCOUNT");
   EXPECT_EQ(*core_->AdoptTenantsFromEffects(), 0);
+}
+
+// Two tenants may each open an account of the same id: accounts are keyed by tenant and
+// id, so neither is refused as existing, and each moves only its own money.
+TEST_P(LedgerTest, TwoTenantsEachHaveTheirOwnAccountOfOneId) {
+  ledger::v1::OpenAccountRequest open;
+  open.set_id("alice");
+  open.set_initial_balance(7);
+  auto opened = core_->OpenAccount(Id("globex-open-alice", "globex"), open);
+  ASSERT_TRUE(opened.ok());
+  ASSERT_EQ(opened->code(), 0) << opened->message();
+  open.set_id("bob");
+  ASSERT_EQ(core_->OpenAccount(Id("globex-open-bob", "globex"), open)->code(), 0);
+  ledger::v1::TransferRequest pay;
+  pay.set_from("alice");
+  pay.set_to("bob");
+  pay.set_amount(5);
+  ASSERT_EQ(core_->Transfer(Id("globex-pay", "globex"), pay)->code(), 0);
+  EXPECT_EQ(core_->GetAccount("globex", "alice")->balance(), 2);
+  EXPECT_EQ(core_->GetAccount("globex", "bob")->balance(), 12);
+  EXPECT_EQ(Balance("alice"), 100);  // acme's
+  EXPECT_EQ(Balance("bob"), 50);
+  EXPECT_EQ(core_->GetTotal()->accounts(), 4);
+  ExpectConserved();
+}
+
+// Accounts an older ledger keyed by id alone are found under the new keys once the start
+// pass moved them, each once, counted once.
+TEST_P(LedgerTest, AccountsKeyedByIdAloneAreMovedToTenantKeysAtStart) {
+  for (const char* id : {"alice", "bob"}) {
+    ledger::v1::Account account = *core_->GetAccount("acme", id);
+    ASSERT_TRUE(store_->db()
+                    ->Delete(rocksdb::WriteOptions(), store_->cf("accounts"),
+                             AccountKey("acme", id))
+                    .ok());
+    ASSERT_TRUE(store_->db()
+                    ->Put(rocksdb::WriteOptions(), store_->cf("accounts"), id,
+                          account.SerializeAsString())
+                    .ok());
+  }
+  core_ = std::make_unique<LedgerCore>(*store_, *inbox_);
+  absl::StatusOr<int64_t> moved = core_->MigrateAccountKeys();
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, 2);
+  EXPECT_EQ(*core_->MigrateAccountKeys(), 0);
+  EXPECT_EQ(Balance("alice"), 100);
+  EXPECT_EQ(core_->GetAccount("acme", "bob")->tenant(), "acme");
+  std::string value;
+  EXPECT_TRUE(store_->Get("accounts", "alice", &value).IsNotFound());
+  EXPECT_EQ(core_->GetTotal()->accounts(), 2);
+  ASSERT_EQ(Transfer("after", "alice", "bob", 10).code(), 0);
+  ExpectConserved();
 }
 
 // The accounts kept in memory (AccountCache) are the store's: after transfers, refusals
