@@ -9,7 +9,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/slot_map_file.h"
 #include "common/slots.h"
 #include "common/status.h"
 #include "dedupe_sidecar/slot_transfer.h"
@@ -54,11 +53,12 @@ class SimShardAdmin : public ShardAdmin {
     return imported->imported();
   }
 
-  absl::StatusOr<int64_t> Drop(uint32_t first, uint32_t last) override {
+  absl::StatusOr<int64_t> Drop(uint32_t first, uint32_t last, uint64_t epoch) override {
     EONCE_RETURN_IF_ERROR(Before("drop"));
     v1::DropSlotsRequest request;
     request.set_first_slot(first);
     request.set_last_slot(last);
+    request.set_epoch(epoch);
     auto dropped = DropSlots(*Sidecar().gate, *Sidecar().records, request);
     if (!dropped.ok()) return dropped.status();
     EONCE_RETURN_IF_ERROR(After("drop"));
@@ -67,6 +67,7 @@ class SimShardAdmin : public ShardAdmin {
 
   absl::StatusOr<v1::SlotMap> Held() override {
     if (!w_.node(node_).up) return absl::UnavailableError("sidecar down");
+    if (Sidecar().gate->map() == nullptr) return absl::UnavailableError("no map yet");
     return Sidecar().gate->map()->proto();
   }
 
@@ -100,17 +101,17 @@ absl::Status World::WriteFirstSlotMap() {
     shards[i].set_address(absl::StrCat("sim:s", i));
   }
   EONCE_ASSIGN_OR_RETURN(SlotMap map, SlotMap::Even(shards));
-  return WriteSlotMapFile(slot_map_file(), map);
+  return map_store_.CompareAndSwap(0, map).status();
 }
 
 int World::OwnerShard(const v1::Command& command) {
-  absl::StatusOr<SlotMap> map = ReadSlotMapFile(slot_map_file());
+  absl::StatusOr<SlotMap> map = map_store_.Read();
   if (!map.ok()) return 0;
   return map->OwnerOf(SlotOfCommand(command)) == "s1" ? 1 : 0;
 }
 
 void World::ScheduleMoves() {
-  absl::StatusOr<SlotMap> map = ReadSlotMapFile(slot_map_file());
+  absl::StatusOr<SlotMap> map = map_store_.Read();
   if (!map.ok()) return;
   // Runs of a few slots around accounts' slots, disjoint, each within one owner's range.
   const int wanted = 1 + static_cast<int>(move_random_.Uniform(3));
@@ -144,14 +145,13 @@ void World::RunMove(int index) {
     move.done = true;
     return;
   }
-  absl::StatusOr<SlotMap> map = ReadSlotMapFile(slot_map_file());
+  absl::StatusOr<SlotMap> map = map_store_.Read();
   if (!map.ok()) {
     Violation(absl::StrCat("the slot map cannot be read: ", map.status().message()));
     move.done = true;
     return;
   }
   MoveOptions options;
-  options.map_file = slot_map_file();
   options.first = move.first;
   options.last = move.last;
   // The run goes to the other shard, once: the target is fixed by its first run.
@@ -166,7 +166,7 @@ void World::RunMove(int index) {
   ShardAdminFactory admins = [this](const std::string& address) -> std::unique_ptr<ShardAdmin> {
     return std::make_unique<SimShardAdmin>(*this, address == "sim:s1" ? 1 : 0);
   };
-  absl::StatusOr<MoveReport> report = MoveSlots(options, admins, clock_);
+  absl::StatusOr<MoveReport> report = MoveSlots(options, map_store_, admins, clock_);
   Trace(absl::StrCat("move ", move.first, "-", move.last, " to ", move.to, ": ",
                      report.ok() ? absl::StrCat(report->outcome, " at epoch ", report->epoch,
                                                 ", copied ", report->copied, ", dropped ",

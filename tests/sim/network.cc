@@ -9,7 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/callback_batch.h"
-#include "common/slot_map_file.h"
 #include "common/slots.h"
 #include "common/status.h"
 #include "tests/sim/world.h"
@@ -44,7 +43,7 @@ class SimSidecarClient : public SidecarClient {
  public:
   explicit SimSidecarClient(World& w) : w_(w), answers_(w.loop_) {
     if (w_.options_.shards) {
-      absl::StatusOr<SlotMap> map = ReadSlotMapFile(w_.slot_map_file());
+      absl::StatusOr<SlotMap> map = w_.map_store_.Read();
       if (map.ok()) map_ = std::make_shared<const SlotMap>(std::move(*map));
     }
   }

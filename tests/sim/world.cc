@@ -9,6 +9,8 @@
 #include "dedupe_sidecar/negative_controls.h"
 #include "tests/sim/world.h"
 
+#include <limits>
+
 namespace eonce::sim::internal {
 
 absl::Status NodeFaults::Hit(FaultPoint point) { return world_.Fire(node_, point); }
@@ -90,8 +92,16 @@ absl::Status World::StartSidecar(int shard) {
   if (options_.shards) {
     // The map it adopted is kept beside its store (written and synced outside the
     // simulated disk, as the real sidecar's is, so a crash keeps it).
-    EONCE_ASSIGN_OR_RETURN(sc.gate, ShardGate::Open(absl::StrCat("s", shard), slot_map_file(),
-                                                    nodes_[node].dir + "/kept_slot_map.json"));
+    EONCE_ASSIGN_OR_RETURN(sc.gate, ShardGate::Open(absl::StrCat("s", shard),
+                                                    nodes_[node].dir + "/kept_slot_map.json",
+                                                    clock_));
+    // As its coordination thread would at start: the store's map, if newer than the kept
+    // one. Leases are not simulated: it serves from then on.
+    absl::StatusOr<SlotMap> current = map_store_.Read();
+    if (current.ok() && current->epoch() > sc.gate->epoch()) {
+      EONCE_RETURN_IF_ERROR(sc.gate->Adopt(*current, 1).status());
+    }
+    sc.gate->SetServeUntilMs(std::numeric_limits<int64_t>::max());
   }
   DeduperOptions options;
   options.lease_ms = 2'500;

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/coord/memory_map_store.h"
 #include "common/crash_fs.h"
 #include "common/random.h"
 #include "common/rocks.h"
@@ -268,7 +269,6 @@ class World {
   void CheckAnswersAfterMoves();
 
   // --- slot moves (sharded worlds; moves.cc) ---------------------------------------------
-  std::string slot_map_file() const { return base_ + "/slot_map.json"; }
   absl::Status WriteFirstSlotMap();
   // Draws the moves of the run and schedules them during the faults.
   void ScheduleMoves();
@@ -286,6 +286,8 @@ class World {
   SeededRandom workload_random_;
   SeededRandom move_random_;
   ManualClock clock_;
+  // The coordination store's slot map (sharded worlds); leases are not simulated here.
+  MemoryMapStore map_store_{clock_};
   // Gates of sidecars that died (StopSidecar): declared before the event loop, so that the
   // calls still in it, which hold passes of these gates, are destroyed first.
   std::vector<std::unique_ptr<ShardGate>> retired_gates_;
