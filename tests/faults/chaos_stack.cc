@@ -104,11 +104,11 @@ PortedProcess ChaosStack::Sidecar(int i, const std::string& endpoints) {
             "--forward_timeout_ms=1000",
             "--outcome_query_timeout_ms=1000",
             "--drain_ms=500",
-            "--move_business_data",
             absl::StrCat("--shard_id=s", i),
             "--etcd_endpoints=" + endpoints,
             "--etcd_prefix=" + prefix_,
             absl::StrCat("--lease_ttl_ms=", options_.lease_ttl_ms)};
+  if (options_.move_business_data) p.args.push_back("--move_business_data");
   return p;
 }
 
@@ -310,6 +310,13 @@ int ChaosStack::Reap(pid_t pid, int64_t timeout_ms) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int ChaosStack::TryReap(pid_t pid) {
+  int status = 0;
+  if (pid <= 0) return -1;
+  if (waitpid(pid, &status, WNOHANG) == 0) return -2;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 

@@ -57,6 +57,9 @@ class FaultLog {
 struct ChaosOptions {
   std::vector<std::string> tenants = {"acme", "globex"};
   int64_t lease_ttl_ms = 3000;
+  // Off: the negative control, whose sidecars leave the business's rows behind when slots
+  // move (the checker must see accounts away from their owners).
+  bool move_business_data = true;
   uint64_t seed = 1;
 };
 
@@ -94,6 +97,8 @@ class ChaosStack {
   // status (-1 if it was killed or did not end in time).
   pid_t StartReshard(const std::vector<std::string>& flags);
   int Reap(pid_t pid, int64_t timeout_ms);
+  // Its exit status if it ended (then reaped), -1 if killed, -2 while it runs.
+  int TryReap(pid_t pid);
   // Runs reshard until one run exits 0; each run is killed (SIGKILL) after 0-300 ms with
   // probability 1/3. Returns how many runs were killed, or -1 if none finished (bounded).
   int ReshardUntilDone(const std::vector<std::string>& flags, std::mt19937_64& rng);

@@ -209,7 +209,7 @@ bool LoadClient::Enqueue(v1::Agent::Stub& stub, const v1::Command& command, int6
 }
 
 int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int threads, uint64_t seed,
-                        int64_t give_up_ms) {
+                        int64_t give_up_ms, const std::string& transfer_prefix) {
   std::atomic<int64_t> failed{0};
   auto channel = Channel(address_);
   auto command = [](const std::string& id, const std::string& method,
@@ -252,8 +252,8 @@ int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int thread
       transfer.set_to(absl::StrCat(account_prefix_, to));
       transfer.set_amount(1 + static_cast<int64_t>(rng() % (initial / 4)));
       if (!Enqueue(*stub,
-                   command(absl::StrCat("t-", i), "/eonce.ledger.v1.Ledger/Transfer", transfer,
-                           transfer.from()),
+                   command(absl::StrCat(transfer_prefix, i), "/eonce.ledger.v1.Ledger/Transfer",
+                           transfer, transfer.from()),
                    give_up_ms)) {
         failed++;
       }

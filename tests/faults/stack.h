@@ -96,9 +96,11 @@ class LoadClient {
 
   // Opens `accounts` accounts with `initial` each, then enqueues `transfers` transfers
   // between them (seeded), on `threads` threads. Each command is retried for up to
-  // `give_up_ms`. Returns how many could not be enqueued.
+  // `give_up_ms`. Returns how many could not be enqueued. Transfers are named
+  // <transfer_prefix><n>: a producer that runs again with another prefix adds new ones
+  // (and sends the same openings again, as duplicates).
   int64_t Run(int accounts, int64_t initial, int transfers, int threads, uint64_t seed,
-              int64_t give_up_ms = 60'000);
+              int64_t give_up_ms = 60'000, const std::string& transfer_prefix = "t-");
 
   // The ids the agent acknowledged.
   std::set<std::string> acked() const;
