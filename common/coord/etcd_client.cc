@@ -51,6 +51,11 @@ void AwaitConnected(grpc::Channel& channel, std::chrono::system_clock::time_poin
   }
 }
 
+// A stream to a member cut off from its cluster's leader would otherwise stay open and
+// quiet (no events, no renewals) until its deadline; with this, etcd ends it UNAVAILABLE
+// ("no leader") and the call tries the next member.
+void RequireLeader(grpc::ClientContext& context) { context.AddMetadata("hasleader", "true"); }
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view list) {
@@ -214,6 +219,7 @@ absl::StatusOr<etcdserverpb::LeaseKeepAliveResponse> EtcdClient::LeaseKeepAlive(
   etcdserverpb::LeaseKeepAliveResponse response;
   EONCE_RETURN_IF_ERROR(WithFailover(
       "LeaseKeepAlive", call_timeout_ms_, [&](Member& member, grpc::ClientContext& context) {
+        RequireLeader(context);
         auto stream = member.lease->LeaseKeepAlive(&context);
         if (!stream->Write(request) || !stream->Read(&response)) return stream->Finish();
         // One renewal per stream: the answer is in, so the stream's end does not matter.
@@ -250,6 +256,7 @@ absl::StatusOr<EtcdWatchResult> EtcdClient::WatchOnce(const std::string& key,
   absl::Status status = WithFailover(
       "Watch", timeout_ms, [&](Member& member, grpc::ClientContext& context) {
         bool created = false;
+        RequireLeader(context);
         auto stream = member.watch->Watch(&context);
         if (!stream->Write(request)) return stream->Finish();
         etcdserverpb::WatchResponse response;

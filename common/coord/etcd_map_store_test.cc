@@ -515,6 +515,24 @@ TEST(EtcdOutageTest, AStoppedMemberIsLeftForTheNextAfterOneTimeout) {
   (*cluster)->Continue(0);
 }
 
+TEST(EtcdOutageTest, AWaitOnAMemberThatLostItsLeaderEndsUnavailable) {
+  auto cluster = EtcdCluster::Start(3);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ManualClock clock;
+  auto coord = Connect((*cluster)->ClientAddress(0), "/eonce/leaderless", clock, 5'000);
+  auto seeded = SeedSlotMap(coord->store(), TwoShards());
+  ASSERT_TRUE(seeded.ok()) << seeded.status();
+  // Member 0 alone: no quorum, so no leader (a leader that loses its quorum steps down).
+  (*cluster)->Stop(1);
+  (*cluster)->Stop(2);
+  // Without asking for a leader, the watch would sit quiet for the whole minute and end
+  // DEADLINE_EXCEEDED ("no newer map"), which the caller would read as "nothing changed".
+  auto waited = coord->store().WaitNewer(seeded->epoch(), 60'000);
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kUnavailable) << waited.status();
+  (*cluster)->Continue(1);
+  (*cluster)->Continue(2);
+}
+
 TEST(EtcdTlsTest, MutualTlsReachesAClusterThatRequiresIt) {
   auto pki = testing::TestPki::Create(testing::FreshDir("pki"), "etcd-test-ca");
   ASSERT_TRUE(pki.ok()) << pki.status();
