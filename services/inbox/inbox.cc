@@ -102,7 +102,8 @@ std::vector<ColumnFamilySpec> Inbox::ColumnFamilies(Clock& clock) {
   follow_ups.lookups_miss = false;
   ColumnFamilySpec fences{SlotFences::kCf, {}};
   fences.lookups_miss = false;
-  return {inbox, keys, index, effects, follow_ups, fences};
+  ColumnFamilySpec imports{inbox_internal::kSlotImportsCf, {}};
+  return {inbox, keys, index, effects, follow_ups, fences, imports};
 }
 
 StoreOptions Inbox::StoreOptionsFor(StoreOptions base) {
@@ -261,9 +262,14 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     effect.set_command_id(identity.command_id);
     effect.set_tenant(identity.tenant);
     effect.set_applied_at_ms(now);
+    // Filed under its call's entity's slot, with its follow-ups: they move with the slot.
+    if (placed) effect.set_slot(entity_slot);
     batch.Put(store_.cf(kEffectsCf), SeqKey(seq), effect.SerializeAsString());
+    if (placed) IndexRow(&batch, entity_slot, kEffectsCf, SeqKey(seq), /*drop_at_ms=*/0);
   }
-  EONCE_RETURN_IF_ERROR(WriteFollowUps(identity, seq, applied, &batch));
+  EONCE_RETURN_IF_ERROR(WriteFollowUps(identity, seq, applied, &batch,
+                                       placed ? std::optional<uint32_t>(entity_slot)
+                                              : std::nullopt));
   // The entries of a call whose entity is known are filed under its slot, to move with it.
   const int64_t drop_at = now + entry_retention_ms_;
   if (dedupe) {

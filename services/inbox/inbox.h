@@ -51,10 +51,10 @@
 #include "common/rocks.h"
 #include "common/striped_lock.h"
 #include "common/ttl.h"
-#include "services/inbox/slot_fences.h"
 #include "eonce/internal/records.pb.h"
 #include "eonce/v1/outcome.pb.h"
 #include "rocksdb/write_batch.h"
+#include "services/inbox/slot_fences.h"
 
 namespace eonce {
 
@@ -247,9 +247,14 @@ class Inbox {
   void ReleaseSeq(uint64_t seq);
   uint64_t CommittedWatermark();
 
-  // Adds the follow-ups of `applied` to `batch` (RunLocked).
+  // Adds the follow-ups of `applied` to `batch` (RunLocked), filed under `slot` if any.
   absl::Status WriteFollowUps(const CallIdentity& identity, uint64_t seq, const Applied& applied,
-                              rocksdb::WriteBatch* batch);
+                              rocksdb::WriteBatch* batch, std::optional<uint32_t> slot);
+  // An imported effect or follow-up, under a key of this store's (their keys are the
+  // source's sequence numbers); nothing if the same row was imported before. `seqs`
+  // collects the sequence numbers taken, to give back once the batch is written.
+  absl::Status ImportLogRow(const internal::SlotRow& row, rocksdb::WriteBatch* batch,
+                            std::vector<uint64_t>* seqs, int64_t* follow_ups);
   // Files `cf`/`key` under `slot`; an index entry with `drop_at_ms` expires with its row.
   void IndexRow(rocksdb::WriteBatch* batch, uint32_t slot, const std::string& cf,
                 const std::string& key, int64_t drop_at_ms);

@@ -55,6 +55,10 @@ absl::StatusOr<v1::ListEffectsResponse> Inbox::ListEffects(uint64_t after_seq, i
     }
     response.set_last_seq(SeqOfKey(it->key()));
     if (!tenant.empty() && effect.tenant() != tenant) continue;
+    // A slot handed off is its new owner's to list (a copy stays here until the drop).
+    if (effect.has_slot() && effect.slot() < kSlotCount && fences_.handed_off(effect.slot())) {
+      continue;
+    }
     *response.add_effects() = std::move(effect);
   }
   EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "list effects"));

@@ -1,6 +1,5 @@
-// The inbox's slot-scoped data (export, import and drop of a slot's rows) and its
-// transactional outbox (follow-ups written with an effect, pulled and acknowledged by a
-// relay). See inbox.h.
+// The inbox's slot-scoped data: rows filed by slot, and their export, import and drop.
+// See inbox.h.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -18,8 +17,14 @@
 namespace eonce {
 namespace {
 
+using inbox_internal::FollowUpKey;
+using inbox_internal::FollowUpKeyParts;
+using inbox_internal::kEffectsCf;
 using inbox_internal::kFollowUpsCf;
+using inbox_internal::kSlotImportsCf;
 using inbox_internal::kSlotIndexCf;
+using inbox_internal::ParseFollowUpKey;
+using inbox_internal::SeqKey;
 
 std::string SlotPrefix(uint32_t slot) {
   std::string out;
@@ -37,10 +42,6 @@ absl::Status CheckRange(uint32_t first, uint32_t last) {
                  absl::StrCat("slots ", first, "-", last, ": need first <= last < ", kSlotCount));
   }
   return absl::OkStatus();
-}
-
-std::string FollowUpKeyPrefix(const std::string& tenant) {
-  return absl::StrCat(tenant, std::string(1, '\0'));
 }
 
 }  // namespace
@@ -137,6 +138,7 @@ absl::StatusOr<v1::ExportSlotDataResponse> Inbox::ExportSlotData(
     row.set_slot(static_cast<uint32_t>(ReadBigEndian64(index_key.substr(0, 2))));
     row.set_column_family(index_key.substr(2, nul - 2));
     row.set_key(index_key.substr(nul + 1));
+    if (row.column_family() == kSlotImportsCf) continue;  // this store's own bookkeeping
     if (!store_.has_cf(row.column_family())) {
       return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT",
                    absl::StrCat("slot index names column family ", row.column_family(),
@@ -171,6 +173,17 @@ absl::StatusOr<v1::ImportSlotDataResponse> Inbox::ImportSlotData(
   rocksdb::WriteBatch batch;
   EONCE_RETURN_IF_ERROR(
       fences_.AdmitRange(request.first_slot(), request.last_slot(), request.epoch(), &batch));
+  // Sequence numbers taken for imported effects and follow-ups, given back once the batch
+  // is written (or will never be).
+  std::vector<uint64_t> seqs;
+  struct Release {
+    Inbox* inbox;
+    std::vector<uint64_t>* seqs;
+    ~Release() {
+      for (uint64_t seq : *seqs) inbox->ReleaseSeq(seq);
+    }
+  } release{this, &seqs};
+  int64_t follow_ups = 0;
   for (int i = 0; i < request.rows_size(); ++i) {
     internal::SlotRow row;
     auto refuse = [&](const std::string& why) {
@@ -182,9 +195,18 @@ absl::StatusOr<v1::ImportSlotDataResponse> Inbox::ImportSlotData(
       return refuse(absl::StrCat("slot ", row.slot(), " is not in the range"));
     }
     if (!store_.has_cf(row.column_family()) || row.column_family() == kSlotIndexCf ||
-        row.column_family() == kFollowUpsCf || row.column_family() == SlotFences::kCf ||
+        row.column_family() == kSlotImportsCf || row.column_family() == SlotFences::kCf ||
         row.column_family() == "default") {
       return refuse(absl::StrCat("no column family ", row.column_family(), " takes slot rows"));
+    }
+    if (row.column_family() == kEffectsCf || row.column_family() == kFollowUpsCf) {
+      // Keyed by the source's sequence numbers: written under this store's.
+      absl::Status logged = ImportLogRow(row, &batch, &seqs, &follow_ups);
+      if (!logged.ok()) {
+        return absl::Status(logged.code(), absl::StrCat("rows[", i, "]: ", logged.message(),
+                                                        "; nothing was imported"));
+      }
+      continue;
     }
     // A row at the same key filed under another slot (another tenant's entity that shares
     // the key) would be overwritten: refused.
@@ -214,9 +236,47 @@ absl::StatusOr<v1::ImportSlotDataResponse> Inbox::ImportSlotData(
   }
   if (batch.Count() > 0) EONCE_RETURN_IF_ERROR(WriteSlotRows(&batch, "import slots"));
   fences_.KeepRange(request.first_slot(), request.last_slot(), request.epoch());
+  follow_ups_pending_ += follow_ups;
   v1::ImportSlotDataResponse response;
   response.set_imported(request.rows_size());
   return response;
+}
+
+absl::Status Inbox::ImportLogRow(const internal::SlotRow& row, rocksdb::WriteBatch* batch,
+                                 std::vector<uint64_t>* seqs, int64_t* follow_ups) {
+  // The same row again (a retried page, a second copy of the move) is the same import.
+  const std::string marker =
+      absl::StrCat(row.column_family(), std::string(1, '\0'), Sha256(row.value()));
+  std::string written;
+  rocksdb::Status got = store_.Get(kSlotImportsCf, marker, &written);
+  if (got.ok()) return absl::OkStatus();
+  if (!got.IsNotFound()) return FromRocks(got, "import slot data");
+  const uint64_t seq = TakeSeq();
+  seqs->push_back(seq);
+  std::string key;
+  std::string value = row.value();
+  if (row.column_family() == kEffectsCf) {
+    v1::Effect effect;
+    if (!effect.ParseFromString(value)) {
+      return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD", "not an effect");
+    }
+    effect.set_seq(seq);
+    effect.set_slot(row.slot());
+    key = SeqKey(seq);
+    value = effect.SerializeAsString();
+  } else {
+    FollowUpKeyParts parts;
+    if (!ParseFollowUpKey(row.key(), &parts)) {
+      return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD", "not a follow-up key");
+    }
+    key = FollowUpKey(parts.tenant, seq, parts.index, row.slot());
+    ++*follow_ups;
+  }
+  batch->Put(store_.cf(row.column_family()), key, value);
+  IndexRow(batch, row.slot(), row.column_family(), key, /*drop_at_ms=*/0);
+  batch->Put(store_.cf(kSlotImportsCf), marker, key);
+  IndexRow(batch, row.slot(), kSlotImportsCf, marker, /*drop_at_ms=*/0);
+  return absl::OkStatus();
 }
 
 absl::Status Inbox::WriteSlotRows(rocksdb::WriteBatch* batch, const char* what) {
@@ -243,12 +303,20 @@ absl::StatusOr<v1::DropSlotDataResponse> Inbox::DropSlotData(
     rocksdb::WriteBatch batch;
     std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kSlotIndexCf);
     int in_batch = 0;
+    int64_t follow_ups = 0;
+    // Follow-ups deleted here are counted once: AckFollowUps deletes under the same lock.
+    absl::MutexLock ack_lock(&ack_mu_);
     for (it->Seek(from); it->Valid() && it->key().compare(end) < 0 && in_batch < kMaxSlotRows;
          it->Next(), ++in_batch) {
       const std::string index_key = it->key().ToString();
       const size_t nul = index_key.find('\0', 2);
-      if (nul != std::string::npos && store_.has_cf(index_key.substr(2, nul - 2))) {
-        batch.Delete(store_.cf(index_key.substr(2, nul - 2)), index_key.substr(nul + 1));
+      const std::string cf = nul == std::string::npos ? "" : index_key.substr(2, nul - 2);
+      if (nul != std::string::npos && store_.has_cf(cf)) {
+        std::string present;
+        if (cf == kFollowUpsCf && store_.Get(cf, index_key.substr(nul + 1), &present).ok()) {
+          ++follow_ups;
+        }
+        batch.Delete(store_.cf(cf), index_key.substr(nul + 1));
       }
       batch.Delete(store_.cf(kSlotIndexCf), index_key);
       from = index_key;
@@ -256,107 +324,9 @@ absl::StatusOr<v1::DropSlotDataResponse> Inbox::DropSlotData(
     EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "drop slot data"));
     if (in_batch == 0) break;
     EONCE_RETURN_IF_ERROR(WriteSlotRows(&batch, "drop slots"));
+    follow_ups_pending_ -= follow_ups;
     response.set_dropped(response.dropped() + in_batch);
   }
-  return response;
-}
-
-std::string Inbox::FollowUpCommandId(const std::string& tenant, const std::string& parent_id,
-                                     int index) {
-  std::string material = absl::StrCat("eonce.follow_up.v1", std::string(1, '\0'), tenant,
-                                      std::string(1, '\0'), parent_id, std::string(1, '\0'),
-                                      index);
-  return absl::StrCat("fu-", absl::BytesToHexString(Sha256(material).substr(0, 20)));
-}
-
-absl::Status Inbox::WriteFollowUps(const CallIdentity& identity, uint64_t seq,
-                                   const Applied& applied, rocksdb::WriteBatch* batch) {
-  if (applied.follow_ups.empty()) return absl::OkStatus();
-  if (!applied.effect.has_value() || identity.command_id.empty() ||
-      applied.follow_ups.size() > static_cast<size_t>(kMaxFollowUps)) {
-    return Error(absl::StatusCode::kInternal, "FOLLOW_UP_INVALID",
-                 absl::StrCat("follow-ups need an effect and a command id, at most ",
-                              kMaxFollowUps, "; nothing was applied"));
-  }
-  const int64_t now = clock_.NowMs();
-  for (size_t i = 0; i < applied.follow_ups.size(); ++i) {
-    const FollowUp& follow_up = applied.follow_ups[i];
-    v1::Command command;
-    command.set_command_id(FollowUpCommandId(identity.tenant, identity.command_id,
-                                             static_cast<int>(i)));
-    command.set_tenant(identity.tenant);
-    command.set_target_method(follow_up.target_method);
-    command.set_request(follow_up.request);
-    command.mutable_entity()->set_type(follow_up.entity_type);
-    command.mutable_entity()->set_id(follow_up.entity_id);
-    command.set_created_at_ms(now);
-    std::string key = FollowUpKeyPrefix(identity.tenant);
-    AppendBigEndian(&key, seq, 8);
-    AppendBigEndian(&key, i, 2);
-    batch->Put(store_.cf(kFollowUpsCf), key, command.SerializeAsString());
-  }
-  return absl::OkStatus();
-}
-
-int64_t Inbox::CountFollowUps() {
-  int64_t count = 0;
-  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kFollowUpsCf);
-  for (it->SeekToFirst(); it->Valid(); it->Next()) ++count;
-  return count;
-}
-
-absl::StatusOr<v1::PullFollowUpsResponse> Inbox::PullFollowUps(const std::string& tenant,
-                                                               int limit) {
-  limit = std::clamp(limit <= 0 ? 100 : limit, 1, kMaxFollowUpsPulled);
-  // Every entry in the store now is durable once this returns: none is handed out that a
-  // power cut could take back with its effect.
-  EONCE_RETURN_IF_ERROR(AwaitDurable());
-  const std::string prefix = FollowUpKeyPrefix(tenant);
-  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kFollowUpsCf);
-  v1::PullFollowUpsResponse response;
-  for (it->Seek(prefix);
-       it->Valid() && it->key().starts_with(prefix) && response.follow_ups_size() < limit;
-       it->Next()) {
-    v1::PendingFollowUp* pending = response.add_follow_ups();
-    pending->set_id(it->key().ToString());
-    if (!pending->mutable_command()->ParseFromArray(it->value().data(),
-                                                    static_cast<int>(it->value().size()))) {
-      return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable follow-up");
-    }
-  }
-  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "pull follow-ups"));
-  return response;
-}
-
-absl::StatusOr<v1::AckFollowUpsResponse> Inbox::AckFollowUps(
-    const std::string& tenant, const v1::AckFollowUpsRequest& request) {
-  if (request.ids_size() > kMaxFollowUpsPulled) {
-    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
-                 absl::StrCat("ids: at most ", kMaxFollowUpsPulled, " a call"));
-  }
-  const std::string prefix = FollowUpKeyPrefix(tenant);
-  absl::MutexLock lock(&ack_mu_);
-  rocksdb::WriteBatch batch;
-  int64_t acked = 0;
-  for (int i = 0; i < request.ids_size(); ++i) {
-    if (tenant.empty() || request.ids(i).rfind(prefix, 0) != 0) {
-      return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
-                   absl::StrCat("ids[", i, "]: not a follow-up of tenant ", tenant,
-                                "; nothing was acknowledged"));
-    }
-    std::string present;
-    rocksdb::Status got = store_.Get(kFollowUpsCf, request.ids(i), &present);
-    if (got.IsNotFound()) continue;
-    EONCE_RETURN_IF_ERROR(FromRocks(got, "ack follow-ups"));
-    batch.Delete(store_.cf(kFollowUpsCf), request.ids(i));
-    ++acked;
-  }
-  // Not synced: an acknowledgement a power cut takes back only makes the relay send the
-  // same commands again, which the receivers answer from their records.
-  if (acked > 0) EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "ack follow-ups"));
-  follow_ups_pending_ -= acked;
-  v1::AckFollowUpsResponse response;
-  response.set_acked(acked);
   return response;
 }
 

@@ -142,8 +142,8 @@ TEST_F(InboxSlotsTest, ASlotsRowsAndInboxEntriesMoveAndTheOldCopyIsDropped) {
   auto exported = a_.inbox->ExportSlotData(export_request);
   ASSERT_TRUE(exported.ok()) << exported.status();
   EXPECT_TRUE(exported->next_after().empty());
-  // alice's row, t1's inbox entry and its key's owner; nothing of carol's slot.
-  ASSERT_EQ(exported->rows_size(), 3);
+  // alice's row, t1's inbox entry, its key's owner and its effect; nothing of carol's slot.
+  ASSERT_EQ(exported->rows_size(), 4);
   for (const std::string& bytes : exported->rows()) {
     internal::SlotRow row;
     ASSERT_TRUE(row.ParseFromString(bytes));
@@ -156,7 +156,7 @@ TEST_F(InboxSlotsTest, ASlotsRowsAndInboxEntriesMoveAndTheOldCopyIsDropped) {
   import_request.set_last_slot(slot);
   import_request.set_epoch(2);
   *import_request.mutable_rows() = exported->rows();
-  ASSERT_EQ(b_.inbox->ImportSlotData(import_request)->imported(), 3);
+  ASSERT_EQ(b_.inbox->ImportSlotData(import_request)->imported(), 4);
   // On the new shard: the row, and the command's outcome (a repeat gets it, no effect).
   std::string value;
   ASSERT_TRUE(b_.store->Get(kRowsCf, "alice", &value).ok());
@@ -176,13 +176,69 @@ TEST_F(InboxSlotsTest, ASlotsRowsAndInboxEntriesMoveAndTheOldCopyIsDropped) {
   drop.set_first_slot(slot);
   drop.set_last_slot(slot);
   drop.set_epoch(3);
-  EXPECT_EQ(a_.inbox->DropSlotData(drop)->dropped(), 3);
+  EXPECT_EQ(a_.inbox->DropSlotData(drop)->dropped(), 4);
   EXPECT_EQ(a_.inbox->DropSlotData(drop)->dropped(), 0);
   EXPECT_TRUE(a_.store->Get(kRowsCf, "alice", &value).IsNotFound());
   EXPECT_FALSE(a_.inbox->QueryOutcome("acme", "t1")->applied());
   EXPECT_TRUE(a_.store->Get(kRowsCf, "carol", &value).ok());  // another slot stays
   export_request.set_epoch(3);
   EXPECT_EQ(a_.inbox->ExportSlotData(export_request)->rows_size(), 0);
+}
+
+// The effect and the follow-ups a call wrote are filed under its slot and move with it:
+// the new owner's relay sends the credit a debit owes (the old owner's stops once it
+// handed the slot off), the new owner lists the effect, and a page imported twice writes
+// them once.
+TEST_F(InboxSlotsTest, AnEffectAndItsFollowUpsMoveWithTheirSlotOnce) {
+  const uint32_t slot = SlotOf("acme", "account", "alice");
+  ASSERT_TRUE(Write(*a_.inbox, Sharded(Caller("t1", "alice"), 1), "90", "bob").ok());
+  ASSERT_EQ(a_.inbox->follow_ups_pending(), 1);
+  v1::ExportSlotDataRequest export_request;
+  export_request.set_first_slot(slot);
+  export_request.set_last_slot(slot);
+  export_request.set_epoch(2);
+  auto exported = a_.inbox->ExportSlotData(export_request);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  v1::ImportSlotDataRequest import_request;
+  import_request.set_first_slot(slot);
+  import_request.set_last_slot(slot);
+  import_request.set_epoch(2);
+  *import_request.mutable_rows() = exported->rows();
+  for (int i = 0; i < 2; ++i) {  // a retried page
+    auto imported = b_.inbox->ImportSlotData(import_request);
+    ASSERT_TRUE(imported.ok()) << imported.status();
+  }
+  EXPECT_EQ(b_.inbox->follow_ups_pending(), 1);
+  auto pulled = b_.inbox->PullFollowUps("acme", 10);
+  ASSERT_TRUE(pulled.ok());
+  ASSERT_EQ(pulled->follow_ups_size(), 1);
+  EXPECT_EQ(pulled->follow_ups(0).command().command_id(),
+            Inbox::FollowUpCommandId("acme", "t1", 0));
+  // Handed off: a's relay no longer sends it, a no longer lists the effect.
+  EXPECT_EQ(a_.inbox->PullFollowUps("acme", 10)->follow_ups_size(), 0);
+  EXPECT_EQ(a_.inbox->ListEffects(0, 100)->effects_size(), 0);
+  auto listed = b_.inbox->ListEffects(0, 100);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->effects_size(), 1);
+  EXPECT_EQ(listed->effects(0).command_id(), "t1");
+  EXPECT_EQ(listed->effects(0).slot(), slot);
+
+  v1::DropSlotDataRequest drop;
+  drop.set_first_slot(slot);
+  drop.set_last_slot(slot);
+  drop.set_epoch(3);
+  ASSERT_TRUE(a_.inbox->DropSlotData(drop).ok());
+  EXPECT_EQ(a_.inbox->follow_ups_pending(), 0);
+  // Moved back at a newer epoch: the rows come back, once.
+  export_request.set_epoch(4);
+  auto back = b_.inbox->ExportSlotData(export_request);
+  ASSERT_TRUE(back.ok()) << back.status();
+  import_request.set_epoch(4);
+  *import_request.mutable_rows() = back->rows();
+  ASSERT_TRUE(a_.inbox->ImportSlotData(import_request).ok());
+  EXPECT_EQ(a_.inbox->follow_ups_pending(), 1);
+  EXPECT_EQ(a_.inbox->PullFollowUps("acme", 10)->follow_ups_size(), 1);
+  EXPECT_EQ(a_.inbox->ListEffects(0, 100)->effects_size(), 1);
 }
 
 TEST_F(InboxSlotsTest, AnImportThatWouldOverwriteAnotherSlotsRowIsRefusedWhole) {
@@ -264,10 +320,14 @@ TEST_F(InboxSlotsTest, ExpiredInboxEntriesAreNotExported) {
   export_request.set_epoch(1);
   auto exported = a_.inbox->ExportSlotData(export_request);
   ASSERT_TRUE(exported.ok());
-  ASSERT_EQ(exported->rows_size(), 1);  // the row itself never expires
-  internal::SlotRow row;
-  ASSERT_TRUE(row.ParseFromString(exported->rows(0)));
-  EXPECT_EQ(row.column_family(), kRowsCf);
+  // The row itself and the effect never expire; the inbox entry and key owner did.
+  std::set<std::string> families;
+  for (const std::string& bytes : exported->rows()) {
+    internal::SlotRow row;
+    ASSERT_TRUE(row.ParseFromString(bytes));
+    families.insert(row.column_family());
+  }
+  EXPECT_EQ(families, (std::set<std::string>{kRowsCf, "effects"}));
 }
 
 // An inbox whose durability wait returns at once (a negative control).

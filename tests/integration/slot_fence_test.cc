@@ -72,8 +72,12 @@ class SlotFenceTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (sidecar_ != nullptr) EXPECT_TRUE(sidecar_->Shutdown(1000).ok());
-    if (ledger_ != nullptr) EXPECT_TRUE(ledger_->Shutdown(1000).ok());
+    if (sidecar_ != nullptr) {
+      EXPECT_TRUE(sidecar_->Shutdown(1000).ok());
+    }
+    if (ledger_ != nullptr) {
+      EXPECT_TRUE(ledger_->Shutdown(1000).ok());
+    }
   }
 
   // ExportSlotData of `slot` at `epoch`, straight to the ledger, as a sidecar calls it.

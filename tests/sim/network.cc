@@ -223,12 +223,19 @@ class SimUpstream : public Upstream {
         absl::StatusOr<v1::CallResult> result = Apply(call);
         if (!w_.Alive(kBusiness, target)) return;  // crashed after applying
         const bool conflict = IsKeyConflict(result.status());
-        if ((!result.ok() && !conflict) || w_.Chance(w_.config_.business_link.lose_answer)) {
+        const bool fenced = IsSlotFenced(result.status());
+        if ((!result.ok() && !conflict && !fenced) ||
+            w_.Chance(w_.config_.business_link.lose_answer)) {
           w_.Trace("no answer to forward " + call.command_id);
           return;
         }
         ForwardReply reply;
-        if (conflict) {
+        if (fenced) {
+          // As GrpcUpstream classifies it: the slot moved on, nothing was applied.
+          w_.Trace("slot fenced " + call.command_id);
+          reply.kind = ForwardReply::Kind::kNotApplied;
+          reply.detail = std::string(result.status().message());
+        } else if (conflict) {
           w_.Trace("key conflict " + call.command_id);
           reply.kind = ForwardReply::Kind::kConflict;
           reply.detail = ReasonOf(result.status());
@@ -285,6 +292,8 @@ class SimUpstream : public Upstream {
     id.idempotency_key = call.idempotency_key;
     id.payload_sha256 = call.payload_sha256;
     id.fencing_token = call.fencing_token;
+    id.slot = call.slot;  // the business's per-slot fence meets the sidecar's epoch
+    id.slot_epoch = call.slot_epoch;
     if (size_t slash = call.entity.find('/'); slash != std::string::npos) {
       id.entity_type = call.entity.substr(0, slash);
       id.entity_id = call.entity.substr(slash + 1);
