@@ -255,7 +255,11 @@ absl::Status SidecarServer::StartCoordination(const SidecarServerOptions& option
   }
   ShardCoordinatorOptions coordination;
   coordination.shard = options.shard_id;
-  coordination.address = absl::StrCat(options.listen_address, " (port ", port_, ")");
+  // Informational (movers use the map's addresses): where this process listens.
+  coordination.address = options.listen_address;
+  if (absl::EndsWith(coordination.address, ":0")) {
+    coordination.address.replace(coordination.address.size() - 1, 1, absl::StrCat(port_));
+  }
   coordination.lease_ttl_ms = options.lease_ttl_ms;
   coordinator_ =
       std::make_unique<ShardCoordinator>(*shards_, *store, *lease, clock, coordination);

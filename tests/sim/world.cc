@@ -1,5 +1,6 @@
 // The world's lifecycle: starting and stopping (and crashing) components on their
 // simulated disks, and the run itself: the fault phase, then settling, then the checks.
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -8,8 +9,6 @@
 #include "common/status.h"
 #include "dedupe_sidecar/negative_controls.h"
 #include "tests/sim/world.h"
-
-#include <limits>
 
 namespace eonce::sim::internal {
 
