@@ -128,7 +128,8 @@ struct Moves {
 // paused leader and the partition.
 void Move(ChaosStack& stack, FaultLog& log, std::mt19937_64& rng,
           const std::vector<std::pair<std::string, std::string>>& accounts, Moves& m,
-          int64_t& partition_from_ms, int64_t& partition_to_ms, int64_t lease_ttl_ms) {
+          int64_t& partition_from_ms, int64_t& partition_to_ms,
+          std::unique_ptr<SlotMap>& map_at_cut, int64_t lease_ttl_ms) {
   auto slots = [](uint32_t first, uint32_t last) {
     return absl::StrCat("--slots=", first, "-", last);
   };
@@ -228,6 +229,8 @@ void Move(ChaosStack& stack, FaultLog& log, std::mt19937_64& rng,
   phase("pause");
 
   // The partition: s1 cut off etcd for its lease and 4 s more, while the load goes on.
+  absl::StatusOr<SlotMap> cut_map = stack.ReadMap();  // no move runs until the heal
+  if (cut_map.ok()) map_at_cut = std::make_unique<SlotMap>(*cut_map);
   partition_from_ms = NowMs();
   stack.Partition(true);
   log.Count("sidecar partitioned from etcd (lease lapsed)");
@@ -264,25 +267,24 @@ void Move(ChaosStack& stack, FaultLog& log, std::mt19937_64& rng,
   phase("stop");
 }
 
-// Effect rows shard kPartitionedShard's ledger wrote in [from_ms, to_ms), leaving out rows
-// carried there from another shard (identical there): not its doing.
-int AppliedBetween(const std::vector<ShardReading>& shards, int64_t from_ms, int64_t to_ms) {
-  int applied = 0;
-  for (const v1::Effect& e : shards[kPartitionedShard].effects) {
-    if (e.applied_at_ms() < from_ms || e.applied_at_ms() >= to_ms) continue;
-    bool carried = false;
-    for (size_t s = 0; s < shards.size() && !carried; ++s) {
-      if (static_cast<int>(s) == kPartitionedShard) continue;
-      for (const v1::Effect& other : shards[s].effects) {
-        if (other.command_id() == e.command_id() && other.applied_at_ms() == e.applied_at_ms()) {
-          carried = true;
-          break;
-        }
-      }
+// Effects, on any shard, of the slots shard kPartitionedShard owned in `map`, applied in
+// [from_ms, to_ms). A row a move copied is counted once (its command and time are the
+// original's), and a row imported later for a slot it did not own then does not count.
+int AppliedBetween(const std::vector<ShardReading>& shards, const SlotMap& map,
+                   int64_t from_ms, int64_t to_ms) {
+  const std::string owner = absl::StrCat("s", kPartitionedShard);
+  std::set<std::pair<std::string, int64_t>> applied;
+  for (const ShardReading& shard : shards) {
+    for (const v1::Effect& e : shard.effects) {
+      if (e.applied_at_ms() < from_ms || e.applied_at_ms() >= to_ms) continue;
+      const size_t slash = e.entity().find('/');
+      if (slash == std::string::npos) continue;
+      const uint32_t slot = SlotOf(e.tenant(), e.entity().substr(0, slash),
+                                   e.entity().substr(slash + 1));
+      if (map.OwnerOf(slot) == owner) applied.emplace(e.command_id(), e.applied_at_ms());
     }
-    if (!carried) ++applied;
   }
-  return applied;
+  return static_cast<int>(applied.size());
 }
 
 // `control`: the negative control, whose sidecars leave the accounts behind.
@@ -322,6 +324,7 @@ void RunOnce(uint64_t seed, bool control) {
 
   Moves moves;
   int64_t partition_from_ms = 0, partition_to_ms = 0;
+  std::unique_ptr<SlotMap> map_at_cut;
   std::thread mover([&] {
     std::mt19937_64 rng(seed * 7 + 1);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -331,7 +334,7 @@ void RunOnce(uint64_t seed, bool control) {
         accounts.emplace_back(tenant, absl::StrCat(AccountPrefix(tenant), a));
       }
     }
-    Move(stack, log, rng, accounts, moves, partition_from_ms, partition_to_ms,
+    Move(stack, log, rng, accounts, moves, partition_from_ms, partition_to_ms, map_at_cut,
          options.lease_ttl_ms);
     moving = false;
   });
@@ -423,13 +426,18 @@ void RunOnce(uint64_t seed, bool control) {
   // s1 cannot know it holds its lease from the lease's length after the cut (plus the
   // longest forward and a margin) until the heal: nothing may be applied through it then.
   const int64_t lapsed_ms = partition_from_ms + options.lease_ttl_ms + 2000;
-  const int cut_off = AppliedBetween(shards, lapsed_ms, partition_to_ms);
-  log.Note("sidecar partitioned from etcd (lease lapsed)",
-           absl::StrCat(AppliedBetween(shards, partition_from_ms - 3000, partition_from_ms),
-                        " effects through it in the 3 s before the cut, ", cut_off,
-                        " while cut off past its lease, ",
-                        AppliedBetween(shards, partition_to_ms, partition_to_ms + 3000),
-                        " in the 3 s after the heal"));
+  int cut_off = -1;
+  if (map_at_cut != nullptr) {
+    cut_off = AppliedBetween(shards, *map_at_cut, lapsed_ms, partition_to_ms);
+    log.Note("sidecar partitioned from etcd (lease lapsed)",
+             absl::StrCat(
+                 AppliedBetween(shards, *map_at_cut, partition_from_ms - 3000, partition_from_ms),
+                 " effects of its slots in the 3 s before the cut, ", cut_off,
+                 " while cut off past its lease, ",
+                 AppliedBetween(shards, *map_at_cut, partition_to_ms, partition_to_ms + 3000),
+                 " in the 3 s after the heal"));
+  }
+  EXPECT_NE(map_at_cut, nullptr) << "the map at the cut could not be read";
 
   // Every line starts "chaos run", so that ./eonce faults shows the tables.
   const std::string tag = absl::StrCat("chaos run seed=", seed, " | ");
