@@ -135,6 +135,22 @@ ChaosVerdict CheckChaos(const std::vector<TenantLoad>& loads,
   return verdict;
 }
 
+int EffectsOfSlotsBetween(const std::vector<ShardReading>& shards, const SlotMap& map,
+                          const std::string& shard, int64_t from_ms, int64_t to_ms) {
+  std::set<std::pair<std::string, int64_t>> applied;  // a copied row: same command, same time
+  for (const ShardReading& reading : shards) {
+    for (const v1::Effect& e : reading.effects) {
+      if (e.applied_at_ms() < from_ms || e.applied_at_ms() >= to_ms) continue;
+      const size_t slash = e.entity().find('/');
+      if (slash == std::string::npos) continue;
+      const uint32_t slot =
+          SlotOf(e.tenant(), e.entity().substr(0, slash), e.entity().substr(slash + 1));
+      if (map.OwnerOf(slot) == shard) applied.emplace(e.command_id(), e.applied_at_ms());
+    }
+  }
+  return static_cast<int>(applied.size());
+}
+
 absl::StatusOr<ShardReading> ReadShard(const std::string& shard,
                                        const std::string& ledger_address,
                                        const std::vector<std::string>& accounts) {

@@ -70,6 +70,12 @@ struct ChaosVerdict {
 ChaosVerdict CheckChaos(const std::vector<TenantLoad>& loads,
                         const std::vector<ShardReading>& shards, const SlotMap& final_map);
 
+// How many effects (rows a move copied counted once), on any shard, are of slots `shard`
+// owns in `map` and were applied in [from_ms, to_ms): what went through that shard then,
+// or through another process that wrongly took its slots.
+int EffectsOfSlotsBetween(const std::vector<ShardReading>& shards, const SlotMap& map,
+                          const std::string& shard, int64_t from_ms, int64_t to_ms);
+
 // Reads shard `shard`'s business at `ledger_address` (plaintext loopback, as the eonce
 // component "checker"): every effect row, every one of `accounts` it holds, its totals.
 absl::StatusOr<ShardReading> ReadShard(const std::string& shard,

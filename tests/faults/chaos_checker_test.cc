@@ -150,5 +150,20 @@ TEST_F(ChaosCheckerTest, ACreditSentAndNeverReceivedFailsTheCrossShardBooks) {
   EXPECT_FALSE(Check().ok());
 }
 
+TEST_F(ChaosCheckerTest, EffectsOfAShardsSlotsInAWindowAreCountedOnceWhereverTheyLie) {
+  const std::string owner_of_a = Owner("a") == 0 ? "s0" : "s1";
+  // open-a at 10 and t-1 at 12 are a's; open-b at 11 is b's.
+  EXPECT_EQ(EffectsOfSlotsBetween(shards_, *map_, owner_of_a, 10, 13),
+            Owner("a") == Owner("b") ? 3 : 2);
+  EXPECT_EQ(EffectsOfSlotsBetween(shards_, *map_, owner_of_a, 12, 13), 1);
+  EXPECT_EQ(EffectsOfSlotsBetween(shards_, *map_, owner_of_a, 13, 100), 0);
+  // The same row copied to the other shard is one effect; another shard's slots are not
+  // counted for this one.
+  shards_[1 - Owner("a")].effects.push_back(shards_[Owner("a")].effects.back());
+  EXPECT_EQ(EffectsOfSlotsBetween(shards_, *map_, owner_of_a, 12, 13), 1);
+  EXPECT_EQ(EffectsOfSlotsBetween(shards_, *map_, owner_of_a == "s0" ? "s1" : "s0", 12, 13),
+            0);
+}
+
 }  // namespace
 }  // namespace eonce::testing

@@ -267,26 +267,6 @@ void Move(ChaosStack& stack, FaultLog& log, std::mt19937_64& rng,
   phase("stop");
 }
 
-// Effects, on any shard, of the slots shard kPartitionedShard owned in `map`, applied in
-// [from_ms, to_ms). A row a move copied is counted once (its command and time are the
-// original's), and a row imported later for a slot it did not own then does not count.
-int AppliedBetween(const std::vector<ShardReading>& shards, const SlotMap& map,
-                   int64_t from_ms, int64_t to_ms) {
-  const std::string owner = absl::StrCat("s", kPartitionedShard);
-  std::set<std::pair<std::string, int64_t>> applied;
-  for (const ShardReading& shard : shards) {
-    for (const v1::Effect& e : shard.effects) {
-      if (e.applied_at_ms() < from_ms || e.applied_at_ms() >= to_ms) continue;
-      const size_t slash = e.entity().find('/');
-      if (slash == std::string::npos) continue;
-      const uint32_t slot = SlotOf(e.tenant(), e.entity().substr(0, slash),
-                                   e.entity().substr(slash + 1));
-      if (map.OwnerOf(slot) == owner) applied.emplace(e.command_id(), e.applied_at_ms());
-    }
-  }
-  return static_cast<int>(applied.size());
-}
-
 // `control`: the negative control, whose sidecars leave the accounts behind.
 void RunOnce(uint64_t seed, bool control) {
   SCOPED_TRACE(absl::StrCat("seed ", seed, control ? " (negative control)" : ""));
@@ -428,13 +408,13 @@ void RunOnce(uint64_t seed, bool control) {
   const int64_t lapsed_ms = partition_from_ms + options.lease_ttl_ms + 2000;
   int cut_off = -1;
   if (map_at_cut != nullptr) {
-    cut_off = AppliedBetween(shards, *map_at_cut, lapsed_ms, partition_to_ms);
+    cut_off = EffectsOfSlotsBetween(shards, *map_at_cut, absl::StrCat("s", kPartitionedShard), lapsed_ms, partition_to_ms);
     log.Note("sidecar partitioned from etcd (lease lapsed)",
              absl::StrCat(
-                 AppliedBetween(shards, *map_at_cut, partition_from_ms - 3000, partition_from_ms),
+                 EffectsOfSlotsBetween(shards, *map_at_cut, absl::StrCat("s", kPartitionedShard), partition_from_ms - 3000, partition_from_ms),
                  " effects of its slots in the 3 s before the cut, ", cut_off,
                  " while cut off past its lease, ",
-                 AppliedBetween(shards, *map_at_cut, partition_to_ms, partition_to_ms + 3000),
+                 EffectsOfSlotsBetween(shards, *map_at_cut, absl::StrCat("s", kPartitionedShard), partition_to_ms, partition_to_ms + 3000),
                  " in the 3 s after the heal"));
   }
   EXPECT_NE(map_at_cut, nullptr) << "the map at the cut could not be read";
