@@ -179,7 +179,8 @@ FaultProxy* FaultStack::proxy_to(Component component) {
   return nullptr;
 }
 
-LoadClient::LoadClient(std::string agent_address) : address_(std::move(agent_address)) {}
+LoadClient::LoadClient(std::string agent_address, std::string account_prefix)
+    : address_(std::move(agent_address)), account_prefix_(std::move(account_prefix)) {}
 
 bool LoadClient::Enqueue(v1::Agent::Stub& stub, const v1::Command& command, int64_t give_up_ms) {
   int64_t deadline = NowMs() + give_up_ms;
@@ -208,7 +209,7 @@ bool LoadClient::Enqueue(v1::Agent::Stub& stub, const v1::Command& command, int6
 }
 
 int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int threads, uint64_t seed,
-                        int64_t give_up_ms) {
+                        int64_t give_up_ms, const std::string& transfer_prefix) {
   std::atomic<int64_t> failed{0};
   auto channel = Channel(address_);
   auto command = [](const std::string& id, const std::string& method,
@@ -230,7 +231,7 @@ int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int thread
     auto stub = v1::Agent::NewStub(channel);
     for (int i = t; i < accounts; i += threads) {
       ledger::v1::OpenAccountRequest open;
-      open.set_id(absl::StrCat("acct", i));
+      open.set_id(absl::StrCat(account_prefix_, i));
       open.set_initial_balance(initial);
       if (!Enqueue(*stub,
                    command(absl::StrCat("open-", i), "/eonce.ledger.v1.Ledger/OpenAccount", open,
@@ -247,12 +248,12 @@ int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int thread
       ledger::v1::TransferRequest transfer;
       int from = static_cast<int>(rng() % accounts);
       int to = (from + 1 + static_cast<int>(rng() % (accounts - 1))) % accounts;
-      transfer.set_from(absl::StrCat("acct", from));
-      transfer.set_to(absl::StrCat("acct", to));
+      transfer.set_from(absl::StrCat(account_prefix_, from));
+      transfer.set_to(absl::StrCat(account_prefix_, to));
       transfer.set_amount(1 + static_cast<int64_t>(rng() % (initial / 4)));
       if (!Enqueue(*stub,
-                   command(absl::StrCat("t-", i), "/eonce.ledger.v1.Ledger/Transfer", transfer,
-                           transfer.from()),
+                   command(absl::StrCat(transfer_prefix, i), "/eonce.ledger.v1.Ledger/Transfer",
+                           transfer, transfer.from()),
                    give_up_ms)) {
         failed++;
       }

@@ -91,13 +91,16 @@ class FaultStack {
 // same key, same payload) until the agent has it durably, as a real producer would.
 class LoadClient {
  public:
-  explicit LoadClient(std::string agent_address);
+  // Accounts are named <account_prefix><n>: two producers of two tenants keep theirs apart.
+  explicit LoadClient(std::string agent_address, std::string account_prefix = "acct");
 
   // Opens `accounts` accounts with `initial` each, then enqueues `transfers` transfers
   // between them (seeded), on `threads` threads. Each command is retried for up to
-  // `give_up_ms`. Returns how many could not be enqueued.
+  // `give_up_ms`. Returns how many could not be enqueued. Transfers are named
+  // <transfer_prefix><n>: a producer that runs again with another prefix adds new ones
+  // (and sends the same openings again, as duplicates).
   int64_t Run(int accounts, int64_t initial, int transfers, int threads, uint64_t seed,
-              int64_t give_up_ms = 60'000);
+              int64_t give_up_ms = 60'000, const std::string& transfer_prefix = "t-");
 
   // The ids the agent acknowledged.
   std::set<std::string> acked() const;
@@ -105,6 +108,7 @@ class LoadClient {
  private:
   bool Enqueue(v1::Agent::Stub& stub, const v1::Command& command, int64_t give_up_ms);
   std::string address_;
+  std::string account_prefix_;
   mutable absl::Mutex mu_;
   std::set<std::string> acked_ ABSL_GUARDED_BY(mu_);
 };
