@@ -170,6 +170,33 @@ absl::StatusOr<uint64_t> ShardGate::Adopt(const SlotMap& map, int64_t drain_time
   return map_->epoch();
 }
 
+void ShardGate::SetStoreReader(std::function<absl::StatusOr<SlotMap>()> read_store) {
+  absl::MutexLock lock(&reader_mu_);
+  read_store_ = std::move(read_store);
+}
+
+absl::StatusOr<uint64_t> ShardGate::AdoptFromStore(uint64_t pushed_epoch,
+                                                   int64_t drain_timeout_ms) {
+  std::function<absl::StatusOr<SlotMap>()> read;
+  {
+    absl::MutexLock lock(&reader_mu_);
+    read = read_store_;
+  }
+  if (!read) {
+    return Error(absl::StatusCode::kFailedPrecondition, "NOT_IN_STORE",
+                 absl::StrCat("shard ", shard_, " has no coordination store to check a pushed map "
+                              "against"));
+  }
+  EONCE_ASSIGN_OR_RETURN(SlotMap current, read());
+  if (current.epoch() < pushed_epoch) {
+    return Error(absl::StatusCode::kFailedPrecondition, "NOT_IN_STORE",
+                 absl::StrCat("the map pushed at epoch ", pushed_epoch,
+                              " is not in the coordination store, which holds epoch ",
+                              current.epoch(), "; a map is adopted only from the store"));
+  }
+  return Adopt(current, drain_timeout_ms);
+}
+
 namespace {
 
 absl::Status CheckRange(uint32_t first, uint32_t last) {

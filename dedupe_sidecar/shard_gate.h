@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -103,6 +104,17 @@ class ShardGate {
   // stays adopted). Returns the epoch held.
   absl::StatusOr<uint64_t> Adopt(const SlotMap& map, int64_t drain_timeout_ms);
 
+  // Where a pushed map is checked: the coordination store's current map. Set once, before
+  // the sidecar serves (the coordinator does).
+  void SetStoreReader(std::function<absl::StatusOr<SlotMap>()> read_store);
+  // A mover's push (AdoptSlotMap) of the map at `pushed_epoch`: the pushed contents are
+  // never taken on their word (a stale or forged map would make two owners, or, with a
+  // huge epoch, refuse every real map after it). The store's current map is adopted
+  // instead, as by Adopt, when its epoch is at least `pushed_epoch`; FAILED_PRECONDITION
+  // NOT_IN_STORE when the store holds an older one, and the store's error (UNAVAILABLE)
+  // when it cannot be read.
+  absl::StatusOr<uint64_t> AdoptFromStore(uint64_t pushed_epoch, int64_t drain_timeout_ms);
+
   // The conditions of a move's steps over slots [first, last] (FAILED_PRECONDITION
   // otherwise): an export needs them moving away from this shard with no work left on them
   // (SLOTS_NOT_MOVING_FROM_HERE, DRAINING_SLOTS); an import needs them moving here and not
@@ -139,6 +151,8 @@ class ShardGate {
   // One adoption at a time (each writes the kept file); shared by the imports and drops
   // that write meanwhile.
   absl::Mutex adopt_mu_;
+  absl::Mutex reader_mu_;
+  std::function<absl::StatusOr<SlotMap>()> read_store_ ABSL_GUARDED_BY(reader_mu_);
   mutable absl::Mutex mu_;
   std::shared_ptr<const SlotMap> map_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> in_flight_ ABSL_GUARDED_BY(mu_);

@@ -328,7 +328,9 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
         [request](ShardGate& shards, v1::AdoptSlotMapResponse* out) -> absl::Status {
           absl::StatusOr<SlotMap> map = SlotMap::FromProto(request->map());
           if (!map.ok()) return map.status();
-          absl::StatusOr<uint64_t> held = shards.Adopt(*map, request->drain_timeout_ms());
+          // The push says which epoch to reach; the map itself comes from the store.
+          absl::StatusOr<uint64_t> held =
+              shards.AdoptFromStore(map->epoch(), request->drain_timeout_ms());
           if (held.ok()) out->set_epoch(*held);
           return held.status();
         });

@@ -263,6 +263,7 @@ absl::Status SidecarServer::StartCoordination(const SidecarServerOptions& option
     coordination.address.replace(coordination.address.size() - 1, 1, absl::StrCat(port_));
   }
   coordination.lease_ttl_ms = options.lease_ttl_ms;
+  shards_->SetStoreReader([store] { return store->Read(); });
   coordinator_ =
       std::make_unique<ShardCoordinator>(*shards_, *store, *lease, clock, coordination);
   coordinator_->Start();

@@ -203,14 +203,49 @@ TEST_F(ShardTest, EverySidecarServesTheMapItHolds) {
 TEST_F(ShardTest, OnlyAPlatformOperatorMayChangeTheMap) {
   absl::StatusOr<SlotMap> frozen = BeginMove(*map_, 0, 9, "s1");
   ASSERT_TRUE(frozen.ok());
-  absl::Status tenant_operator = Adopt(shards_[0], *frozen, "ops");
+  absl::StatusOr<SlotMap> stored = store_.CompareAndSwap(map_->epoch(), *frozen);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  absl::Status tenant_operator = Adopt(shards_[0], *stored, "ops");
   EXPECT_EQ(tenant_operator.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(ReasonOf(tenant_operator), "PLATFORM_OPERATOR_REQUIRED");
+  ASSERT_TRUE(Adopt(shards_[0], *stored, "root").ok());
+  EXPECT_EQ(shards_[0].sidecar->shards()->map()->epoch(), stored->epoch());
+  // An older map pushed changes nothing: the store's current map stays held.
+  EXPECT_TRUE(Adopt(shards_[0], *map_, "root").ok());
+  EXPECT_EQ(shards_[0].sidecar->shards()->map()->epoch(), stored->epoch());
+}
+
+// A pushed map is only a hint of the epoch to reach: a map the store does not hold (a
+// stale tool's, a forged one, one with a huge epoch) is never adopted, and the contents
+// adopted are the store's, whatever the push said.
+TEST_F(ShardTest, APushedMapIsAdoptedOnlyAsTheStoreHoldsIt) {
+  // A map one step ahead that no mover wrote: s0 would give slots 0-9 to s1.
+  absl::StatusOr<SlotMap> unwritten = BeginMove(*map_, 0, 9, "s1");
+  ASSERT_TRUE(unwritten.ok());
+  absl::Status refused = Adopt(shards_[0], *unwritten, "root");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_EQ(ReasonOf(refused), "NOT_IN_STORE");
   EXPECT_EQ(shards_[0].sidecar->shards()->map()->epoch(), map_->epoch());
-  ASSERT_TRUE(Adopt(shards_[0], *frozen, "root").ok());
-  EXPECT_EQ(shards_[0].sidecar->shards()->map()->epoch(), map_->epoch() + 1);
-  // An older map is refused.
-  EXPECT_EQ(ReasonOf(Adopt(shards_[0], *map_, "root")), "STALE_EPOCH");
+  // A huge epoch would have shut every later real map out.
+  v1::SlotMap huge = unwritten->proto();
+  huge.set_epoch(1'000'000);
+  absl::StatusOr<SlotMap> forged = SlotMap::FromProto(huge);
+  ASSERT_TRUE(forged.ok());
+  EXPECT_EQ(ReasonOf(Adopt(shards_[0], *forged, "root")), "NOT_IN_STORE");
+  // The store moves on; a push naming that epoch with other contents (slots 0-9 to s1
+  // flipped, which the store never said) brings the store's contents.
+  absl::StatusOr<SlotMap> stored = store_.CompareAndSwap(map_->epoch(), *unwritten);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  absl::StatusOr<SlotMap> flipped = FinishMove(*stored, 0, 9);
+  ASSERT_TRUE(flipped.ok());
+  v1::SlotMap other = flipped->proto();
+  other.set_epoch(stored->epoch());
+  absl::StatusOr<SlotMap> lie = SlotMap::FromProto(other);
+  ASSERT_TRUE(lie.ok());
+  ASSERT_TRUE(Adopt(shards_[0], *lie, "root").ok());
+  std::shared_ptr<const SlotMap> held = shards_[0].sidecar->shards()->map();
+  EXPECT_EQ(held->proto().SerializeAsString(), stored->proto().SerializeAsString());
+  EXPECT_EQ(held->OwnerOf(0), "s0");
 }
 
 TEST_F(ShardTest, TheAgentSendsEachCommandToItsSlotsOwnerAndFollowsAMove) {
@@ -246,10 +281,15 @@ TEST_F(ShardTest, TheAgentSendsEachCommandToItsSlotsOwnerAndFollowsAMove) {
   // copy yet); the agent still holds the first map.
   const std::string moved = AccountOn(0, 1000);
   const uint32_t slot = SlotOf(kTenant, "account", moved);
+  // Each step is written to the store, then pushed (a push only names the epoch to reach).
   absl::StatusOr<SlotMap> frozen = BeginMove(*map_, slot, slot, "s1");
   ASSERT_TRUE(frozen.ok());
+  frozen = store_.CompareAndSwap(map_->epoch(), *frozen);
+  ASSERT_TRUE(frozen.ok()) << frozen.status();
   absl::StatusOr<SlotMap> flipped = FinishMove(*frozen, slot, slot);
   ASSERT_TRUE(flipped.ok());
+  flipped = store_.CompareAndSwap(frozen->epoch(), *flipped);
+  ASSERT_TRUE(flipped.ok()) << flipped.status();
   for (const SlotMap* step : {&*frozen, &*flipped}) {
     for (Shard& shard : shards_) ASSERT_TRUE(Adopt(shard, *step, "root").ok());
   }
