@@ -28,6 +28,7 @@ class Move {
                      "the store holds no slot map yet: seed it first (eonce reshard seed)");
       }
       map_ = std::make_unique<SlotMap>(std::move(*read));
+      if (report_.lost_races == 0) EONCE_RETURN_IF_ERROR(StoreNotBehindShards());
       absl::StatusOr<MoveReport> result = o_.abort ? RollBack() : Forward();
       if (result.ok() || !LostTheMap()) return result;
       if (++report_.lost_races > o_.max_lost_races) {
@@ -179,6 +180,25 @@ class Move {
   }
 
   // Whether the store's map moved on from the one this attempt worked under.
+  // A store whose map is older than one a shard holds went back in time (restored from a
+  // snapshot, or a survivor forced into a new cluster): a step written on it would carry
+  // an epoch the shards have already passed, and could bring back contents they moved on
+  // from. Every shard that answers is asked; one that does not cannot be checked.
+  absl::Status StoreNotBehindShards() {
+    for (const v1::ShardInfo& shard : map_->proto().shards()) {
+      absl::StatusOr<v1::SlotMap> held = Admin(shard.id()).Held();
+      if (held.ok() && held->epoch() > map_->epoch()) {
+        return Error(absl::StatusCode::kFailedPrecondition, "STORE_BEHIND_SHARDS",
+                     absl::StrCat("shard ", shard.id(), " holds epoch ", held->epoch(),
+                                  " but the store's map is at ", map_->epoch(),
+                                  ": the store went back (a restore?); raise its revision past ",
+                                  held->epoch(), " and seed the newest map the shards hold "
+                                  "(docs/operations.md, restoring etcd)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   bool LostTheMap() {
     absl::StatusOr<SlotMap> now = store_.Read();
     return now.ok() && now->epoch() != map_->epoch();

@@ -204,6 +204,22 @@ TEST_F(MoverTest, MovesTheRunAndItsRowsWithOneCompareAndSwapPerStep) {
   EXPECT_EQ(report->outcome, "already there");
 }
 
+// A store restored from an older snapshot holds an older map than the shards do: a step
+// written there would take an epoch the shards passed, with contents they moved on from.
+// The move refuses before it writes anything.
+TEST_F(MoverTest, AStoreBehindTheShardsIsRefusedBeforeAnyWrite) {
+  ASSERT_TRUE(MoveSlots(Options(), store_, admins_, clock_).ok());
+  MemoryMapStore restored{clock_};
+  ASSERT_TRUE(SeedSlotMap(restored, *SlotMap::Even(infos_)).ok());
+  MoveOptions back = Options();
+  back.to = "f";
+  absl::StatusOr<MoveReport> report = MoveSlots(back, restored, admins_, clock_);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition) << report.status();
+  EXPECT_EQ(ReasonOf(report.status()), "STORE_BEHIND_SHARDS") << report.status();
+  EXPECT_EQ(restored.map_writes(), 1);  // the seed only
+}
+
 TEST_F(MoverTest, ResumesFromTheStoreAfterStoppingAtEachStep) {
   for (const char* step : {"freeze", "copy", "flip", "drop"}) {
     MoveOptions o = Options();
