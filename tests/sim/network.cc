@@ -44,7 +44,7 @@ class SimSidecarClient : public SidecarClient {
  public:
   explicit SimSidecarClient(World& w) : w_(w), answers_(w.loop_) {
     if (w_.options_.shards) {
-      absl::StatusOr<SlotMap> map = ReadSlotMapFile(w_.slot_map_file());
+      absl::StatusOr<SlotMap> map = w_.coord_->Read();
       if (map.ok()) map_ = std::make_shared<const SlotMap>(std::move(*map));
     }
   }
@@ -145,7 +145,7 @@ class SimSidecarClient : public SidecarClient {
         node, "submit " + command.command_id(), finish,
         [this, node, caller,
          command](std::function<void(absl::StatusOr<v1::SubmitResponse>)> answer) {
-          w_.sidecars_[ShardOfNode(node)].deduper->Submit(caller, command, answer);
+          w_.SubmitTo(ShardOfNode(node), caller, command, std::move(answer));
         });
   }
 
@@ -179,10 +179,18 @@ class SimSidecarClient : public SidecarClient {
 
 class SimUpstream : public Upstream {
  public:
-  SimUpstream(World& w, int node) : w_(w), node_(node), replies_(w.loop_) {}
+  SimUpstream(World& w, int node)
+      : w_(w), node_(node), shard_(ShardOfNode(node)), business_(BusinessNode(shard_)),
+        replies_(w.loop_) {}
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override {
     w_.ForwardIssued(call.tenant, call.command_id, node_);
+    // The slot's epoch as the sidecar let the command in: what the forward carries.
+    uint64_t epoch = 0;
+    if (auto it = w_.admitted_epoch_[shard_].find(call.command_id);
+        it != w_.admitted_epoch_[shard_].end()) {
+      epoch = it->second;
+    }
     auto state = std::make_shared<bool>(false);
     int caller = w_.node(node_).up ? w_.node(node_).incarnation : -1;
     auto finish = [this, state, caller, done, tenant = call.tenant,
@@ -203,7 +211,7 @@ class SimUpstream : public Upstream {
       finish(reply);
     });
     const LinkFaults& link = w_.config_.business_link;
-    if (!w_.node(kBusiness).up) {
+    if (!w_.node(business_).up) {
       w_.loop_.After(1, [finish] {
         ForwardReply reply;
         reply.kind = ForwardReply::Kind::kNotApplied;
@@ -218,11 +226,32 @@ class SimUpstream : public Upstream {
         w_.Trace("net drop forward " + call.command_id);
         continue;
       }
-      int target = w_.node(kBusiness).incarnation;
-      w_.loop_.After(w_.Delay(link), [this, call, finish, target] {
-        if (!w_.Alive(kBusiness, target)) return;
+      int target = w_.node(business_).incarnation;
+      // A late forward reaches the business after the sidecar gave up on it (its deadline
+      // passed, and it may have asked for the outcome, or the slot moved, meanwhile).
+      int64_t delay = w_.Delay(link);
+      if (w_.Chance(w_.config_.late_forward)) {
+        delay = call.deadline_ms - w_.clock_.NowMs() + 1 +
+                static_cast<int64_t>(w_.net_random_.Uniform(3'000));
+        w_.Trace("late forward " + call.command_id);
+      }
+      w_.loop_.After(delay, [this, call, finish, target, epoch] {
+        if (!w_.Alive(business_, target)) return;
+        if (absl::Status fenced = w_.options_.shards ? Fence(call, epoch) : absl::OkStatus();
+            !fenced.ok()) {
+          // Nothing applied: the sidecar hears a refusal that says so (eonce-not-applied).
+          w_.Trace(absl::StrCat("fenced ", call.command_id, " at epoch ", epoch));
+          w_.result_->fenced++;
+          ForwardReply reply;
+          reply.kind = ForwardReply::Kind::kNotApplied;
+          reply.detail = std::string(fenced.message());
+          w_.loop_.After(w_.Delay(w_.config_.business_link), [this, finish, reply] {
+            replies_.Add([finish, reply] { finish(reply); });
+          });
+          return;
+        }
         absl::StatusOr<v1::CallResult> result = Apply(call);
-        if (!w_.Alive(kBusiness, target)) return;  // crashed after applying
+        if (!w_.Alive(business_, target)) return;  // crashed after applying
         const bool conflict = IsKeyConflict(result.status());
         if ((!result.ok() && !conflict) || w_.Chance(w_.config_.business_link.lose_answer)) {
           w_.Trace("no answer to forward " + call.command_id);
@@ -239,11 +268,17 @@ class SimUpstream : public Upstream {
           reply.result = *result;
           // What the real business says in its `eonce-inbox` trailer; the negative
           // control makes a legacy business claim it too.
-          reply.inbox_kept = !w_.inbox_->legacy_mode() || w_.options_.legacy_claims_inbox;
+          reply.inbox_kept =
+              !w_.inbox(shard_).legacy_mode() || w_.options_.legacy_claims_inbox;
         }
         // The sidecar hears them as GrpcUpstream hands over a batch call's answers: the
-        // Deduper then writes their outcome records together.
-        w_.loop_.After(w_.Delay(w_.config_.business_link), [this, finish, reply] {
+        // Deduper then writes their outcome records together. A slow disk holds the
+        // answer until its sync is done.
+        const int64_t sync_ms = w_.faults_active_ && w_.options_.shards
+                                    ? static_cast<int64_t>(w_.net_random_.Uniform(
+                                          w_.config_.slow_sync_ms[shard_] + 1))
+                                    : 0;
+        w_.loop_.After(sync_ms + w_.Delay(w_.config_.business_link), [this, finish, reply] {
           replies_.Add([finish, reply] { finish(reply); });
         });
       });
@@ -263,21 +298,32 @@ class SimUpstream : public Upstream {
       done(std::move(r));
     };
     w_.loop_.At(deadline_ms, [finish] { finish(absl::DeadlineExceededError("deadline")); });
-    if (!w_.node(kBusiness).up) {
+    if (!w_.node(business_).up) {
       w_.loop_.After(1, [finish] { finish(absl::UnavailableError("connection refused")); });
       return;
     }
-    int target = w_.node(kBusiness).incarnation;
+    int target = w_.node(business_).incarnation;
     w_.loop_.After(w_.Delay(w_.config_.business_link), [this, tenant, command_id, finish, target] {
-      if (!w_.Alive(kBusiness, target)) return;
-      auto outcome = w_.inbox_->QueryOutcome(tenant, command_id);
+      if (!w_.Alive(business_, target)) return;
+      auto outcome = w_.inbox(shard_).QueryOutcome(tenant, command_id);
       w_.loop_.After(w_.Delay(w_.config_.business_link), [finish, outcome] { finish(outcome); });
     });
   }
 
-  bool Reachable() override { return w_.node(kBusiness).up; }
+  bool Reachable() override { return w_.node(business_).up; }
 
  private:
+  // The business's per-slot fence, checked where the effect commits (the simulation runs
+  // the check and the write in one step, as the inbox does under the slot's lock).
+  absl::Status Fence(const ForwardCall& call, uint64_t epoch) {
+    if (w_.options_.no_business_fence) return absl::OkStatus();  // the negative control
+    const size_t slash = call.entity.find('/');
+    if (slash == std::string::npos) return absl::OkStatus();
+    const uint32_t slot =
+        SlotOf(call.tenant, call.entity.substr(0, slash), call.entity.substr(slash + 1));
+    return w_.CheckFence(shard_, slot, epoch);
+  }
+
   absl::StatusOr<v1::CallResult> Apply(const ForwardCall& call) {
     CallIdentity id;
     id.command_id = call.command_id;
@@ -293,15 +339,22 @@ class SimUpstream : public Upstream {
     if (call.method == kOpen) {
       ledger::v1::OpenAccountRequest request;
       request.ParseFromString(call.request);
-      return w_.ledger_->OpenAccount(id, request);
+      return w_.ledger(shard_).OpenAccount(id, request);
+    }
+    if (call.method == kCredit) {
+      ledger::v1::CreditRequest request;
+      request.ParseFromString(call.request);
+      return w_.ledger(shard_).Credit(id, request);
     }
     ledger::v1::TransferRequest request;
     request.ParseFromString(call.request);
-    return w_.ledger_->Transfer(id, request);
+    return w_.ledger(shard_).Transfer(id, request);
   }
 
   World& w_;
   const int node_;  // the sidecar that forwards through this
+  const int shard_;
+  const int business_;  // the business it forwards to
   DeliveredTogether replies_;  // the business's answers to the sidecar
 };
 

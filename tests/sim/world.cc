@@ -92,6 +92,14 @@ absl::Status World::StartSidecar(int shard) {
     // simulated disk, as the real sidecar's is, so a crash keeps it).
     EONCE_ASSIGN_OR_RETURN(sc.gate, ShardGate::Open(absl::StrCat("s", shard), slot_map_file(),
                                                     nodes_[node].dir + "/kept_slot_map.json"));
+    // A new process has no lease: it takes one, and adopts the store's map, on its first
+    // coordination tick, and serves nothing before.
+    sc.lease = std::make_unique<SimShardLease>(*coord_, *sidecar_clocks_[shard],
+                                               [this, shard] { return !StorePartitioned(shard); });
+    lease_incarnation_[shard] = nodes_[node].incarnation;
+    loop_.After(0, [this, shard, incarnation = nodes_[node].incarnation] {
+      if (Alive(SidecarNode(shard), incarnation)) CoordTick(shard);
+    });
   }
   DeduperOptions options;
   options.lease_ms = 2'500;
@@ -110,6 +118,8 @@ void World::StopSidecar(int shard) {
   Sidecar& sc = sidecars_[shard];
   sc.deduper.reset();
   sc.claims.reset();  // a crash forgets every claim
+  // A crash does not give the lease back: the store lets it go once its TTL ran out.
+  sc.lease.reset();
   // A dead process's calls still in the event loop hold passes of its gate: it is kept
   // until the world ends, so that they release into it and not into freed memory.
   if (sc.gate != nullptr) retired_gates_.push_back(std::move(sc.gate));
@@ -121,28 +131,38 @@ void World::StopSidecar(int shard) {
   sc.filters.reset();
 }
 
-absl::Status World::StartBusiness() {
+absl::Status World::StartBusiness(int shard) {
+  Business& b = businesses_[shard];
+  const int node = BusinessNode(shard);
   auto families = LedgerCore::ColumnFamilies();
   for (auto& f : Inbox::ColumnFamilies(clock_)) families.push_back(f);
-  EONCE_ASSIGN_OR_RETURN(business_rocks_, RocksStore::Open(nodes_[kBusiness].dir, families,
-                                                         Inbox::StoreOptionsFor(Store(kBusiness))));
-  inbox_ = std::make_unique<Inbox>(*business_rocks_, clock_, config_.legacy,
-                                   nodes_[kBusiness].faults.get());
-  ledger_ = std::make_unique<LedgerCore>(*business_rocks_, *inbox_);
+  EONCE_ASSIGN_OR_RETURN(b.rocks, RocksStore::Open(nodes_[node].dir, families,
+                                                   Inbox::StoreOptionsFor(Store(node))));
+  b.inbox = std::make_unique<Inbox>(*b.rocks, clock_, config_.legacy, nodes_[node].faults.get());
+  LedgerOptions ledger_options;
+  ledger_options.cross_slot_credits = options_.shards;
+  b.ledger = std::make_unique<LedgerCore>(*b.rocks, *b.inbox, ledger_options);
   return absl::OkStatus();
 }
 
-void World::StopBusiness() {
-  ledger_.reset();
-  inbox_.reset();
-  if (business_rocks_ != nullptr) business_rocks_->CloseWithoutFlush();
-  business_rocks_.reset();
+void World::StopBusiness(int shard) {
+  Business& b = businesses_[shard];
+  b.ledger.reset();
+  b.inbox.reset();
+  if (b.rocks != nullptr) b.rocks->CloseWithoutFlush();
+  b.rocks.reset();
 }
 
 void World::Run() {
   start_ms_ = clock_.NowMs();
   if (options_.shards) {
-    if (absl::Status written = WriteFirstSlotMap(); !written.ok()) {
+    coord_ = std::make_unique<SimCoord>(clock_, options_.cas_ignores_epoch);
+    mover_store_ = std::make_unique<SimMapStore>(*coord_, [] { return true; });
+    for (int shard = 0; shard < 2; ++shard) {
+      sidecar_clocks_[shard] = std::make_unique<NodeClock>(clock_, config_.clock_offset_ms[shard],
+                                                           config_.clock_drift[shard]);
+    }
+    if (absl::Status written = SeedSlotMap(); !written.ok()) {
       Violation(absl::StrCat("no slot map: ", written.message()));
       return;
     }
@@ -154,7 +174,9 @@ void World::Run() {
   for (int i = 0; i < 3; ++i) Start(i);
   if (options_.shards) {
     Start(kSidecar2);
+    Start(kBusiness2);
     ScheduleMoves();
+    loop_.After(0, [this] { RelayTick(); });
   }
   int total = config_.accounts + config_.transfers;
   for (int i = 0; i < total; ++i) commands_.push_back(MakeCommand(i));
@@ -183,18 +205,22 @@ void World::Run() {
     });
   }
   loop_.After(0, [this] { AgentTick(); });
-  loop_.After(kFaultPhaseMs, [this] {
+  loop_.After(config_.fault_phase_ms, [this] {
     faults_active_ = false;
     Trace("faults stop");
   });
 
   // Acks published while the session is revoked are stale answers applied.
-  int64_t fault_end = start_ms_ + kFaultPhaseMs;
+  int64_t fault_end = start_ms_ + config_.fault_phase_ms;
   int64_t bound = fault_end + kSettleBoundMs;
   bool settled = false;
+  int64_t last_settle_check_ms = -1;
   while (loop_.steps() < kMaxEvents && loop_.Step()) {
     if (clock_.NowMs() > bound) break;
-    if (!faults_active_ && Settled()) {
+    // Once per simulated millisecond: the check reads every command's record.
+    if (!faults_active_ && clock_.NowMs() != last_settle_check_ms) {
+      last_settle_check_ms = clock_.NowMs();
+      if (!Settled()) continue;
       settled = true;
       break;
     }
@@ -205,11 +231,14 @@ void World::Run() {
   if (!settled) {
     Violation(absl::StrCat("liveness: not settled ", kSettleBoundMs, " ms after the faults stopped"));
   }
-  if (nodes_[kAgent].up && nodes_[kBusiness].up) Check();
+  if (nodes_[kAgent].up && nodes_[kBusiness].up && (!options_.shards || nodes_[kBusiness2].up)) {
+    Check();
+  }
   for (const Move& move : moves_) {
     result_->move_attempts += move.attempts;
-    result_->moves += move.done;
+    result_->moves += move.moved;
   }
+  result_->credits = static_cast<int64_t>(relayed_.size());
   result_->trace_hash = trace_hash_;
 }
 
