@@ -36,6 +36,15 @@ inline constexpr char kFencingTokenHeader[] = "eonce-fencing-token";
 // The command's entity, "<type>/<id>": a business that keeps an inbox files the call's
 // entry under the entity's slot, so that the entry moves with the slot.
 inline constexpr char kEntityHeader[] = "eonce-entity";
+// From a sharded sidecar: the command's slot and the epoch of the slot map it was admitted
+// by, in decimal. A business built on services/inbox refuses the write when the slot's
+// fence is above the epoch (FAILED_PRECONDITION SLOT_FENCED: the slot has moved on, and
+// nothing was applied). An unsharded sidecar sends neither.
+inline constexpr char kSlotHeader[] = "eonce-slot";
+inline constexpr char kSlotEpochHeader[] = "eonce-slot-epoch";
+// A business's refusal of a write whose slot epoch is below the slot's fence; proves
+// that nothing was applied.
+inline constexpr char kSlotFencedReason[] = "SLOT_FENCED";
 inline constexpr char kCredentialEpochHeader[] = "eonce-credential-epoch";
 // The command's payload hash (SHA-256 of method and request), in hex: a business that
 // keeps an inbox compares it when a key comes back.

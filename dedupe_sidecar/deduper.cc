@@ -343,10 +343,16 @@ void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token, bool 
   call.tenant = ctx->caller.tenant;
   call.actor = ctx->actor;
   call.payload_sha256 = ctx->command.payload_hash().sha256();
-  // Sharded only: the business then files the call's inbox entry under the entity's slot
-  // (to move with it); unsharded, that would be work for nothing.
-  if (shards_ != nullptr && !ctx->command.entity().type().empty()) {
+  // Whenever it is known, sharded or not: the business files the call's inbox entry under
+  // the entity's slot, so that an entry written before the deployment was sharded moves
+  // with its slot too (a duplicate on the new owner is then recognised).
+  if (!ctx->command.entity().type().empty()) {
     call.entity = absl::StrCat(ctx->command.entity().type(), "/", ctx->command.entity().id());
+  }
+  // Sharded: the slot and the epoch the command was let in by, for the business's fence.
+  if (shards_ != nullptr) {
+    call.slot = ctx->pass.slot();
+    call.slot_epoch = ctx->pass.epoch();
   }
   call.fencing_token = token;
   call.deadline_ms = CallDeadline(*ctx, options_.forward_timeout_ms);

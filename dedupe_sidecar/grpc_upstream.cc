@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
+#include "common/status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -78,6 +79,13 @@ bool ProvesNotApplied(const grpc::Status& status,
   return not_applied != trailers.end() && not_applied->second == "true" &&
          (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
           status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+// FAILED_PRECONDITION SLOT_FENCED: a write refused by the business's per-slot fence.
+bool IsSlotFenced(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+         ReasonOf(StatusFromParts(status.error_code(), status.error_message(),
+                                  status.error_details())) == kSlotFencedReason;
 }
 
 }  // namespace
@@ -191,6 +199,13 @@ ForwardReply GrpcUpstream::Classify(
     if (auto reason = trailers.find(kReasonTrailer); reason != trailers.end()) {
       reply.detail = std::string(reason->second.data(), reason->second.size());
     }
+    return reply;
+  }
+  if (IsSlotFenced(status)) {
+    // The business's fence is past the epoch this forward carries: it applied nothing,
+    // and the answer is no outcome to keep (the next attempt meets the new map).
+    reply.kind = ForwardReply::Kind::kNotApplied;
+    reply.detail = absl::StrCat("the business refused the slot's write: ", status.error_message());
     return reply;
   }
   if (status.ok() || IsTerminalBusinessCode(status.error_code()) ||
@@ -342,6 +357,10 @@ void GrpcUpstream::ForwardOne(ForwardCall call, std::function<void(ForwardReply)
   state->context->AddMetadata(kActorHeader, call.actor);
   state->context->AddMetadata(kFencingTokenHeader, absl::StrCat(call.fencing_token));
   if (!call.entity.empty()) state->context->AddMetadata(kEntityHeader, call.entity);
+  if (call.slot_epoch > 0) {
+    state->context->AddMetadata(kSlotHeader, absl::StrCat(call.slot));
+    state->context->AddMetadata(kSlotEpochHeader, absl::StrCat(call.slot_epoch));
+  }
   if (!call.payload_sha256.empty()) {
     state->context->AddMetadata(kPayloadHashHeader, absl::BytesToHexString(call.payload_sha256));
   }

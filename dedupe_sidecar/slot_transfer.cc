@@ -27,6 +27,8 @@ absl::StatusOr<v1::ExportSlotsResponse> ExportBusinessRows(ShardGate& shards,
   page.set_last_slot(request.last_slot());
   page.set_after(request.after().substr(1));
   page.set_limit(request.limit());
+  // The business fences the slots at the epoch of the map that froze them, before it reads.
+  page.set_epoch(response.epoch());
   absl::StatusOr<v1::ExportSlotDataResponse> rows =
       business->upstream.ExportSlotData(page, Deadline(*business));
   if (rows.status().code() == absl::StatusCode::kUnimplemented) return response;
@@ -102,6 +104,7 @@ absl::StatusOr<v1::ImportSlotsResponse> ImportSlots(ShardGate& shards, RecordSto
     v1::ImportSlotDataRequest rows;
     rows.set_first_slot(first);
     rows.set_last_slot(last);
+    rows.set_epoch(shards.map()->epoch());
     *rows.mutable_rows() = request.business_rows();
     absl::StatusOr<v1::ImportSlotDataResponse> written =
         business->upstream.ImportSlotData(rows, Deadline(*business));
@@ -137,6 +140,7 @@ absl::StatusOr<v1::DropSlotsResponse> DropSlots(ShardGate& shards, RecordStore& 
     v1::DropSlotDataRequest rows;
     rows.set_first_slot(request.first_slot());
     rows.set_last_slot(request.last_slot());
+    rows.set_epoch(shards.map()->epoch());
     absl::StatusOr<v1::DropSlotDataResponse> gone =
         business->upstream.DropSlotData(rows, Deadline(*business));
     if (!gone.ok() && gone.status().code() != absl::StatusCode::kUnimplemented) {

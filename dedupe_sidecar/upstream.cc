@@ -92,6 +92,8 @@ v1::ForwardedCall ForwardedCallOf(const ForwardCall& call) {
   out.set_payload_sha256(call.payload_sha256);
   out.set_entity(call.entity);
   out.set_fencing_token(call.fencing_token);
+  out.set_slot(call.slot);
+  out.set_slot_epoch(call.slot_epoch);
   return out;
 }
 
@@ -106,6 +108,8 @@ ForwardCall ForwardCallOf(const v1::ForwardedCall& call) {
   out.payload_sha256 = call.payload_sha256();
   out.entity = call.entity();
   out.fencing_token = call.fencing_token();
+  out.slot = call.slot();
+  out.slot_epoch = call.slot_epoch();
   return out;
 }
 

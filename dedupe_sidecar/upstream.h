@@ -16,6 +16,8 @@
 //   conflict      a business that keeps an inbox refused the call because its key
 //                 belongs to another command or payload (`eonce-inbox: conflict`):
 //                 nothing was applied, and the key is not this command's
+// A business's FAILED_PRECONDITION SLOT_FENCED (its per-slot fence is above the epoch
+// the forward carries: the slot has moved on) is "not applied" too, not an outcome.
 // An answer also says whether the business keeps its outcome in an inbox
 // (`eonce-inbox: kept`): then the business's durable write is the commit point, and the
 // sidecar need not sync its own records for that method (docs/design.md).
@@ -46,10 +48,16 @@ struct ForwardCall {
   std::string tenant;
   std::string actor;
   std::string payload_sha256;  // raw bytes, sent in hex
-  // "<type>/<id>", from a sharded sidecar only: the business files the call's inbox entry
-  // under the entity's slot, so that it moves with the slot.
+  // "<type>/<id>", whenever the command names one: the business files the call's inbox
+  // entry under the entity's slot, so that it moves with the slot (also an entry written
+  // before the deployment was sharded).
   std::string entity;
   uint64_t fencing_token = 0;
+  // From a sharded sidecar: the command's slot and the epoch of the slot map its gate pass
+  // was given by (ShardGate::Pass); the business refuses the write below the slot's fence.
+  // slot_epoch 0: unsharded, neither is sent.
+  uint32_t slot = 0;
+  uint64_t slot_epoch = 0;
   int64_t deadline_ms = 0;  // absolute, on the Deduper's clock
   // The caller's call, whose cancellation the forward follows; null when there is none.
   grpc::CallbackServerContext* parent = nullptr;

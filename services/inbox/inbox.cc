@@ -1,7 +1,5 @@
 #include "services/inbox/inbox.h"
 
-#include <algorithm>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -21,6 +19,8 @@ using inbox_internal::kFollowUpsCf;
 using inbox_internal::kInboxCf;
 using inbox_internal::kInboxKeysCf;
 using inbox_internal::kSlotIndexCf;
+using inbox_internal::SeqKey;
+using inbox_internal::SeqOfKey;
 
 // Reads a framed value (TTL) into `message`; nullopt when absent or expired. A value
 // written before values were framed never expires.
@@ -43,6 +43,13 @@ absl::StatusOr<std::optional<Message>> GetFramed(RocksStore& store, const char* 
   return std::optional<Message>(std::move(message));
 }
 
+absl::Status SlotMismatch(const std::string& type, const std::string& id, uint32_t entity_slot,
+                          uint32_t claimed) {
+  return Error(absl::StatusCode::kFailedPrecondition, "ENTITY_SLOT_MISMATCH",
+               absl::StrCat("entity ", type, "/", id, " is in slot ", entity_slot,
+                            ", the call is for slot ", claimed, "; nothing was applied"));
+}
+
 // The sidecar's answer to the same mistakes (Deduper::CheckOwner).
 absl::Status KeyConflict(const char* reason, const char* why) {
   return Error(absl::StatusCode::kAlreadyExists, reason,
@@ -61,12 +68,6 @@ absl::Status CheckKeyOwner(const std::string& command_id, const std::string& pay
     return KeyConflict("KEY_REUSED", "this idempotency key belongs to another command id");
   }
   return absl::OkStatus();
-}
-
-std::string SeqKey(uint64_t seq) { return BigEndian64(seq); }
-
-uint64_t SeqOfKey(const rocksdb::Slice& key) {
-  return ReadBigEndian64(absl::string_view(key.data(), key.size()));
 }
 
 // The TTL filter of the inbox column family, owning its counters.
@@ -99,7 +100,9 @@ std::vector<ColumnFamilySpec> Inbox::ColumnFamilies(Clock& clock) {
   effects.lookups_miss = false;
   ColumnFamilySpec follow_ups{kFollowUpsCf, {}};
   follow_ups.lookups_miss = false;
-  return {inbox, keys, index, effects, follow_ups};
+  ColumnFamilySpec fences{SlotFences::kCf, {}};
+  fences.lookups_miss = false;
+  return {inbox, keys, index, effects, follow_ups, fences};
 }
 
 StoreOptions Inbox::StoreOptionsFor(StoreOptions base) {
@@ -113,6 +116,7 @@ Inbox::Inbox(RocksStore& store, Clock& clock, bool legacy_mode, FaultInjector* f
       clock_(clock),
       legacy_mode_(legacy_mode),
       faults_(faults),
+      fences_(store),
       entry_retention_ms_(entry_retention_ms) {
   std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kEffectsCf);
   it->SeekToLast();
@@ -182,11 +186,36 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
   // The lock set is the command, its key and every entity, taken in one call, in stripe
   // order (the key's name is prefixed apart from the command's).
   const std::string owner_lock = owns_key ? absl::StrCat("key:", owner_key) : std::string();
+  // The entity's slot (its entries are filed under it), and the slot whose fence the call
+  // meets: the one it claims, else its entity's.
+  const bool placed = !identity.entity_type.empty();
+  const uint32_t entity_slot =
+      placed ? SlotOf(identity.tenant, identity.entity_type, identity.entity_id) : 0;
+  const bool sharded = identity.slot_epoch > 0;
+  if (sharded && identity.slot >= kSlotCount) {
+    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                 absl::StrCat("slot ", identity.slot, ": need < ", kSlotCount));
+  }
+  if (sharded && placed && entity_slot != identity.slot) {
+    return SlotMismatch(identity.entity_type, identity.entity_id, entity_slot, identity.slot);
+  }
+  const bool fenced_slot = sharded || placed;
+  const uint32_t slot = sharded ? identity.slot : entity_slot;
+  const std::string slot_lock = fenced_slot ? SlotFences::LockKey(slot) : std::string();
   std::vector<absl::string_view> keys(entities);
   keys.push_back(inbox_key);
   if (owns_key) keys.push_back(owner_lock);
+  if (fenced_slot) keys.push_back(slot_lock);
   StripedLocks::Guard guard = locks_.Lock(keys);
   Ran ran;
+
+  // Under the slot's lock until the batch is written: an export or drop that raises the
+  // fence waits for this write, or this call sees the raised fence and writes nothing.
+  rocksdb::WriteBatch batch;
+  uint64_t fence_after = 0;
+  if (fenced_slot) {
+    EONCE_ASSIGN_OR_RETURN(fence_after, fences_.Admit(slot, identity.slot_epoch, &batch));
+  }
 
   if (owns_key) {
     EONCE_ASSIGN_OR_RETURN(auto owner, GetFramed<internal::InboxKeyOwner>(
@@ -208,14 +237,22 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     }
   }
 
-  rocksdb::WriteBatch batch;
   uint64_t seq = TakeSeq();
   struct Release {
     Inbox* inbox;
     uint64_t seq;
     ~Release() { inbox->ReleaseSeq(seq); }
   } release{this, seq};
-  EONCE_ASSIGN_OR_RETURN(Applied applied, apply(&batch, seq));
+  inbox_internal::RowClaim claim{sharded, identity.slot, {}, false};
+  inbox_internal::CurrentRowClaim() = &claim;
+  absl::StatusOr<Applied> applied_or = apply(&batch, seq);
+  inbox_internal::CurrentRowClaim() = nullptr;
+  if (!claim.refused.empty()) {
+    return Error(absl::StatusCode::kFailedPrecondition,
+                 claim.fenced ? kSlotFencedReason : "ENTITY_SLOT_MISMATCH",
+                 absl::StrCat(claim.refused, "; nothing was applied"));
+  }
+  EONCE_ASSIGN_OR_RETURN(Applied applied, std::move(applied_or));
   int64_t now = clock_.NowMs();
   if (!applied.effect.has_value()) seq = 0;
   if (applied.effect.has_value()) {
@@ -228,9 +265,6 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
   }
   EONCE_RETURN_IF_ERROR(WriteFollowUps(identity, seq, applied, &batch));
   // The entries of a call whose entity is known are filed under its slot, to move with it.
-  const bool placed = !identity.entity_type.empty();
-  const uint32_t slot =
-      placed ? SlotOf(identity.tenant, identity.entity_type, identity.entity_id) : 0;
   const int64_t drop_at = now + entry_retention_ms_;
   if (dedupe) {
     internal::InboxEntry entry;
@@ -240,7 +274,7 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     entry.set_idempotency_key(identity.idempotency_key);
     entry.set_payload_sha256(identity.payload_sha256);
     batch.Put(store_.cf(kInboxCf), inbox_key, EncodeFramed(drop_at, 0, entry.SerializeAsString()));
-    if (placed) IndexRow(&batch, slot, kInboxCf, inbox_key, drop_at);
+    if (placed) IndexRow(&batch, entity_slot, kInboxCf, inbox_key, drop_at);
   }
   if (owns_key) {
     internal::InboxKeyOwner owner;
@@ -248,12 +282,13 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     owner.set_payload_sha256(identity.payload_sha256);
     batch.Put(store_.cf(kInboxKeysCf), owner_key,
               EncodeFramed(drop_at, 0, owner.SerializeAsString()));
-    if (placed) IndexRow(&batch, slot, kInboxKeysCf, owner_key, drop_at);
+    if (placed) IndexRow(&batch, entity_slot, kInboxKeysCf, owner_key, drop_at);
   }
   if (batch.Count() > 0) {
     // Not synced here: Run awaits durability once the locks are released.
     EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/false, "apply"));
     ran.wrote = true;
+    if (fenced_slot) fences_.Keep(slot, fence_after);
     if (applied.on_written) applied.on_written();
   }
   (applied.effect.has_value() ? applied_ : rejected_)++;
@@ -261,72 +296,5 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
   ran.result = std::move(applied.result);
   return ran;
 }
-
-absl::StatusOr<v1::QueryOutcomeResponse> Inbox::QueryOutcome(const std::string& tenant,
-                                                            const std::string& command_id) {
-  if (legacy_mode_) {
-    return absl::UnimplementedError("this service keeps no inbox (legacy mode)");
-  }
-  if (command_id.empty()) {
-    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD", "command_id: required");
-  }
-  EONCE_ASSIGN_OR_RETURN(auto stored, Lookup(tenant, command_id));
-  v1::QueryOutcomeResponse response;
-  if (stored.has_value()) {
-    // An entry is only reported once it is durable (its Run may still be awaiting it).
-    EONCE_RETURN_IF_ERROR(AwaitDurable());
-    response.set_applied(true);
-    *response.mutable_result() = stored->result();
-    response.set_applied_at_ms(stored->applied_at_ms());
-  }
-  return response;
-}
-
-absl::StatusOr<v1::ListEffectsResponse> Inbox::ListEffects(uint64_t after_seq, int limit,
-                                                           const std::string& tenant) {
-  limit = std::clamp(limit <= 0 ? 1000 : limit, 1, 10000);
-  v1::ListEffectsResponse response;
-  // Read before the iterator: every effect up to it is already in the store.
-  const uint64_t watermark = CommittedWatermark();
-  // ... and durable once this returns: a reader never sees an effect a power cut could
-  // take back.
-  EONCE_RETURN_IF_ERROR(AwaitDurable());
-  std::unique_ptr<rocksdb::Iterator> it = store_.NewIterator(kEffectsCf);
-  int scanned = 0;
-  for (it->Seek(SeqKey(after_seq + 1)); it->Valid() && response.effects_size() < limit &&
-                                        SeqOfKey(it->key()) <= watermark &&
-                                        scanned < kMaxEffectsScanned;
-       it->Next(), ++scanned) {
-    v1::Effect effect;
-    if (!effect.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
-      return Error(absl::StatusCode::kDataLoss, "STORE_CORRUPT", "undecodable effect");
-    }
-    response.set_last_seq(SeqOfKey(it->key()));
-    if (!tenant.empty() && effect.tenant() != tenant) continue;
-    *response.add_effects() = std::move(effect);
-  }
-  EONCE_RETURN_IF_ERROR(FromRocks(it->status(), "list effects"));
-  if (response.last_seq() == 0) response.set_last_seq(after_seq);
-  return response;
-}
-
-bool IsKeyConflict(const absl::Status& status) {
-  if (status.code() != absl::StatusCode::kAlreadyExists) return false;
-  std::string reason = ReasonOf(status);
-  return reason == "KEY_REUSED" || reason == "IDEMPOTENCY_CONFLICT";
-}
-
-v1::CallResult RejectionResult(absl::StatusCode code, const std::string& reason,
-                               const std::string& detail) {
-  v1::CallResult result;
-  result.set_code(static_cast<int>(code));
-  result.set_message(absl::StrCat(reason, ": ", detail));
-  v1::Rejection rejection;
-  rejection.set_reason(reason);
-  rejection.set_detail(detail);
-  result.set_error_details(RejectionStatusDetails(code, result.message(), rejection));
-  return result;
-}
-
 
 }  // namespace eonce

@@ -51,6 +51,7 @@
 #include "common/rocks.h"
 #include "common/striped_lock.h"
 #include "common/ttl.h"
+#include "services/inbox/slot_fences.h"
 #include "eonce/internal/records.pb.h"
 #include "eonce/v1/outcome.pb.h"
 #include "rocksdb/write_batch.h"
@@ -70,6 +71,11 @@ struct CallIdentity {
   // The inbox files its entry under the entity's slot, so that the entry moves with it.
   std::string entity_type;
   std::string entity_id;
+  // From a sharded sidecar (eonce-slot, eonce-slot-epoch): the slot the call is for and the
+  // epoch of the map it was admitted by; slot_epoch 0: none. Checked against the slot's
+  // fence where the effect is written (SlotFences).
+  uint32_t slot = 0;
+  uint64_t slot_epoch = 0;
   // Run returns as soon as its write is in the store, before it is durable, and the caller
   // answers only once Inbox::WhenDurable says it is (RunMutation, so that no thread blocks
   // on an fsync). False: Run itself returns only once the write is durable.
@@ -123,8 +129,10 @@ class Inbox {
 
   // Applies once per (tenant, command id). `entities` names what the effect touches, so
   // that calls on the same entity are serialized. Returns the new or stored result; an
-  // error is an operating error (the store) or a reused key (IsKeyConflict), not a
-  // business rejection.
+  // error is an operating error (the store), a reused key (IsKeyConflict), or a refusal
+  // of the call's slot (IsSlotFenced: the slot's fence is above the call's epoch; or
+  // FAILED_PRECONDITION ENTITY_SLOT_MISMATCH: a row of another slot than the call's), not
+  // a business rejection. Nothing is applied with any error.
   absl::StatusOr<v1::CallResult> Run(const CallIdentity& identity,
                                      std::initializer_list<absl::string_view> entities,
                                      const ApplyFn& apply);
@@ -161,6 +169,9 @@ class Inbox {
   // that ExportSlotData / ImportSlotData / DropSlotData move the slot's data with no code
   // of the business's own. The inbox files its own entries the same way (by the call's
   // entity). Rows of other slots under the same key are refused at import.
+  // Within a Run of a call that claims a slot, a row of another slot is refused (the Run
+  // fails, nothing written): a sharded sidecar admits a call by the entity it declares,
+  // and a business must not write another slot's rows on its word.
   void PutEntityRow(rocksdb::WriteBatch* batch, const std::string& tenant,
                     absl::string_view entity_type, absl::string_view entity_id,
                     const std::string& cf, const std::string& key, const std::string& value);
@@ -170,7 +181,9 @@ class Inbox {
   static constexpr int kMaxSlotIndexScanned = 100'000;
   absl::StatusOr<v1::ExportSlotDataResponse> ExportSlotData(
       const v1::ExportSlotDataRequest& request);
-  // Synced before it answers; nothing is written if a row is refused.
+  // Export and drop raise the slots' fence to the request's epoch first (synced), import
+  // is refused below it and raises it with its rows (SlotFences). Import is synced before
+  // it answers; nothing is written if a row is refused.
   absl::StatusOr<v1::ImportSlotDataResponse> ImportSlotData(
       const v1::ImportSlotDataRequest& request);
   absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request);
@@ -197,6 +210,7 @@ class Inbox {
                                        int index);
 
   bool legacy_mode() const { return legacy_mode_; }
+  const SlotFences& fences() const { return fences_; }
 
   // Counters for the metrics endpoint.
   int64_t applied() const { return applied_.load(); }
@@ -221,6 +235,9 @@ class Inbox {
   Clock& clock_;
   const bool legacy_mode_;
   FaultInjector* const faults_;
+  SlotFences fences_;
+  // Locks [first, last] as Run locks one slot (SlotFences::LockKey).
+  StripedLocks::Guard LockSlots(uint32_t first, uint32_t last);
   // Takes the next effect sequence number, and gives it back once its batch committed
   // (or will never commit); ListEffects reads up to the watermark these leave.
   uint64_t TakeSeq();

@@ -37,6 +37,14 @@ CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context) {
     identity.entity_type = entity.substr(0, slash);
     identity.entity_id = entity.substr(slash + 1);
   }
+  // A slot epoch that does not parse counts as none: a slot with a fence refuses the write.
+  uint64_t slot_epoch = 0;
+  uint32_t slot = 0;
+  if (absl::SimpleAtoi(RequestMetadata(context, kSlotEpochHeader), &slot_epoch) &&
+      absl::SimpleAtoi(RequestMetadata(context, kSlotHeader), &slot)) {
+    identity.slot = slot;
+    identity.slot_epoch = slot_epoch;
+  }
   uint64_t token = 0;
   if (absl::SimpleAtoi(RequestMetadata(context, kFencingTokenHeader), &token)) {
     identity.fencing_token = token;

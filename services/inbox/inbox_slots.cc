@@ -2,6 +2,8 @@
 // transactional outbox (follow-ups written with an effect, pulled and acknowledged by a
 // relay). See inbox.h.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -43,6 +45,20 @@ std::string FollowUpKeyPrefix(const std::string& tenant) {
 
 }  // namespace
 
+namespace inbox_internal {
+RowClaim*& CurrentRowClaim() {
+  thread_local RowClaim* claim = nullptr;
+  return claim;
+}
+}  // namespace inbox_internal
+
+StripedLocks::Guard Inbox::LockSlots(uint32_t first, uint32_t last) {
+  std::vector<std::string> names;
+  for (uint32_t slot = first; slot <= last; ++slot) names.push_back(SlotFences::LockKey(slot));
+  std::vector<absl::string_view> keys(names.begin(), names.end());
+  return locks_.Lock(keys);
+}
+
 void Inbox::IndexRow(rocksdb::WriteBatch* batch, uint32_t slot, const std::string& cf,
                      const std::string& key, int64_t drop_at_ms) {
   batch->Put(store_.cf(kSlotIndexCf), IndexKey(slot, cf, key),
@@ -52,8 +68,25 @@ void Inbox::IndexRow(rocksdb::WriteBatch* batch, uint32_t slot, const std::strin
 void Inbox::PutEntityRow(rocksdb::WriteBatch* batch, const std::string& tenant,
                          absl::string_view entity_type, absl::string_view entity_id,
                          const std::string& cf, const std::string& key, const std::string& value) {
+  const uint32_t slot = SlotOf(tenant, entity_type, entity_id);
+  if (inbox_internal::RowClaim* claim = inbox_internal::CurrentRowClaim(); claim != nullptr) {
+    // Within a Run: only the claimed slot's rows; for a call that claims none, no row of a
+    // fenced slot (a call without an epoch, there, is a write of a former owner).
+    const bool other_slot = claim->sharded && slot != claim->slot;
+    const bool fenced = !claim->sharded && fences_.fence(slot) > 0;
+    if (other_slot || fenced) {
+      if (claim->refused.empty()) {
+        claim->fenced = fenced;
+        claim->refused = absl::StrCat(entity_type, "/", entity_id, " is in slot ", slot,
+                                      other_slot ? absl::StrCat(", the call is for slot ",
+                                                                claim->slot)
+                                                 : std::string(", which is fenced"));
+      }
+      return;
+    }
+  }
   batch->Put(store_.cf(cf), key, value);
-  IndexRow(batch, SlotOf(tenant, entity_type, entity_id), cf, key, /*drop_at_ms=*/0);
+  IndexRow(batch, slot, cf, key, /*drop_at_ms=*/0);
 }
 
 absl::StatusOr<v1::ExportSlotDataResponse> Inbox::ExportSlotData(
@@ -63,6 +96,13 @@ absl::StatusOr<v1::ExportSlotDataResponse> Inbox::ExportSlotData(
                                          : std::min(request.limit(), kMaxSlotRows);
   const std::string end = SlotPrefix(request.last_slot() + 1);
   const int64_t now = clock_.NowMs();
+  {
+    // First the fence, synced: a write of an older epoch still in flight either committed
+    // before it (and is read below) or is refused after it.
+    StripedLocks::Guard guard = LockSlots(request.first_slot(), request.last_slot());
+    EONCE_RETURN_IF_ERROR(fences_.Raise(request.first_slot(), request.last_slot(),
+                                        request.epoch(), "fence slots for export"));
+  }
   // Only what is durable leaves: a row a power cut could take back must not be copied.
   EONCE_RETURN_IF_ERROR(AwaitDurable());
   std::shared_ptr<const rocksdb::Snapshot> snapshot = store_.Snapshot();
@@ -119,7 +159,13 @@ absl::StatusOr<v1::ImportSlotDataResponse> Inbox::ImportSlotData(
     return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
                  absl::StrCat("rows: at most ", kMaxSlotRows, " a call"));
   }
+  // The fence check and the rows in one batch, under the slots' locks: a copy of an epoch
+  // the slots have moved past (the new owner served, or an abort dropped the range) is
+  // refused whole.
+  StripedLocks::Guard guard = LockSlots(request.first_slot(), request.last_slot());
   rocksdb::WriteBatch batch;
+  EONCE_RETURN_IF_ERROR(
+      fences_.AdmitRange(request.first_slot(), request.last_slot(), request.epoch(), &batch));
   for (int i = 0; i < request.rows_size(); ++i) {
     internal::SlotRow row;
     auto refuse = [&](const std::string& why) {
@@ -131,7 +177,8 @@ absl::StatusOr<v1::ImportSlotDataResponse> Inbox::ImportSlotData(
       return refuse(absl::StrCat("slot ", row.slot(), " is not in the range"));
     }
     if (!store_.has_cf(row.column_family()) || row.column_family() == kSlotIndexCf ||
-        row.column_family() == kFollowUpsCf || row.column_family() == "default") {
+        row.column_family() == kFollowUpsCf || row.column_family() == SlotFences::kCf ||
+        row.column_family() == "default") {
       return refuse(absl::StrCat("no column family ", row.column_family(), " takes slot rows"));
     }
     // A row at the same key filed under another slot (another tenant's entity that shares
@@ -161,6 +208,7 @@ absl::StatusOr<v1::ImportSlotDataResponse> Inbox::ImportSlotData(
     IndexRow(&batch, row.slot(), row.column_family(), row.key(), drop_at);
   }
   if (batch.Count() > 0) EONCE_RETURN_IF_ERROR(WriteSlotRows(&batch, "import slots"));
+  fences_.KeepRange(request.first_slot(), request.last_slot(), request.epoch());
   v1::ImportSlotDataResponse response;
   response.set_imported(request.rows_size());
   return response;
@@ -176,6 +224,12 @@ absl::StatusOr<v1::DropSlotDataResponse> Inbox::DropSlotData(
     const v1::DropSlotDataRequest& request) {
   EONCE_RETURN_IF_ERROR(CheckRange(request.first_slot(), request.last_slot()));
   const std::string end = SlotPrefix(request.last_slot() + 1);
+  {
+    // First the fence, synced: no write of an older epoch lands after the rows are gone.
+    StripedLocks::Guard guard = LockSlots(request.first_slot(), request.last_slot());
+    EONCE_RETURN_IF_ERROR(fences_.Raise(request.first_slot(), request.last_slot(),
+                                        request.epoch(), "fence slots for drop"));
+  }
   v1::DropSlotDataResponse response;
   // In batches of bounded size, each synced; a crash between them leaves rows a rerun
   // drops (the drop is idempotent).

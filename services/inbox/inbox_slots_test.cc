@@ -48,6 +48,13 @@ CallIdentity Caller(const std::string& command_id, const std::string& entity_id,
   return id;
 }
 
+// `id` as a sharded sidecar forwards it: with its entity's slot and the map's `epoch`.
+CallIdentity Sharded(CallIdentity id, uint64_t epoch) {
+  id.slot = SlotOf(id.tenant, id.entity_type, id.entity_id);
+  id.slot_epoch = epoch;
+  return id;
+}
+
 // Writes entity `entity_id`'s row ("balance") and, with `follow_up_to`, a follow-up for
 // that entity, as one effect.
 absl::StatusOr<v1::CallResult> Write(Inbox& inbox, const CallIdentity& id,
@@ -131,6 +138,7 @@ TEST_F(InboxSlotsTest, ASlotsRowsAndInboxEntriesMoveAndTheOldCopyIsDropped) {
   v1::ExportSlotDataRequest export_request;
   export_request.set_first_slot(slot);
   export_request.set_last_slot(slot);
+  export_request.set_epoch(2);  // the move's freeze
   auto exported = a_.inbox->ExportSlotData(export_request);
   ASSERT_TRUE(exported.ok()) << exported.status();
   EXPECT_TRUE(exported->next_after().empty());
@@ -146,6 +154,7 @@ TEST_F(InboxSlotsTest, ASlotsRowsAndInboxEntriesMoveAndTheOldCopyIsDropped) {
   v1::ImportSlotDataRequest import_request;
   import_request.set_first_slot(slot);
   import_request.set_last_slot(slot);
+  import_request.set_epoch(2);
   *import_request.mutable_rows() = exported->rows();
   ASSERT_EQ(b_.inbox->ImportSlotData(import_request)->imported(), 3);
   // On the new shard: the row, and the command's outcome (a repeat gets it, no effect).
@@ -153,23 +162,26 @@ TEST_F(InboxSlotsTest, ASlotsRowsAndInboxEntriesMoveAndTheOldCopyIsDropped) {
   ASSERT_TRUE(b_.store->Get(kRowsCf, "alice", &value).ok());
   EXPECT_EQ(value, "90");
   EXPECT_TRUE(b_.inbox->QueryOutcome("acme", "t1")->applied());
-  ASSERT_TRUE(Write(*b_.inbox, Caller("t1", "alice"), "80").ok());
+  // (From the new owner's sidecar, after the flip: a newer epoch.)
+  ASSERT_TRUE(Write(*b_.inbox, Sharded(Caller("t1", "alice"), 3), "80").ok());
   ASSERT_TRUE(b_.store->Get(kRowsCf, "alice", &value).ok());
   EXPECT_EQ(value, "90");
   EXPECT_EQ(b_.inbox->applied(), 0);
   // The key still belongs to t1 there: another command under it is refused.
-  CallIdentity reuse = Caller("t9", "alice");
+  CallIdentity reuse = Sharded(Caller("t9", "alice"), 3);
   reuse.idempotency_key = "key-t1";
   EXPECT_TRUE(IsKeyConflict(Write(*b_.inbox, reuse, "0").status()));
 
   v1::DropSlotDataRequest drop;
   drop.set_first_slot(slot);
   drop.set_last_slot(slot);
+  drop.set_epoch(3);
   EXPECT_EQ(a_.inbox->DropSlotData(drop)->dropped(), 3);
   EXPECT_EQ(a_.inbox->DropSlotData(drop)->dropped(), 0);
   EXPECT_TRUE(a_.store->Get(kRowsCf, "alice", &value).IsNotFound());
   EXPECT_FALSE(a_.inbox->QueryOutcome("acme", "t1")->applied());
   EXPECT_TRUE(a_.store->Get(kRowsCf, "carol", &value).ok());  // another slot stays
+  export_request.set_epoch(3);
   EXPECT_EQ(a_.inbox->ExportSlotData(export_request)->rows_size(), 0);
 }
 
@@ -182,11 +194,13 @@ TEST_F(InboxSlotsTest, AnImportThatWouldOverwriteAnotherSlotsRowIsRefusedWhole) 
   v1::ExportSlotDataRequest export_request;
   export_request.set_first_slot(acme_slot);
   export_request.set_last_slot(acme_slot);
+  export_request.set_epoch(2);
   auto exported = a_.inbox->ExportSlotData(export_request);
   ASSERT_TRUE(exported.ok());
   v1::ImportSlotDataRequest import_request;
   import_request.set_first_slot(acme_slot);
   import_request.set_last_slot(acme_slot);
+  import_request.set_epoch(2);
   *import_request.mutable_rows() = exported->rows();
   auto imported = b_.inbox->ImportSlotData(import_request);
   EXPECT_EQ(imported.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -221,6 +235,7 @@ TEST_F(InboxSlotsTest, AnExportIsPagedByBytesAndEveryRowArrivesOnce) {
   v1::ExportSlotDataRequest request;
   request.set_first_slot(slot);
   request.set_last_slot(slot);
+  request.set_epoch(1);
   std::set<std::string> seen;
   int pages = 0;
   do {
@@ -246,6 +261,7 @@ TEST_F(InboxSlotsTest, ExpiredInboxEntriesAreNotExported) {
   v1::ExportSlotDataRequest export_request;
   export_request.set_first_slot(slot);
   export_request.set_last_slot(slot);
+  export_request.set_epoch(1);
   auto exported = a_.inbox->ExportSlotData(export_request);
   ASSERT_TRUE(exported.ok());
   ASSERT_EQ(exported->rows_size(), 1);  // the row itself never expires

@@ -13,6 +13,8 @@ CallIdentity InboxUpstream::IdentityOf(const ForwardCall& call) {
   identity.idempotency_key = call.idempotency_key;
   identity.payload_sha256 = call.payload_sha256;
   identity.fencing_token = call.fencing_token;
+  identity.slot = call.slot;
+  identity.slot_epoch = call.slot_epoch;
   if (size_t slash = call.entity.find('/'); slash != std::string::npos && slash > 0) {
     identity.entity_type = call.entity.substr(0, slash);
     identity.entity_id = call.entity.substr(slash + 1);
@@ -49,6 +51,14 @@ void InboxUpstream::Forward(ForwardCall call, std::function<void(ForwardReply)> 
   if (IsKeyConflict(result.status())) {
     reply.kind = ForwardReply::Kind::kConflict;
     reply.detail = ReasonOf(result.status());
+    done(std::move(reply));
+    return;
+  }
+  if (IsSlotFenced(result.status())) {
+    // The slot has moved on: nothing was applied, and it is no outcome to keep.
+    reply.kind = ForwardReply::Kind::kNotApplied;
+    reply.detail = absl::StrCat("the business refused the slot's write: ",
+                                result.status().message());
     done(std::move(reply));
     return;
   }

@@ -8,6 +8,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
+#include "common/slots.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
 
@@ -114,6 +115,30 @@ TEST_F(InboxUpstreamTest, AForwardWithinItsDeadlineOrWithoutOneIsApplied) {
   EXPECT_EQ(expired.kind, ForwardReply::Kind::kNotApplied);
   EXPECT_EQ(applies_.load(), 2);
   EXPECT_FALSE(WasApplied("expired"));
+}
+
+// A forward below its slot's fence (a ForwardBatch item, through its wire form) applied
+// nothing: the sidecar is told "not applied", never an outcome to keep.
+TEST_F(InboxUpstreamTest, AForwardBelowItsSlotsFenceIsNotApplied) {
+  const uint32_t slot = SlotOf("acme", "counter", "1");
+  v1::DropSlotDataRequest drop;
+  drop.set_first_slot(slot);
+  drop.set_last_slot(slot);
+  drop.set_epoch(9);
+  ASSERT_TRUE(inbox_->DropSlotData(drop).ok());
+  ForwardCall call = Call("fenced", 0);
+  call.entity = "counter/1";
+  call.slot = slot;
+  call.slot_epoch = 3;
+  ForwardReply fenced = Forward(ForwardCallOf(ForwardedCallOf(call)));
+  EXPECT_EQ(fenced.kind, ForwardReply::Kind::kNotApplied) << fenced.detail;
+  EXPECT_EQ(applies_.load(), 0);
+  EXPECT_FALSE(WasApplied("fenced"));
+
+  call.slot_epoch = 9;  // admitted by the map of the slot's new owner
+  ForwardReply admitted = Forward(ForwardCallOf(ForwardedCallOf(call)));
+  EXPECT_EQ(admitted.kind, ForwardReply::Kind::kAnswered) << admitted.detail;
+  EXPECT_TRUE(WasApplied("fenced"));
 }
 
 }  // namespace

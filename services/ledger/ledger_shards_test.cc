@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/error_details.h"
 #include "common/slots.h"
+#include "common/status.h"
 #include "gtest/gtest.h"
 #include "services/ledger/ledger.h"
 #include "tests/util/temp_dir.h"
@@ -51,12 +52,48 @@ class LedgerShardsTest : public ::testing::Test {
     Open(b_, "bob", 50);
   }
 
+  // `id` as a sharded sidecar forwards it: the account's entity, its slot and the epoch of
+  // the map every sidecar holds (epoch_; MoveSlot moves it on).
+  CallIdentity Sharded(CallIdentity id, const std::string& account) {
+    id.entity_type = "account";
+    id.entity_id = account;
+    id.slot = SlotOf(id.tenant, "account", account);
+    id.slot_epoch = epoch_;
+    return id;
+  }
+
+  // Moves `slot`'s rows from one shard to the other, as the mover does: freeze (the map one
+  // epoch on), copy, flip (one more), then drop the old copy.
+  void MoveSlot(LedgerShard& from, LedgerShard& to, uint32_t slot) {
+    ++epoch_;
+    v1::ExportSlotDataRequest out;
+    out.set_first_slot(slot);
+    out.set_last_slot(slot);
+    out.set_epoch(epoch_);
+    auto exported = from.inbox->ExportSlotData(out);
+    ASSERT_TRUE(exported.ok()) << exported.status();
+    ASSERT_TRUE(exported->next_after().empty());
+    v1::ImportSlotDataRequest in;
+    in.set_first_slot(slot);
+    in.set_last_slot(slot);
+    in.set_epoch(epoch_);
+    *in.mutable_rows() = exported->rows();
+    ASSERT_TRUE(to.inbox->ImportSlotData(in).ok());
+    ++epoch_;
+    v1::DropSlotDataRequest drop;
+    drop.set_first_slot(slot);
+    drop.set_last_slot(slot);
+    drop.set_epoch(epoch_);
+    ASSERT_TRUE(from.inbox->DropSlotData(drop).ok());
+  }
+
   void Open(LedgerShard& shard, const std::string& account, int64_t balance,
             const std::string& tenant = "acme") {
     ledger::v1::OpenAccountRequest request;
     request.set_id(account);
     request.set_initial_balance(balance);
-    auto result = shard.core->OpenAccount(Id("open-" + account, tenant), request);
+    auto result =
+        shard.core->OpenAccount(Sharded(Id("open-" + account, tenant), account), request);
     ASSERT_TRUE(result.ok());
     ASSERT_EQ(result->code(), 0) << result->message();
   }
@@ -67,7 +104,7 @@ class LedgerShardsTest : public ::testing::Test {
     request.set_from(from);
     request.set_to(to);
     request.set_amount(amount);
-    auto result = shard.core->Transfer(Id(command_id), request);
+    auto result = shard.core->Transfer(Sharded(Id(command_id), from), request);
     EXPECT_TRUE(result.ok()) << result.status();
     return result.value_or(v1::CallResult());
   }
@@ -87,8 +124,7 @@ class LedgerShardsTest : public ::testing::Test {
         CallIdentity id = Id(fresh_ids ? absl::StrCat(command.command_id(), "-", i)
                                        : command.command_id(),
                              command.tenant());
-        id.entity_type = command.entity().type();
-        id.entity_id = command.entity().id();
+        id = Sharded(id, command.entity().id());
         auto result = to.core->Credit(id, credit);
         EXPECT_TRUE(result.ok() && result->code() == 0) << result.status();
       }
@@ -137,6 +173,7 @@ class LedgerShardsTest : public ::testing::Test {
     return account.ok() ? account->balance() : -1;
   }
 
+  uint64_t epoch_ = 1;
   ManualClock clock_;
   LedgerShard a_{clock_, "ledger-a"};
   LedgerShard b_{clock_, "ledger-b"};
@@ -231,26 +268,6 @@ TEST_F(LedgerShardsTest, ADebitIsRefusedWithoutFundsOrACommandId) {
   EXPECT_EQ(a_.inbox->follow_ups_pending(), 0);
 }
 
-// Moves `slot`'s rows from one shard to the other, as the reshard tool does: copy, then
-// drop the old copy.
-void MoveSlot(LedgerShard& from, LedgerShard& to, uint32_t slot) {
-  v1::ExportSlotDataRequest out;
-  out.set_first_slot(slot);
-  out.set_last_slot(slot);
-  auto exported = from.inbox->ExportSlotData(out);
-  ASSERT_TRUE(exported.ok()) << exported.status();
-  ASSERT_TRUE(exported->next_after().empty());
-  v1::ImportSlotDataRequest in;
-  in.set_first_slot(slot);
-  in.set_last_slot(slot);
-  *in.mutable_rows() = exported->rows();
-  ASSERT_TRUE(to.inbox->ImportSlotData(in).ok());
-  v1::DropSlotDataRequest drop;
-  drop.set_first_slot(slot);
-  drop.set_last_slot(slot);
-  ASSERT_TRUE(from.inbox->DropSlotData(drop).ok());
-}
-
 // What a ledger keeps of its accounts in memory (AccountCache) follows its slots: an
 // account that moved away is no longer read there, and one that came back is read as it
 // left the other shard, not as it was before it went.
@@ -272,6 +289,41 @@ TEST_F(LedgerShardsTest, AnAccountThatMovedAwayAndBackIsNotReadFromMemory) {
   EXPECT_EQ(Balance(a_, "alice"), 0);
   EXPECT_EQ(Relay(b_, b_) + Relay(a_, b_), 2);
   EXPECT_EQ(Balance(b_, "bob"), 150);
+  ExpectConserved();
+}
+
+// A credit admitted by the old owner's sidecar before its slot moved, arriving there after
+// the drop: without the fence it would bounce (the account is gone) and refund the debit,
+// and the same credit sent again to the new owner (whose inbox never saw it) would credit
+// the account too. The fence refuses it with nothing applied; it lands once, there.
+TEST_F(LedgerShardsTest, ALateCreditAtTheSlotsFormerOwnerIsRefusedAndCreatesNoMoney) {
+  ASSERT_EQ(Transfer(a_, "t1", "alice", "bob", 30).code(), 0);
+  auto pulled = a_.inbox->PullFollowUps("acme", 10);
+  ASSERT_TRUE(pulled.ok());
+  ASSERT_EQ(pulled->follow_ups_size(), 1);
+  const v1::Command& command = pulled->follow_ups(0).command();
+  ledger::v1::CreditRequest credit;
+  ASSERT_TRUE(credit.ParseFromString(command.request()));
+  // Admitted by b's sidecar under the map of now (epoch 1)...
+  CallIdentity late = Sharded(Id(command.command_id()), "bob");
+  // ... and bob's slot moves from b to a before it lands.
+  MoveSlot(b_, a_, SlotOf("acme", "account", "bob"));
+  auto bounced = b_.core->Credit(late, credit);
+  EXPECT_TRUE(IsSlotFenced(bounced.status())) << bounced.status();
+  EXPECT_EQ(b_.inbox->follow_ups_pending(), 0);  // no refund emitted
+
+  // Sent again (the relay had no answer), to the slot's owner now: credited once.
+  for (int i = 0; i < 2; ++i) {
+    auto landed = a_.core->Credit(Sharded(Id(command.command_id()), "bob"), credit);
+    ASSERT_TRUE(landed.ok()) << landed.status();
+    EXPECT_EQ(landed->code(), 0);
+  }
+  v1::AckFollowUpsRequest ack;
+  ack.add_ids(pulled->follow_ups(0).id());
+  ASSERT_TRUE(a_.inbox->AckFollowUps("acme", ack).ok());
+  EXPECT_EQ(Balance(a_, "bob"), 80);
+  EXPECT_EQ(Balance(a_, "alice"), 70);
+  EXPECT_EQ(a_.inbox->follow_ups_pending() + b_.inbox->follow_ups_pending(), 0);
   ExpectConserved();
 }
 
