@@ -31,12 +31,25 @@ void World::CheckAnswersAfterMoves() {
       bool answered = false;
       absl::StatusOr<v1::SubmitResponse> got = absl::UnknownError("no answer");
     };
-    auto answer = std::make_shared<Answer>();
-    SubmitTo(shard, caller, r.command(), [answer](absl::StatusOr<v1::SubmitResponse> got) {
-      answer->answered = true;
-      answer->got = std::move(got);
-    });
-    for (int step = 0; step < 10'000 && !answer->answered && loop_.Step(); ++step) {
+    std::shared_ptr<Answer> answer;
+    // A retryable refusal (the first attempt still in flight, a late forward not yet
+    // landed, a sidecar between leases) is retried, as the agent would, a bounded number
+    // of times.
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      answer = std::make_shared<Answer>();
+      SubmitTo(shard, caller, r.command(), [answer](absl::StatusOr<v1::SubmitResponse> got) {
+        answer->answered = true;
+        answer->got = std::move(got);
+      });
+      for (int step = 0; step < 10'000 && !answer->answered && loop_.Step(); ++step) {
+      }
+      if (!answer->answered || answer->got.ok() ||
+          answer->got.status().code() != absl::StatusCode::kUnavailable) {
+        break;
+      }
+      const int64_t until = clock_.NowMs() + 200;
+      while (clock_.NowMs() < until && loop_.Step()) {
+      }
     }
     const bool answered = answer->answered;
     const absl::StatusOr<v1::SubmitResponse>& got = answer->got;

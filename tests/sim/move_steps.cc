@@ -142,14 +142,15 @@ class SimMover {
     EONCE_RETURN_IF_ERROR(Up(from_));
     EONCE_RETURN_IF_ERROR(Up(to_));
     EONCE_RETURN_IF_ERROR(MaybeCrash(from_, "before", "export"));
-    // F's business stops taking the run's writes of older epochs first, then exports.
-    w_.BumpFence(from_, first(), last(), run_.copy_epoch);
+    // F's business raises its fence for the run to the copy's epoch first, then exports.
     std::vector<std::string> rows;
     v1::ExportSlotDataRequest data;
     data.set_first_slot(first());
     data.set_last_slot(last());
+    data.set_epoch(run_.copy_epoch);
     for (int page = 0; page < 1000; ++page) {
-      EONCE_ASSIGN_OR_RETURN(v1::ExportSlotDataResponse got, w_.inbox(from_).ExportSlotData(data));
+      EONCE_ASSIGN_OR_RETURN(v1::ExportSlotDataResponse got,
+                             Fenced(w_.inbox(from_).ExportSlotData(data)));
       for (const std::string& row : got.rows()) rows.push_back(row);
       if (got.next_after().empty()) break;
       data.set_after(got.next_after());
@@ -172,16 +173,15 @@ class SimMover {
     World::Sidecar& t = w_.sidecars_[to_];
     EONCE_RETURN_IF_ERROR(t.gate->CheckImport(first(), last()));
     // T's business refuses an import older than what it already took for the run.
-    EONCE_RETURN_IF_ERROR(RefuseOlderThanFence(to_, run_.copy_epoch));
-    w_.BumpFence(to_, first(), last(), run_.copy_epoch);
-    for (size_t at = 0; at < rows.size(); at += Inbox::kMaxSlotRows) {
+    for (size_t at = 0; at < std::max<size_t>(rows.size(), 1); at += Inbox::kMaxSlotRows) {
       v1::ImportSlotDataRequest put;
       put.set_first_slot(first());
       put.set_last_slot(last());
+      put.set_epoch(run_.copy_epoch);
       for (size_t i = at; i < std::min(rows.size(), at + Inbox::kMaxSlotRows); ++i) {
         put.add_rows(rows[i]);
       }
-      EONCE_RETURN_IF_ERROR(w_.inbox(to_).ImportSlotData(put).status());
+      EONCE_RETURN_IF_ERROR(Fenced(w_.inbox(to_).ImportSlotData(put)).status());
     }
     for (size_t at = 0; at < records.size(); at += kMaxExportRecords) {
       v1::ImportSlotsRequest put;
@@ -221,19 +221,21 @@ class SimMover {
   absl::Status Seal() {
     EONCE_RETURN_IF_ERROR(Up(to_));
     EONCE_RETURN_IF_ERROR(w_.sidecars_[to_].gate->CheckImport(first(), last()));
-    if (!w_.options_.no_business_fence) {
-      for (uint32_t slot = first(); slot <= last(); ++slot) {
-        auto fence = w_.fences_[to_].find(slot);
-        if (fence == w_.fences_[to_].end() || fence->second != run_.copy_epoch) {
-          run_.copied = false;
-          return Error(absl::StatusCode::kAborted, "COPY_SUPERSEDED",
-                       absl::StrCat("s", to_, " took another copy of slot ", slot,
-                                    " than this run's (epoch ", run_.copy_epoch, ")"));
-        }
+    for (uint32_t slot = first(); slot <= last(); ++slot) {
+      const uint64_t fence = w_.inbox(to_).fences().fence(slot);
+      if (fence != run_.copy_epoch) {
+        run_.copied = false;
+        return Error(absl::StatusCode::kAborted, "COPY_SUPERSEDED",
+                     absl::StrCat("s", to_, " holds slot ", slot, " at epoch ", fence,
+                                  ", not this run's copy (epoch ", run_.copy_epoch, ")"));
       }
     }
-    w_.BumpFence(to_, first(), last(), run_.epoch);
-    return absl::OkStatus();
+    // An import of no rows: the fence rises to the epoch, and nothing else changes.
+    v1::ImportSlotDataRequest seal;
+    seal.set_first_slot(first());
+    seal.set_last_slot(last());
+    seal.set_epoch(run_.epoch);
+    return Fenced(w_.inbox(to_).ImportSlotData(seal)).status();
   }
 
   absl::Status DropAtOldOwner() {
@@ -267,18 +269,11 @@ class SimMover {
     return absl::OkStatus();
   }
 
-  absl::Status RefuseOlderThanFence(int shard, uint64_t epoch) {
-    if (w_.options_.no_business_fence) return absl::OkStatus();  // the negative control
-    for (uint32_t slot = first(); slot <= last(); ++slot) {
-      auto fence = w_.fences_[shard].find(slot);
-      if (fence != w_.fences_[shard].end() && fence->second > epoch) {
-        w_.result_->fenced++;
-        return Error(absl::StatusCode::kFailedPrecondition, "SLOT_FENCED",
-                     absl::StrCat("s", shard, " took slot ", slot, " at epoch ", fence->second,
-                                  "; this is of epoch ", epoch));
-      }
-    }
-    return absl::OkStatus();
+  // Counts a refusal by a business's fence.
+  template <typename T>
+  T Fenced(T result) {
+    if (IsSlotFenced(result.status())) w_.result_->fenced++;
+    return result;
   }
 
   absl::Status Up(int shard) {
@@ -315,17 +310,15 @@ class SimMover {
     EONCE_RETURN_IF_ERROR(Up(shard));
     EONCE_RETURN_IF_ERROR(MaybeCrash(shard, "before", clear ? "clear" : "drop"));
     World::Sidecar& sc = w_.sidecars_[shard];
-    if (clear) {
-      EONCE_RETURN_IF_ERROR(sc.gate->CheckImport(first(), last()));
-      EONCE_RETURN_IF_ERROR(RefuseOlderThanFence(shard, epoch));
-    } else {
-      EONCE_RETURN_IF_ERROR(sc.gate->CheckDrop(first(), last()));
-    }
-    w_.BumpFence(shard, first(), last(), epoch);
+    EONCE_RETURN_IF_ERROR(clear ? sc.gate->CheckImport(first(), last())
+                                : sc.gate->CheckDrop(first(), last()));
+    // The business raises its fence to the epoch first: refused (SLOT_FENCED) when it is
+    // already above, a clear by a mover that copied before another.
     v1::DropSlotDataRequest data;
     data.set_first_slot(first());
     data.set_last_slot(last());
-    EONCE_RETURN_IF_ERROR(w_.inbox(shard).DropSlotData(data).status());
+    data.set_epoch(epoch);
+    EONCE_RETURN_IF_ERROR(Fenced(w_.inbox(shard).DropSlotData(data)).status());
     EONCE_RETURN_IF_ERROR(sc.records->DropSlots(first(), last()).status());
     return MaybeCrash(shard, "after", clear ? "clear" : "drop");
   }

@@ -185,12 +185,6 @@ class SimUpstream : public Upstream {
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override {
     w_.ForwardIssued(call.tenant, call.command_id, node_);
-    // The slot's epoch as the sidecar let the command in: what the forward carries.
-    uint64_t epoch = 0;
-    if (auto it = w_.admitted_epoch_[shard_].find(call.command_id);
-        it != w_.admitted_epoch_[shard_].end()) {
-      epoch = it->second;
-    }
     auto state = std::make_shared<bool>(false);
     int caller = w_.node(node_).up ? w_.node(node_).incarnation : -1;
     auto finish = [this, state, caller, done, tenant = call.tenant,
@@ -235,23 +229,23 @@ class SimUpstream : public Upstream {
                 static_cast<int64_t>(w_.net_random_.Uniform(3'000));
         w_.Trace("late forward " + call.command_id);
       }
-      w_.loop_.After(delay, [this, call, finish, target, epoch] {
+      w_.loop_.After(delay, [this, call, finish, target] {
         if (!w_.Alive(business_, target)) return;
-        if (absl::Status fenced = w_.options_.shards ? Fence(call, epoch) : absl::OkStatus();
-            !fenced.ok()) {
-          // Nothing applied: the sidecar hears a refusal that says so (eonce-not-applied).
-          w_.Trace(absl::StrCat("fenced ", call.command_id, " at epoch ", epoch));
+        absl::StatusOr<v1::CallResult> result = Apply(call);
+        if (!w_.Alive(business_, target)) return;  // crashed after applying
+        if (IsSlotFenced(result.status())) {
+          // Nothing applied, and no outcome: the sidecar hears FAILED_PRECONDITION
+          // SLOT_FENCED, as GrpcUpstream classifies it.
+          w_.Trace(absl::StrCat("fenced ", call.command_id, " at epoch ", call.slot_epoch));
           w_.result_->fenced++;
           ForwardReply reply;
           reply.kind = ForwardReply::Kind::kNotApplied;
-          reply.detail = std::string(fenced.message());
+          reply.detail = std::string(result.status().message());
           w_.loop_.After(w_.Delay(w_.config_.business_link), [this, finish, reply] {
             replies_.Add([finish, reply] { finish(reply); });
           });
           return;
         }
-        absl::StatusOr<v1::CallResult> result = Apply(call);
-        if (!w_.Alive(business_, target)) return;  // crashed after applying
         const bool conflict = IsKeyConflict(result.status());
         if ((!result.ok() && !conflict) || w_.Chance(w_.config_.business_link.lose_answer)) {
           w_.Trace("no answer to forward " + call.command_id);
@@ -313,17 +307,6 @@ class SimUpstream : public Upstream {
   bool Reachable() override { return w_.node(business_).up; }
 
  private:
-  // The business's per-slot fence, checked where the effect commits (the simulation runs
-  // the check and the write in one step, as the inbox does under the slot's lock).
-  absl::Status Fence(const ForwardCall& call, uint64_t epoch) {
-    if (w_.options_.no_business_fence) return absl::OkStatus();  // the negative control
-    const size_t slash = call.entity.find('/');
-    if (slash == std::string::npos) return absl::OkStatus();
-    const uint32_t slot =
-        SlotOf(call.tenant, call.entity.substr(0, slash), call.entity.substr(slash + 1));
-    return w_.CheckFence(shard_, slot, epoch);
-  }
-
   absl::StatusOr<v1::CallResult> Apply(const ForwardCall& call) {
     CallIdentity id;
     id.command_id = call.command_id;
@@ -332,6 +315,13 @@ class SimUpstream : public Upstream {
     id.idempotency_key = call.idempotency_key;
     id.payload_sha256 = call.payload_sha256;
     id.fencing_token = call.fencing_token;
+    id.slot = call.slot;
+    id.slot_epoch = call.slot_epoch;
+    // The negative control: the forward claims whatever epoch the slot's fence is at, so
+    // that the business's check lets every write through, as if it were not there.
+    if (w_.options_.no_business_fence && call.slot_epoch > 0) {
+      id.slot_epoch = std::max(call.slot_epoch, w_.inbox(shard_).fences().fence(call.slot));
+    }
     if (size_t slash = call.entity.find('/'); slash != std::string::npos) {
       id.entity_type = call.entity.substr(0, slash);
       id.entity_id = call.entity.substr(slash + 1);

@@ -1,11 +1,7 @@
 // The sharded world's coordination and books: each sidecar's lease and map watch on the
-// simulated store, the lease check at the door, each business's per-slot fence, the relay
-// that takes the businesses' follow-ups (credits) into the agent's outbox, and the check
-// of every tenant's books over all shards at the end.
-//
-// The fence is modelled here as the protocol states it (a per-slot epoch, raised first by
-// an export or a drop, checked where the effect commits, a newer forward raising it),
-// behind World::CheckFence, until services/inbox keeps it itself.
+// simulated store, the lease check at the door, the relay that takes the businesses'
+// follow-ups (credits) into the agent's outbox, and the check of every tenant's books over
+// all shards at the end.
 #include <map>
 #include <memory>
 #include <set>
@@ -134,28 +130,8 @@ void World::SubmitTo(int shard, const Caller& caller, const v1::Command& command
                  "this sidecar does not hold its shard's lease now"));
       return;
     }
-    admitted_epoch_[shard][command.command_id()] = sc.gate->map()->epoch();
   }
   sc.deduper->Submit(caller, command, std::move(done));
-}
-
-absl::Status World::CheckFence(int shard, uint32_t slot, uint64_t epoch) {
-  std::map<uint32_t, uint64_t>& fences = fences_[shard];
-  auto it = fences.find(slot);
-  if (it != fences.end() && (epoch == 0 || epoch < it->second)) {
-    return Error(absl::StatusCode::kFailedPrecondition, "SLOT_FENCED",
-                 absl::StrCat("slot ", slot, " is fenced at epoch ", it->second,
-                              "; the forward carries ", epoch));
-  }
-  if (epoch > 0 && (it == fences.end() || epoch > it->second)) fences[slot] = epoch;
-  return absl::OkStatus();
-}
-
-void World::BumpFence(int shard, uint32_t first, uint32_t last, uint64_t epoch) {
-  for (uint32_t slot = first; slot <= last; ++slot) {
-    uint64_t& fence = fences_[shard][slot];
-    fence = std::max(fence, epoch);
-  }
 }
 
 void World::RelayTick() {

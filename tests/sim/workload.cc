@@ -113,6 +113,7 @@ bool World::Settled() {
   if (!nodes_[kAgent].up || !nodes_[kSidecar].up || !nodes_[kBusiness].up) return false;
   if (options_.shards) {
     if (!nodes_[kSidecar2].up || !nodes_[kBusiness2].up) return false;
+    if (!Leased(0) || !Leased(1)) return false;
     for (const Move& move : moves_) {
       if (!move.done) return false;  // a move still frozen would hold its slots' commands
     }

@@ -290,8 +290,7 @@ class World {
   // Seeds the store with the first map and writes it where the gates start from.
   absl::Status SeedSlotMap();
   std::string slot_map_file() const { return base_ + "/slot_map.json"; }
-  // Hands `command` to the sidecar of `shard`, which refuses it while it holds no lease;
-  // the epoch its gate lets it in at is what its forwards carry.
+  // Hands `command` to the sidecar of `shard`, which refuses it while it holds no lease.
   void SubmitTo(int shard, const Caller& caller, const v1::Command& command,
                 std::function<void(absl::StatusOr<v1::SubmitResponse>)> done);
   // The sidecar of `shard` talks to the store: takes its lease, renews it, adopts newer
@@ -311,10 +310,6 @@ class World {
   absl::Status MoverDo(MoverRun& run, Move& move, int from, int to);
   // The shard that owns a command's slot in the store's map now.
   int OwnerShard(const v1::Command& command);
-  // What the business of `shard` does with a forward's slot and epoch: OK to apply, or
-  // the refusal (FAILED_PRECONDITION SLOT_FENCED), raising the fence on a newer epoch.
-  absl::Status CheckFence(int shard, uint32_t slot, uint64_t epoch);
-  void BumpFence(int shard, uint32_t first, uint32_t last, uint64_t epoch);
   // Relays the follow-ups of every business into the agent's outbox.
   void RelayTick();
   // The per-tenant books over every shard, read from each slot's owner.
@@ -416,12 +411,6 @@ class World {
   std::array<Business, 2> businesses_;
   Inbox& inbox(int shard = 0) { return *businesses_[shard].inbox; }
   LedgerCore& ledger(int shard = 0) { return *businesses_[shard].ledger; }
-  // Each business's fence per slot: the epoch below which it refuses a slot's writes.
-  // Kept here, not on the simulated disk: the protocol writes it synced before it acts.
-  std::array<std::map<uint32_t, uint64_t>, 2> fences_;
-  // The epoch of the map each sidecar held when it let a command in (the gate's pass),
-  // by command id: what its forwards carry.
-  std::array<std::map<std::string, uint64_t>, 2> admitted_epoch_;
   // Follow-ups the relay took into the outbox (their command ids).
   std::set<std::string> relayed_;
 
