@@ -43,7 +43,7 @@ Config DrawConfig(Random& r, const SimOptions& options) {
   if (options.shards) {
     // From its own stream, so that the draws above stay those of the unsharded worlds.
     SeededRandom s(r.Next());
-    c.late_forward = s.Uniform(100) / 100.0 * (options.harsh ? 0.3 : 0.08);
+    c.late_forward = s.Uniform(100) / 100.0 * (options.harsh ? 0.5 : 0.08);
     for (int shard = 0; shard < 2; ++shard) {
       c.slow_sync_ms[shard] = s.Chance(0.3) ? static_cast<int64_t>(s.Uniform(1500)) : 0;
       if (s.Chance(0.4)) {

@@ -18,7 +18,7 @@ namespace eonce::sim::internal {
 // five processes, so its faults last less, so that a campaign of 2,000 seeds stays within
 // a few minutes on two cores.
 inline constexpr int64_t kFaultPhaseMs = 15'000;
-inline constexpr int64_t kShardedFaultPhaseMs = 9'000;
+inline constexpr int64_t kShardedFaultPhaseMs = 6'000;
 
 struct LinkFaults {
   double drop = 0;

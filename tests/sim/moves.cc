@@ -71,7 +71,7 @@ void World::ScheduleMoves() {
     if (overlaps) continue;
     moves_.push_back(move);
     const int64_t at =
-        500 + static_cast<int64_t>(move_random_.Uniform(config_.fault_phase_ms - 4'000));
+        500 + static_cast<int64_t>(move_random_.Uniform(config_.fault_phase_ms - 1'500));
     const int index = static_cast<int>(moves_.size()) - 1;
     loop_.After(at, [this, index] { StartMoverRun(index, false); });
     // A second mover on the same run, started while the first is under way.

@@ -226,7 +226,7 @@ class SimUpstream : public Upstream {
       int64_t delay = w_.Delay(link);
       if (w_.Chance(w_.config_.late_forward)) {
         delay = call.deadline_ms - w_.clock_.NowMs() + 1 +
-                static_cast<int64_t>(w_.net_random_.Uniform(3'000));
+                static_cast<int64_t>(w_.net_random_.Uniform(6'000));
         w_.Trace("late forward " + call.command_id);
       }
       w_.loop_.After(delay, [this, call, finish, target] {

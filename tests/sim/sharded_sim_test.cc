@@ -79,7 +79,7 @@ TEST(ShardedSimTest, NegativeControlWithoutTheBusinessFenceIsCaught) {
   SimOptions broken;
   broken.harsh = true;
   broken.no_business_fence = true;
-  CampaignReport report = Campaign(400'001, 60, broken);
+  CampaignReport report = Campaign(400'001, 100, broken);
   EXPECT_GT(report.violations, 0) << "the checker missed writes past the fence";
 }
 

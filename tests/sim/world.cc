@@ -1,7 +1,11 @@
 // The world's lifecycle: starting and stopping (and crashing) components on their
 // simulated disks, and the run itself: the fault phase, then settling, then the checks.
+#include <unistd.h>
+
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -13,11 +17,57 @@ namespace eonce::sim::internal {
 
 absl::Status NodeFaults::Hit(FaultPoint point) { return world_.Fire(node_, point); }
 
+namespace {
+
+// Empty stores, one per kind of component and work folder, made once per process and
+// removed at its exit.
+struct Templates {
+  std::map<std::string, std::string> dirs;  // kind and work folder -> the template
+  ~Templates() {
+    std::error_code ignored;
+    for (const auto& [key, dir] : dirs) fs::remove_all(dir, ignored);
+  }
+};
+
+}  // namespace
+
+absl::Status World::OpenStore(int node, const char* kind,
+                              const std::vector<ColumnFamilySpec>& families,
+                              const StoreOptions& options, std::unique_ptr<RocksStore>* store) {
+  // A store's first open creates its column families one by one, and RocksDB writes and
+  // reads back its options file for each: most of a short run's time. A node's first
+  // store is instead a copy of an empty one of its kind, made once per process.
+  std::error_code error;
+  if (fs::is_empty(nodes_[node].dir, error) && !error) {
+    static Templates templates;  // destroyed at exit: the folders go
+    const std::string key = absl::StrCat(kind, "|", options_.work_dir);
+    auto it = templates.dirs.find(key);
+    if (it == templates.dirs.end()) {
+      const std::string dir =
+          absl::StrCat(options_.work_dir, "/sim-template-", ::getpid(), "-", kind);
+      fs::remove_all(dir, error);
+      StoreOptions plain = options;
+      plain.env = nullptr;
+      {
+        EONCE_ASSIGN_OR_RETURN(std::unique_ptr<RocksStore> made,
+                               RocksStore::Open(dir, families, plain));
+      }
+      it = templates.dirs.emplace(key, dir).first;
+    }
+    for (const auto& entry : fs::directory_iterator(it->second)) {
+      if (entry.path().filename() == "LOCK") continue;
+      fs::copy(entry.path(), nodes_[node].dir / entry.path().filename(), error);
+      if (error) return absl::InternalError(absl::StrCat("copy a template: ", error.message()));
+    }
+  }
+  EONCE_ASSIGN_OR_RETURN(*store, RocksStore::Open(nodes_[node].dir, families, options));
+  return absl::OkStatus();
+}
+
 absl::Status World::StartAgent() {
   agent_filters_ = std::make_unique<OutboxStore::Filters>(clock_);
-  EONCE_ASSIGN_OR_RETURN(agent_rocks_, RocksStore::Open(nodes_[kAgent].dir,
-                                                        OutboxStore::ColumnFamilies(*agent_filters_),
-                                                        Store(kAgent)));
+  EONCE_RETURN_IF_ERROR(OpenStore(kAgent, "agent", OutboxStore::ColumnFamilies(*agent_filters_),
+                                  Store(kAgent), &agent_rocks_));
   // The negative control: the agent's synced writes (Enqueue's among them) reach no disk.
   nodes_[kAgent].fs->set_drop_wal_syncs(options_.unsynced_enqueue);
   outbox_store_ = std::make_unique<OutboxStore>(*agent_rocks_, clock_, OutboxStoreOptions());
@@ -78,7 +128,7 @@ absl::Status World::StartSidecar(int shard) {
   sc.filters = std::make_unique<RecordStoreFilters>(clock_);
   auto families = RecordStore::ColumnFamilies(*sc.filters);
   for (auto& f : AuditLog::ColumnFamilies(*sc.filters)) families.push_back(f);
-  EONCE_ASSIGN_OR_RETURN(sc.rocks, RocksStore::Open(nodes_[node].dir, families, Store(node)));
+  EONCE_RETURN_IF_ERROR(OpenStore(node, "sidecar", families, Store(node), &sc.rocks));
   // The negative control: a sidecar that remembers nothing forwards every command.
   sc.records = options_.disable_sidecar_dedupe
                    ? std::make_unique<ForgettingRecordStore>(*sc.rocks, clock_,
@@ -136,8 +186,8 @@ absl::Status World::StartBusiness(int shard) {
   const int node = BusinessNode(shard);
   auto families = LedgerCore::ColumnFamilies();
   for (auto& f : Inbox::ColumnFamilies(clock_)) families.push_back(f);
-  EONCE_ASSIGN_OR_RETURN(b.rocks, RocksStore::Open(nodes_[node].dir, families,
-                                                   Inbox::StoreOptionsFor(Store(node))));
+  EONCE_RETURN_IF_ERROR(
+      OpenStore(node, "business", families, Inbox::StoreOptionsFor(Store(node)), &b.rocks));
   b.inbox = std::make_unique<Inbox>(*b.rocks, clock_, config_.legacy, nodes_[node].faults.get());
   LedgerOptions ledger_options;
   ledger_options.cross_slot_credits = options_.shards;

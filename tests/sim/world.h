@@ -265,6 +265,9 @@ class World {
     return o;
   }
 
+  // Opens node `node`'s store of `kind` ("agent", "sidecar", "business").
+  absl::Status OpenStore(int node, const char* kind, const std::vector<ColumnFamilySpec>& families,
+                         const StoreOptions& options, std::unique_ptr<RocksStore>* store);
   absl::Status StartAgent();
   void StopAgent();
   absl::Status StartSidecar(int shard);
