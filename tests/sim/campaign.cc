@@ -40,7 +40,7 @@ CampaignReport RunCampaign(const CampaignOptions& options) {
       for (const std::string& v : result.violations) {
         absl::StrAppend(&failures, "  seed ", run.seed, ": ", v, "\n");
       }
-      absl::StrAppend(&failures, "  replay: ", ReplayCommand(run.seed), "\n");
+      absl::StrAppend(&failures, "  replay: ", ReplayCommand(run.seed, run.shards), "\n");
     }
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -3,15 +3,23 @@
 // goes on from what the store says):
 //   freeze   CAS(R0 -> the run in migration) => R1; pushed to T and F, F answering once
 //            drained (or the store shows F drained at R1, or F holds no lease)
-//   clear    T drops whatever it holds of the run (leftovers of an aborted copy)
-//   copy     F's business raises its fence for the run to R1, then exports (rows, inbox
-//            entries) with F's records; T's business refuses an import older than its
-//            fence, else raises it to R1 and imports
-//   flip     CAS(R1 -> flipped) => R3; adopted at T, then F
+//   clear    CAS(R1 -> the same map) => Rc, the copy's own epoch; T drops whatever it
+//            holds of the run, its business's fence raised to Rc first
+//   copy     F's business raises its fence for the run to Rc, then exports (rows, inbox
+//            entries) with F's records; T's business refuses an import below its fence,
+//            else raises it to Rc and imports
+//   seal     T's business raises its fence to the epoch the flip compares against, if the
+//            last copy it took is this run's (else the run copies again)
+//   flip     CAS(-> flipped) => R3; adopted at T, then F
 //   drop     F's business raises its fence to R3, then drops the run; F drops its records
 //   release  CAS(R3 -> released) => R4
 //   abort    (before the flip only) CAS(Rn -> aborted) => Ra; adopted at F and T; T drops
 //            its copy where it can (its leftovers are fenced until a later clear)
+// The copy's own epoch and the seal are what the simulation found missing from the first
+// design, whose clear carried the freeze's epoch: a mover that froze, was overtaken, and
+// cleared late erased the new owner's only copy after the flip (F had dropped its own).
+// With them, T refuses the clear or import of any mover but the last to copy, and after
+// the seal, any at all.
 // The mover here is that protocol, step by step, one event per step, so that two movers
 // interleave: tools/reshard's mover moves onto the map store in its own change. Its calls
 // to a shard go straight to that shard's slot gate, record store and business, as the

@@ -52,8 +52,8 @@ TEST_P(ShardedCampaignTest, NoViolation) {
   constexpr int64_t kSeedsPerSlice = 250;
   CampaignReport report = Campaign(200'001 + GetParam() * kSeedsPerSlice, kSeedsPerSlice, {});
   EXPECT_EQ(report.violations, 0) << "first failing seed " << report.first_failing_seed
-                                  << "; replay with " << ReplayCommand(report.first_failing_seed)
-                                  << " --shards";
+                                  << "; replay with "
+                                  << ReplayCommand(report.first_failing_seed, /*shards=*/true);
   // Every fault of the sharded world met in each slice.
   EXPECT_GT(report.moves, 0);
   EXPECT_GT(report.move_attempts, report.moves) << "no move was ever interrupted and resumed";

@@ -76,8 +76,8 @@ struct SimResult {
 
 SimResult RunSeed(const SimOptions& options);
 
-// The command that replays one seed.
-std::string ReplayCommand(uint64_t seed);
+// The command that replays one seed (of a sharded world with `shards`).
+std::string ReplayCommand(uint64_t seed, bool shards = false);
 
 }  // namespace eonce::sim
 

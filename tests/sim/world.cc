@@ -305,6 +305,8 @@ SimResult RunSeed(const SimOptions& options) {
   return result;
 }
 
-std::string ReplayCommand(uint64_t seed) { return absl::StrCat("./eonce sim --seed ", seed); }
+std::string ReplayCommand(uint64_t seed, bool shards) {
+  return absl::StrCat("./eonce sim --seed ", seed, shards ? " --shards" : "");
+}
 
 }  // namespace eonce::sim
