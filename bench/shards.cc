@@ -11,7 +11,7 @@
 #include "bench/commands.h"
 #include "common/clock.h"
 #include "common/grpc_status.h"
-#include "common/slot_map_file.h"
+#include "common/coord/memory_map_store.h"
 #include "common/slots.h"
 #include "common/status.h"
 #include "dedupe_sidecar/sidecar_service.h"
@@ -27,9 +27,11 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 constexpr char kTenant[] = "bench";
 
-// N sharded sidecars in front of one ledger, with the slot map that names them.
+// N sharded sidecars in front of one ledger, with the slot map that names them (in the
+// in-memory coordination store: the bench measures the move, not etcd).
 struct ShardedStack {
-  std::string map_file;
+  MemoryMapStore store{RealClock::Get()};
+  std::vector<std::unique_ptr<ShardLease>> leases;
   std::vector<std::unique_ptr<SidecarServer>> sidecars;
   std::vector<std::unique_ptr<v1::Sidecar::Stub>> stubs;
   std::vector<std::string> ids;
@@ -41,20 +43,22 @@ struct ShardedStack {
   bool Start(int shards, int ledger_port, const std::string& dir) {
     std::error_code error;
     std::filesystem::create_directories(dir, error);
-    map_file = dir + "/slot_map.json";
     std::vector<v1::ShardInfo> infos(shards);
     for (int i = 0; i < shards; ++i) {
       ids.push_back(absl::StrCat("s", i));
       infos[i].set_id(ids.back());
       infos[i].set_address("pending:1");
     }
-    if (!WriteSlotMapFile(map_file, *SlotMap::Even(infos)).ok()) return false;
+    absl::StatusOr<SlotMap> first = store.CompareAndSwap(0, *SlotMap::Even(infos));
+    if (!first.ok()) return false;
     for (int i = 0; i < shards; ++i) {
       SidecarServerOptions options;
       options.data_dir = absl::StrCat(dir, "/s", i);
       options.upstream_address = absl::StrCat("127.0.0.1:", ledger_port);
       options.shard_id = ids[i];
-      options.slot_map_file = map_file;
+      leases.push_back(store.NewLease(MemoryLeaseOptions{60'000, 1'000}));
+      options.map_store = &store;
+      options.shard_lease = leases.back().get();
       auto sidecar = SidecarServer::Start(options, RealClock::Get());
       if (!sidecar.ok()) return false;
       infos[i].set_address(absl::StrCat("127.0.0.1:", (*sidecar)->port()));
@@ -62,10 +66,10 @@ struct ShardedStack {
           grpc::CreateChannel(infos[i].address(), grpc::InsecureChannelCredentials())));
       sidecars.push_back(std::move(*sidecar));
     }
-    absl::StatusOr<SlotMap> map = SlotMap::Even(infos, 2);
-    if (!map.ok() || !CompareAndSetSlotMapFile(map_file, 1, *map).ok()) return false;
+    absl::StatusOr<SlotMap> map = store.CompareAndSwap(first->epoch(), *SlotMap::Even(infos));
+    if (!map.ok()) return false;
     for (auto& sidecar : sidecars) {
-      if (!sidecar->shards()->Adopt(*map, 1000).ok()) return false;
+      if (!sidecar->AwaitShardServing(map->epoch(), absl::Seconds(30))) return false;
     }
     return true;
   }
@@ -162,7 +166,6 @@ bool BenchShards(const MeasureOptions& measure, int ledger_port, const std::stri
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   MoveOptions move;
-  move.map_file = stack.map_file;
   move.first = 0;
   move.last = kLast;
   move.to = "s1";
@@ -170,7 +173,8 @@ bool BenchShards(const MeasureOptions& measure, int ledger_port, const std::stri
   identity.tenant = kTenant;
   identity.operator_name = "bench";  // no policy file: development, every operator
   moving = true;
-  absl::StatusOr<MoveReport> report = MoveSlots(move, GrpcShardAdmins(identity), RealClock::Get());
+  absl::StatusOr<MoveReport> report = MoveSlots(move, stack.store, GrpcShardAdmins(identity),
+                                               RealClock::Get());
   moving = false;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   stop = true;

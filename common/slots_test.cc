@@ -1,11 +1,10 @@
-// The slot rule, the slot map's validation and move steps, and the map file's
-// compare-and-set.
+// The slot rule, the slot map's validation and move steps, and the map file.
 #include "common/slots.h"
 
 #include <fstream>
 #include <map>
 
-#include "common/slot_map_file.h"
+#include "common/slot_map_io.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
@@ -168,28 +167,17 @@ TEST(SlotMapTest, JsonRoundTrips) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(SlotMapFileTest, CompareAndSetMovesFromTheEpochItFound) {
+TEST(SlotMapFileTest, AWriteReplacesTheFileWhole) {
   const std::string path = testing::FreshDir("slot_map_file") + "/slots.json";
   EXPECT_EQ(ReadSlotMapFile(path).status().code(), absl::StatusCode::kNotFound);
-  SlotMap first = Three();
-  ASSERT_TRUE(CompareAndSetSlotMapFile(path, 0, first).ok());
-  absl::StatusOr<SlotMap> next = BeginMove(first, 0, 9, "s1");
+  ASSERT_TRUE(WriteSlotMapFile(path, Three()).ok());
+  absl::StatusOr<SlotMap> next = BeginMove(Three(), 0, 9, "s1");
   ASSERT_TRUE(next.ok());
-
-  // A writer that read no file, or an older epoch, loses.
-  absl::Status stale = CompareAndSetSlotMapFile(path, 0, *next);
-  EXPECT_EQ(stale.code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(ReasonOf(stale), "EPOCH_CHANGED");
-  // So does one that would not move the epoch on.
-  EXPECT_EQ(CompareAndSetSlotMapFile(path, 1, first).code(), absl::StatusCode::kAborted);
-
-  ASSERT_TRUE(CompareAndSetSlotMapFile(path, 1, *next).ok());
+  ASSERT_TRUE(WriteSlotMapFile(path, *next).ok());
   absl::StatusOr<SlotMap> read = ReadSlotMapFile(path);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->epoch(), 2u);
   EXPECT_TRUE(read->Migrating(0));
-  // The same step again (a resumed tool) finds its own epoch and stops.
-  EXPECT_EQ(CompareAndSetSlotMapFile(path, 1, *next).code(), absl::StatusCode::kAborted);
 
   std::ofstream(path) << "{ not json";
   EXPECT_EQ(ReadSlotMapFile(path).status().code(), absl::StatusCode::kInvalidArgument);

@@ -45,8 +45,14 @@ ABSL_FLAG(bool, refuse_unkeyed_mutations, true,
           "not list readonly (false forwards them unkeyed, without dedupe)");
 ABSL_FLAG(std::string, shard_id, "",
           "this sidecar's shard in the slot map; empty: not sharded (every command is taken)");
-ABSL_FLAG(std::string, slot_map, "",
-          "the slot map file (JSON, slots.proto; a mounted ConfigMap), reread when it changes");
+ABSL_FLAG(std::string, etcd_endpoints, "",
+          "sharded: the etcd cluster (comma list of HOST:PORT) that holds the slot map and "
+          "this shard's lease; seed the map first with `eonce reshard seed`");
+ABSL_FLAG(std::string, etcd_prefix, "/eonce/default",
+          "sharded: the key prefix of this deployment's slot map and shard leases in etcd");
+ABSL_FLAG(int64_t, lease_ttl_ms, 10'000,
+          "sharded: the shard lease's TTL; commands are refused (NOT_LEASED) unless the lease "
+          "was renewed within about TTL - 1 s, and a dead sidecar's shard is free after it");
 ABSL_FLAG(bool, move_business_data, false,
           "sharded, with a business of this shard's own (built on services/inbox): a slot "
           "move takes the business's rows of the slot too (eonce.v1.SlotData)");
@@ -108,7 +114,9 @@ int main(int argc, char** argv) {
   o.finished_cache_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_finished_cache_mb)) << 20;
   o.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   o.shard_id = absl::GetFlag(FLAGS_shard_id);
-  o.slot_map_file = absl::GetFlag(FLAGS_slot_map);
+  o.etcd_endpoints = absl::GetFlag(FLAGS_etcd_endpoints);
+  o.etcd_prefix = absl::GetFlag(FLAGS_etcd_prefix);
+  o.lease_ttl_ms = absl::GetFlag(FLAGS_lease_ttl_ms);
   o.move_business_data = absl::GetFlag(FLAGS_move_business_data);
   eonce::ServerFlags shared = eonce::ServerFlagsFromFlags();
   o.tls = shared.tls;

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/log.h"
-#include "common/slot_map_file.h"
+#include "common/slot_map_io.h"
 #include "common/status.h"
 
 namespace eonce {
@@ -36,43 +36,47 @@ void ShardGate::Pass::Release() {
 }
 
 absl::StatusOr<std::unique_ptr<ShardGate>> ShardGate::Open(std::string shard,
-                                                           const std::string& map_file,
-                                                           const std::string& kept_file) {
-  absl::StatusOr<SlotMap> configured = ReadSlotMapFile(map_file);
+                                                           const std::string& kept_file,
+                                                           Clock& clock) {
   absl::StatusOr<SlotMap> kept = ReadSlotMapFile(kept_file);
-  for (const absl::StatusOr<SlotMap>* read : {&configured, &kept}) {
-    if (!read->ok() && read->status().code() != absl::StatusCode::kNotFound) {
-      return read->status();
-    }
+  if (!kept.ok() && kept.status().code() != absl::StatusCode::kNotFound) return kept.status();
+  std::shared_ptr<const SlotMap> map;
+  if (kept.ok()) {
+    map = std::make_shared<const SlotMap>(std::move(*kept));
+    LogInfo("slot map: starting from the map adopted before",
+            {{"shard", shard}, {"epoch", absl::StrCat(map->epoch())}});
   }
-  if (!configured.ok() && !kept.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("slot_map: no map at ", map_file, " and none adopted before"));
-  }
-  // A ConfigMap may lag behind what an earlier run of this sidecar adopted: never go back.
-  const uint64_t configured_epoch = configured.ok() ? configured->epoch() : 0;
-  const bool use_kept = kept.ok() && kept->epoch() >= configured_epoch;
-  SlotMap map = use_kept ? std::move(*kept) : std::move(*configured);
-  if (use_kept && configured.ok() && map.epoch() > configured_epoch) {
-    LogWarn("slot map: the configured file is older than the map adopted before; using that",
-            {{"file", map_file},
-             {"file_epoch", absl::StrCat(configured_epoch)},
-             {"epoch", absl::StrCat(map.epoch())}});
-  }
-  if (map.WritableSlotsOf(shard) == 0) {
-    LogInfo("slot map: this shard owns no writable slot",
-            {{"shard", shard}, {"epoch", absl::StrCat(map.epoch())}});
-  }
-  return std::unique_ptr<ShardGate>(new ShardGate(std::move(shard), kept_file, std::move(map)));
+  return std::unique_ptr<ShardGate>(
+      new ShardGate(std::move(shard), kept_file, clock, std::move(map)));
 }
 
-ShardGate::ShardGate(std::string shard, std::string kept_file, SlotMap map)
+ShardGate::ShardGate(std::string shard, std::string kept_file, Clock& clock,
+                     std::shared_ptr<const SlotMap> map)
     : shard_(std::move(shard)),
       kept_file_(std::move(kept_file)),
-      map_(std::make_shared<const SlotMap>(std::move(map))),
+      clock_(clock),
+      map_(std::move(map)),
       in_flight_(kSlotCount, 0) {}
 
+void ShardGate::SetServeUntilMs(int64_t serve_until_ms) {
+  serve_until_ms_.store(serve_until_ms, std::memory_order_release);
+}
+
 absl::Status ShardGate::CheckLocked(uint32_t slot) const {
+  // Checked under mu_, like the map: a pass let in here is let in by a live lease.
+  const int64_t serve_until = serve_until_ms();
+  if (map_ == nullptr || clock_.NowMs() >= serve_until) {
+    return WithRetryAfter(
+        Error(absl::StatusCode::kUnavailable, "NOT_LEASED",
+              absl::StrCat("shard ", shard_, " does not hold its lease now",
+                           map_ == nullptr ? " (and no slot map yet)" : "",
+                           "; nothing was written, retry shortly")),
+        kMigratingRetryMs * 10);
+  }
+  return CheckMapLocked(slot);
+}
+
+absl::Status ShardGate::CheckMapLocked(uint32_t slot) const {
   const SlotMap& map = *map_;
   const std::string& owner = map.OwnerOf(slot);
   // Moving away from here, or to here: neither end takes it until the move flips.
@@ -125,6 +129,12 @@ absl::StatusOr<uint64_t> ShardGate::Adopt(const SlotMap& map, int64_t drain_time
   if (drain_timeout_ms == 0) drain_timeout_ms = kDefaultDrainMs;
   absl::MutexLock adopting(&adopt_mu_);
   std::shared_ptr<const SlotMap> held = this->map();
+  if (held == nullptr) {
+    EONCE_RETURN_IF_ERROR(WriteSlotMapFile(kept_file_, map));
+    absl::MutexLock lock(&mu_);
+    map_ = std::make_shared<const SlotMap>(map);
+    return map_->epoch();
+  }
   if (map.epoch() < held->epoch()) {
     return Error(absl::StatusCode::kFailedPrecondition, "STALE_EPOCH",
                  absl::StrCat("shard ", shard_, " holds epoch ", held->epoch(),
@@ -145,7 +155,7 @@ absl::StatusOr<uint64_t> ShardGate::Adopt(const SlotMap& map, int64_t drain_time
   // Wait for the work let in under an older map on slots this shard may no longer write.
   auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (uint32_t slot = 0; slot < kSlotCount; ++slot) {
-      if (in_flight_[slot] > 0 && !CheckLocked(slot).ok()) return false;
+      if (in_flight_[slot] > 0 && !CheckMapLocked(slot).ok()) return false;
     }
     return true;
   };
@@ -170,6 +180,11 @@ absl::Status CheckRange(uint32_t first, uint32_t last) {
   return absl::OkStatus();
 }
 
+absl::Status NoMap() {
+  return Error(absl::StatusCode::kUnavailable, "NO_SLOT_MAP",
+               "this shard has not read the slot map yet; retry shortly");
+}
+
 absl::Status NotNow(absl::string_view reason, absl::string_view what, uint32_t slot,
                     uint64_t epoch) {
   return Error(absl::StatusCode::kFailedPrecondition, reason,
@@ -181,6 +196,7 @@ absl::Status NotNow(absl::string_view reason, absl::string_view what, uint32_t s
 absl::Status ShardGate::CheckExport(uint32_t first, uint32_t last) const {
   EONCE_RETURN_IF_ERROR(CheckRange(first, last));
   absl::ReaderMutexLock lock(&mu_);
+  if (map_ == nullptr) return NoMap();
   for (uint32_t slot = first; slot <= last; ++slot) {
     if (map_->OwnerOf(slot) != shard_ || !map_->Migrating(slot)) {
       return NotNow("SLOTS_NOT_MOVING_FROM_HERE", "is not moving away from this shard", slot,
@@ -193,32 +209,50 @@ absl::Status ShardGate::CheckExport(uint32_t first, uint32_t last) const {
   return absl::OkStatus();
 }
 
-absl::Status ShardGate::CheckImport(uint32_t first, uint32_t last) const {
-  EONCE_RETURN_IF_ERROR(CheckRange(first, last));
-  absl::ReaderMutexLock lock(&mu_);
-  for (uint32_t slot = first; slot <= last; ++slot) {
-    if (map_->MovingTo(slot) != shard_) {
-      return NotNow("SLOTS_NOT_MOVING_HERE", "is not moving to this shard", slot, map_->epoch());
-    }
-  }
-  return absl::OkStatus();
+absl::StatusOr<ShardGate::TransferHold> ShardGate::HoldImport(uint32_t first, uint32_t last,
+                                                              uint64_t epoch) {
+  return Hold(first, last, epoch, /*import=*/true);
 }
 
-absl::Status ShardGate::CheckDrop(uint32_t first, uint32_t last) const {
+absl::StatusOr<ShardGate::TransferHold> ShardGate::HoldDrop(uint32_t first, uint32_t last,
+                                                            uint64_t epoch) {
+  return Hold(first, last, epoch, /*import=*/false);
+}
+
+absl::StatusOr<ShardGate::TransferHold> ShardGate::Hold(uint32_t first, uint32_t last,
+                                                        uint64_t epoch, bool import) {
   EONCE_RETURN_IF_ERROR(CheckRange(first, last));
+  adopt_mu_.ReaderLock();
+  TransferHold hold(&adopt_mu_);  // unlocks on every return below
   absl::ReaderMutexLock lock(&mu_);
+  if (map_ == nullptr) return NoMap();
+  if (epoch != 0 && map_->epoch() != epoch) {
+    return Error(absl::StatusCode::kFailedPrecondition, "STALE_STEP",
+                 absl::StrCat("shard ", shard_, " holds epoch ", map_->epoch(),
+                              ", not the step's ", epoch,
+                              ": the map moved on; read it again"));
+  }
   for (uint32_t slot = first; slot <= last; ++slot) {
-    if (map_->OwnerOf(slot) == shard_ || map_->MovingTo(slot) == shard_) {
-      return NotNow("SLOTS_STILL_HERE", "is owned by or moving to this shard", slot,
-                    map_->epoch());
+    if (import && map_->MovingTo(slot) != shard_) {
+      // MovingTo is empty once the move flipped: this shard owns the run then.
+      return NotNow("SLOTS_NOT_MOVING_HERE", "is not moving to this shard (or has flipped)",
+                    slot, map_->epoch());
+    }
+    if (!import && map_->OwnerOf(slot) == shard_) {
+      return NotNow("SLOTS_STILL_HERE", "is owned by this shard", slot, map_->epoch());
     }
   }
-  return absl::OkStatus();
+  return hold;
 }
 
 std::shared_ptr<const SlotMap> ShardGate::map() const {
   absl::ReaderMutexLock lock(&mu_);
   return map_;
+}
+
+uint64_t ShardGate::epoch() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return map_ == nullptr ? 0 : map_->epoch();
 }
 
 int64_t ShardGate::in_flight() const {

@@ -8,12 +8,19 @@
 // slots away can wait until nothing runs for them any more: after that, this shard writes
 // nothing for those slots, and a copy of their data is complete.
 //
-// The gate never goes back to an older map: an adopted map is kept in the sidecar's data
-// directory before Adopt returns, and at start the newer of that copy and the configured
-// file (a ConfigMap, which may lag) is used. Thread-safe.
+// Maps come from the coordination store (common/coord/map_store.h) through the sidecar's
+// coordination thread, and from a mover's AdoptSlotMap push; only a newer one is taken. The
+// gate never goes back to an older map: an adopted map is kept in the sidecar's data
+// directory before Adopt returns (a cache, read at start; the store stays the truth).
+//
+// A command is let in only while this process may serve its shard: until the time
+// (ServeUntil, on the injected clock) that the coordination thread sets from its lease
+// (UNAVAILABLE, NOT_LEASED, past it). A lease that lapsed may already be another
+// process's. Thread-safe.
 #ifndef EONCE_DEDUPE_SIDECAR_SHARD_GATE_H_
 #define EONCE_DEDUPE_SIDECAR_SHARD_GATE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,18 +28,42 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "common/slots.h"
 
 namespace eonce {
 
 class ShardGate {
  public:
-  // `shard`: this sidecar's shard id. `map_file`: the configured map; `kept_file`: where
-  // adopted maps are kept (in the data directory). The newer of the two is used; at least
-  // one must exist.
+  // `shard`: this sidecar's shard id. `kept_file`: where adopted maps are kept (in the
+  // data directory); the map there, if any, is held from the start. Nothing is let in
+  // before SetServeUntilMs.
   static absl::StatusOr<std::unique_ptr<ShardGate>> Open(std::string shard,
-                                                         const std::string& map_file,
-                                                         const std::string& kept_file);
+                                                         const std::string& kept_file,
+                                                         Clock& clock);
+
+  // Commands are let in until `serve_until_ms` on the clock (0: not at all). Set by the
+  // one thread that holds the shard's lease, once the map it read is adopted.
+  void SetServeUntilMs(int64_t serve_until_ms);
+  int64_t serve_until_ms() const { return serve_until_ms_.load(std::memory_order_acquire); }
+
+  // Held by a move's import or drop while it writes: no map is adopted meanwhile, so the
+  // step's check holds until it is done.
+  class TransferHold {
+   public:
+    TransferHold(TransferHold&& other) noexcept : mu_(other.mu_) { other.mu_ = nullptr; }
+    TransferHold(const TransferHold&) = delete;
+    TransferHold& operator=(const TransferHold&) = delete;
+    TransferHold& operator=(TransferHold&&) = delete;
+    ~TransferHold() {
+      if (mu_ != nullptr) mu_->ReaderUnlock();
+    }
+
+   private:
+    friend class ShardGate;
+    explicit TransferHold(absl::Mutex* mu) : mu_(mu) {}
+    absl::Mutex* mu_;
+  };
 
   // Held by a command for its slot while its work runs; movable, releases once.
   class Pass {
@@ -74,26 +105,40 @@ class ShardGate {
 
   // The conditions of a move's steps over slots [first, last] (FAILED_PRECONDITION
   // otherwise): an export needs them moving away from this shard with no work left on them
-  // (SLOTS_NOT_MOVING_FROM_HERE, DRAINING_SLOTS); an import needs them moving here
-  // (SLOTS_NOT_MOVING_HERE); a drop needs them neither owned nor moving here
-  // (SLOTS_STILL_HERE). INVALID_ARGUMENT for a range outside the slots.
+  // (SLOTS_NOT_MOVING_FROM_HERE, DRAINING_SLOTS); an import needs them moving here and not
+  // flipped (SLOTS_NOT_MOVING_HERE: once this shard took the run, an import would write
+  // over what it wrote since); a drop needs them not owned here (SLOTS_STILL_HERE: a run
+  // moving here, not flipped, may be cleared). An import or a drop with an `epoch` (not 0)
+  // also needs the map held to be that epoch's (STALE_STEP). INVALID_ARGUMENT for a range
+  // outside the slots. The import and drop checks return a hold kept while they write.
   absl::Status CheckExport(uint32_t first, uint32_t last) const;
-  absl::Status CheckImport(uint32_t first, uint32_t last) const;
-  absl::Status CheckDrop(uint32_t first, uint32_t last) const;
+  absl::StatusOr<TransferHold> HoldImport(uint32_t first, uint32_t last, uint64_t epoch);
+  absl::StatusOr<TransferHold> HoldDrop(uint32_t first, uint32_t last, uint64_t epoch);
 
+  // Null until a map is adopted (or was kept by an earlier run).
   std::shared_ptr<const SlotMap> map() const;
+  // The epoch held; 0 for none.
+  uint64_t epoch() const;
   const std::string& shard() const { return shard_; }
   // Passes held now, over all slots.
   int64_t in_flight() const;
 
  private:
-  ShardGate(std::string shard, std::string kept_file, SlotMap map);
+  ShardGate(std::string shard, std::string kept_file, Clock& clock,
+            std::shared_ptr<const SlotMap> map);
   absl::Status CheckLocked(uint32_t slot) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // By the map alone (the lease aside); map_ must not be null.
+  absl::Status CheckMapLocked(uint32_t slot) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<TransferHold> Hold(uint32_t first, uint32_t last, uint64_t epoch, bool import);
   void Leave(uint32_t slot);
 
   const std::string shard_;
   const std::string kept_file_;
-  absl::Mutex adopt_mu_;  // one adoption at a time (each writes the kept file)
+  Clock& clock_;
+  std::atomic<int64_t> serve_until_ms_{0};
+  // One adoption at a time (each writes the kept file); shared by the imports and drops
+  // that write meanwhile.
+  absl::Mutex adopt_mu_;
   mutable absl::Mutex mu_;
   std::shared_ptr<const SlotMap> map_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> in_flight_ ABSL_GUARDED_BY(mu_);

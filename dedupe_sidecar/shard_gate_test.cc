@@ -1,11 +1,11 @@
 // The slot gate: what a sharded sidecar lets in, the refusals it gives, and how it adopts
-// a newer map (kept on disk, never an older one, waiting for the moved slots' work).
+// a newer map (kept on disk, never an older one, waiting for the moved slots' work); only
+// while the shard's lease lasts.
 #include "dedupe_sidecar/shard_gate.h"
 
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "common/slot_map_file.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
@@ -27,24 +27,25 @@ class ShardGateTest : public ::testing::Test {
     absl::StatusOr<SlotMap> map = SlotMap::Even({Shard("s0"), Shard("s1")});
     ASSERT_TRUE(map.ok());
     map_ = *map;
-    ASSERT_TRUE(WriteSlotMapFile(configured(), map_).ok());
     Open();
+    ASSERT_TRUE(gate_->Adopt(map_, 1000).ok());
   }
 
   void Open() {
     gate_.reset();
-    absl::StatusOr<std::unique_ptr<ShardGate>> gate = ShardGate::Open("s0", configured(), kept());
+    absl::StatusOr<std::unique_ptr<ShardGate>> gate = ShardGate::Open("s0", kept(), clock_);
     ASSERT_TRUE(gate.ok()) << gate.status();
     gate_ = std::move(*gate);
+    gate_->SetServeUntilMs(clock_.NowMs() + 10'000);
   }
 
-  std::string configured() const { return dir_ + "/configmap.json"; }
   std::string kept() const { return dir_ + "/kept.json"; }
 
   // s0 owns 0..511, s1 owns 512..1023.
   static constexpr uint32_t kMine = 7;
   static constexpr uint32_t kTheirs = 900;
 
+  ManualClock clock_;
   std::string dir_;
   SlotMap map_ = *SlotMap::Even({Shard("x")});
   std::unique_ptr<ShardGate> gate_;
@@ -105,9 +106,9 @@ TEST_F(ShardGateTest, ASlotMovingHereIsRefusedAsRetryableUntilTheFlip) {
 TEST_F(ShardGateTest, EachStepOfAMoveRunsOnlyWhereTheMapSaysItMay) {
   // Nothing moves yet: no export, no import, and no drop of slots still owned here.
   EXPECT_EQ(ReasonOf(gate_->CheckExport(0, 9)), "SLOTS_NOT_MOVING_FROM_HERE");
-  EXPECT_EQ(ReasonOf(gate_->CheckImport(kTheirs, kTheirs)), "SLOTS_NOT_MOVING_HERE");
-  EXPECT_EQ(ReasonOf(gate_->CheckDrop(0, 9)), "SLOTS_STILL_HERE");
-  EXPECT_TRUE(gate_->CheckDrop(kTheirs, kTheirs).ok());
+  EXPECT_EQ(ReasonOf(gate_->HoldImport(kTheirs, kTheirs, 0).status()), "SLOTS_NOT_MOVING_HERE");
+  EXPECT_EQ(ReasonOf(gate_->HoldDrop(0, 9, 0).status()), "SLOTS_STILL_HERE");
+  EXPECT_TRUE(gate_->HoldDrop(kTheirs, kTheirs, 0).ok());
   EXPECT_EQ(gate_->CheckExport(9, 0).code(), absl::StatusCode::kInvalidArgument);
 
   absl::StatusOr<ShardGate::Pass> running = gate_->Enter(kMine);
@@ -120,13 +121,56 @@ TEST_F(ShardGateTest, EachStepOfAMoveRunsOnlyWhereTheMapSaysItMay) {
   running->Release();
   EXPECT_TRUE(gate_->CheckExport(0, 9).ok());
   EXPECT_EQ(ReasonOf(gate_->CheckExport(0, 10)), "SLOTS_NOT_MOVING_FROM_HERE");
-  EXPECT_EQ(ReasonOf(gate_->CheckDrop(0, 9)), "SLOTS_STILL_HERE");
+  EXPECT_EQ(ReasonOf(gate_->HoldDrop(0, 9, 0).status()), "SLOTS_STILL_HERE");
 
   absl::StatusOr<SlotMap> incoming = BeginMove(*frozen, kTheirs, kTheirs, "s0");
   ASSERT_TRUE(incoming.ok());
   ASSERT_TRUE(gate_->Adopt(*incoming, 1000).ok());
-  EXPECT_TRUE(gate_->CheckImport(kTheirs, kTheirs).ok());
-  EXPECT_EQ(ReasonOf(gate_->CheckDrop(kTheirs, kTheirs)), "SLOTS_STILL_HERE");
+  EXPECT_TRUE(gate_->HoldImport(kTheirs, kTheirs, incoming->epoch()).ok());
+  // A step of another epoch's move (a run that lost the map) lands nowhere.
+  EXPECT_EQ(ReasonOf(gate_->HoldImport(kTheirs, kTheirs, frozen->epoch()).status()),
+            "STALE_STEP");
+  // A run moving here, not flipped, may be cleared of an earlier copy's leftovers.
+  EXPECT_TRUE(gate_->HoldDrop(kTheirs, kTheirs, incoming->epoch()).ok());
+  absl::StatusOr<SlotMap> flipped = FinishMove(*incoming, kTheirs, kTheirs);
+  ASSERT_TRUE(flipped.ok());
+  ASSERT_TRUE(gate_->Adopt(*flipped, 1000).ok());
+  EXPECT_EQ(ReasonOf(gate_->HoldDrop(kTheirs, kTheirs, 0).status()), "SLOTS_STILL_HERE");
+}
+
+// Finding 2: an import that comes after this shard took the run would write over what it
+// wrote since. The import's check and its writes hold off the adoption of the flip.
+TEST_F(ShardGateTest, NoImportOnceTheFlipIsAdopted) {
+  absl::StatusOr<SlotMap> incoming = BeginMove(map_, kTheirs, kTheirs, "s0");
+  ASSERT_TRUE(incoming.ok());
+  ASSERT_TRUE(gate_->Adopt(*incoming, 1000).ok());
+  absl::StatusOr<SlotMap> flipped = FinishMove(*incoming, kTheirs, kTheirs);
+  ASSERT_TRUE(flipped.ok());
+  absl::Notification adopted;
+  std::thread flip;
+  {
+    absl::StatusOr<ShardGate::TransferHold> writing = gate_->HoldImport(kTheirs, kTheirs, 0);
+    ASSERT_TRUE(writing.ok()) << writing.status();
+    flip = std::thread([&] {
+      EXPECT_TRUE(gate_->Adopt(*flipped, 1000).ok());
+      adopted.Notify();
+    });
+    EXPECT_FALSE(adopted.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  }
+  flip.join();
+  EXPECT_EQ(ReasonOf(gate_->HoldImport(kTheirs, kTheirs, 0).status()), "SLOTS_NOT_MOVING_HERE");
+  EXPECT_TRUE(gate_->Enter(kTheirs).ok());
+}
+
+TEST_F(ShardGateTest, NothingIsLetInOutsideTheLease) {
+  EXPECT_TRUE(gate_->Enter(kMine).ok());
+  clock_.AdvanceMs(10'000);  // the serving window ends; the lease may be another's now
+  absl::StatusOr<ShardGate::Pass> refused = gate_->Enter(kMine);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(refused.status()), "NOT_LEASED");
+  EXPECT_EQ(ReasonOf(gate_->Check(kMine)), "NOT_LEASED");
+  gate_->SetServeUntilMs(clock_.NowMs() + 1);
+  EXPECT_TRUE(gate_->Enter(kMine).ok());
 }
 
 TEST_F(ShardGateTest, NeverGoesBackToAnOlderMap) {
@@ -141,18 +185,12 @@ TEST_F(ShardGateTest, NeverGoesBackToAnOlderMap) {
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(ReasonOf(gate_->Adopt(*other, 1000).status()), "EPOCH_CONFLICT");
 
-  // A restart whose configured file still holds epoch 1 (a ConfigMap that lags) keeps
-  // the adopted epoch 2: slot 7 stays refused.
+  // A restart starts from the adopted epoch 2 (kept in the data directory): slot 7 stays
+  // refused, and the older map is refused still.
   Open();
   EXPECT_EQ(gate_->map()->epoch(), 2u);
   EXPECT_EQ(ReasonOf(gate_->Enter(kMine).status()), "SLOT_MIGRATING");
-  // A newer configured file wins.
-  absl::StatusOr<SlotMap> flipped = FinishMove(*frozen, 0, 9);
-  ASSERT_TRUE(flipped.ok());
-  ASSERT_TRUE(WriteSlotMapFile(configured(), *flipped).ok());
-  Open();
-  EXPECT_EQ(gate_->map()->epoch(), 3u);
-  EXPECT_EQ(ReasonOf(gate_->Enter(kMine).status()), "SLOT_MOVED");
+  EXPECT_EQ(ReasonOf(gate_->Adopt(map_, 1000).status()), "STALE_EPOCH");
 }
 
 TEST_F(ShardGateTest, AdoptionWaitsForTheWorkOnSlotsItTakesAway) {
@@ -181,9 +219,16 @@ TEST_F(ShardGateTest, AdoptionWaitsForTheWorkOnSlotsItTakesAway) {
   EXPECT_EQ(gate_->in_flight(), 1);
 }
 
-TEST_F(ShardGateTest, OpeningNeedsAMap) {
-  EXPECT_EQ(ShardGate::Open("s0", dir_ + "/none.json", dir_ + "/none-kept.json").status().code(),
-            absl::StatusCode::kInvalidArgument);
+TEST_F(ShardGateTest, WithoutAMapNothingIsLetIn) {
+  absl::StatusOr<std::unique_ptr<ShardGate>> fresh =
+      ShardGate::Open("s0", dir_ + "/none.json", clock_);
+  ASSERT_TRUE(fresh.ok());
+  (*fresh)->SetServeUntilMs(clock_.NowMs() + 10'000);
+  EXPECT_EQ((*fresh)->map(), nullptr);
+  EXPECT_EQ(ReasonOf((*fresh)->Enter(kMine).status()), "NOT_LEASED");
+  EXPECT_EQ(ReasonOf((*fresh)->CheckExport(0, 9)), "NO_SLOT_MAP");
+  ASSERT_TRUE((*fresh)->Adopt(map_, 1000).ok());
+  EXPECT_TRUE((*fresh)->Enter(kMine).ok());
 }
 
 }  // namespace

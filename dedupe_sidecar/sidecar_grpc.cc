@@ -180,8 +180,15 @@ class SidecarServiceImpl : public v1::Sidecar::CallbackService {
                 "this sidecar is not sharded: it takes every command"),
           response);
     }
-    return FinishUnary(context, absl::StatusOr<v1::SlotMap>(deduper_.shards()->map()->proto()),
-                       response);
+    std::shared_ptr<const SlotMap> map = deduper_.shards()->map();
+    if (map == nullptr) {
+      return FinishUnary<v1::SlotMap>(
+          context,
+          Error(absl::StatusCode::kUnavailable, "NO_SLOT_MAP",
+                "this shard has not read the slot map yet; retry shortly"),
+          response);
+    }
+    return FinishUnary(context, absl::StatusOr<v1::SlotMap>(map->proto()), response);
   }
 
  private:
@@ -404,7 +411,7 @@ class SidecarAdminImpl : public v1::SidecarAdmin::CallbackService {
       return FinishUnary<Response>(
           context,
           Error(absl::StatusCode::kFailedPrecondition, "NOT_SHARDED",
-                "this sidecar is not sharded (start it with --shard_id and --slot_map)"),
+                "this sidecar is not sharded (start it with --shard_id and --etcd_endpoints)"),
           response);
     }
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

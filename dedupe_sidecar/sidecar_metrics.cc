@@ -130,10 +130,14 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
         {{{{"reason", "moved"}}, n(st.slot_moved)},
          {{{"reason", "migrating"}}, n(st.slot_migrating)}}));
     out.push_back(GaugeFamily("eonce_sidecar_slot_map_epoch", "The epoch of the slot map held.",
-                              {{{}, static_cast<double>(map->epoch())}}));
-    out.push_back(GaugeFamily("eonce_sidecar_slots_owned",
-                              "Slots this shard takes commands for (owned, not moving).",
-                              {{{}, static_cast<double>(map->WritableSlotsOf(shards_->shard()))}}));
+                              {{{}, static_cast<double>(map ? map->epoch() : 0)}}));
+    out.push_back(GaugeFamily(
+        "eonce_sidecar_slots_owned", "Slots this shard takes commands for (owned, not moving).",
+        {{{}, static_cast<double>(map ? map->WritableSlotsOf(shards_->shard()) : 0)}}));
+    out.push_back(GaugeFamily(
+        "eonce_sidecar_shard_leased",
+        "1 while this sidecar holds its shard's lease (and so may take commands).",
+        {{{}, shards_->serve_until_ms() > clock_->NowMs() ? 1.0 : 0.0}}));
     out.push_back(GaugeFamily("eonce_sidecar_slot_passes_in_flight",
                               "Commands let in and still running, over all slots.",
                               {{{}, static_cast<double>(shards_->in_flight())}}));

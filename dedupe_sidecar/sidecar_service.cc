@@ -9,7 +9,6 @@
 #include "common/log.h"
 #include "common/server.h"
 #include "common/server_security.h"
-#include "common/slot_map_file.h"
 #include "common/status.h"
 #include "common/tls.h"
 #include "dedupe_sidecar/grpc_upstream.h"
@@ -33,13 +32,22 @@ absl::Status ValidateSidecarOptions(const SidecarServerOptions& o) {
         "forensic_retention_ms: must not be shorter than retention_ms");
   }
   EONCE_RETURN_IF_ERROR(ValidateDeduperOptions(o.deduper));
-  if (o.shard_id.empty() != o.slot_map_file.empty()) {
+  const bool injected = o.map_store != nullptr || o.shard_lease != nullptr;
+  if (injected && (o.map_store == nullptr || o.shard_lease == nullptr)) {
+    return absl::InvalidArgumentError("map_store, shard_lease: hand in both or neither");
+  }
+  if (!o.shard_id.empty() && o.etcd_endpoints.empty() && !injected) {
     return absl::InvalidArgumentError(
-        "shard_id, slot_map: a sharded sidecar needs both (its shard and the slot map file)");
+        "etcd_endpoints: a sharded sidecar (shard_id) needs the coordination store that holds "
+        "the slot map and its lease");
+  }
+  if (o.shard_id.empty() && (!o.etcd_endpoints.empty() || injected)) {
+    return absl::InvalidArgumentError(
+        "shard_id: etcd_endpoints is for a sharded sidecar; name its shard");
   }
   if (o.move_business_data && o.shard_id.empty()) {
     return absl::InvalidArgumentError(
-        "move_business_data: only a sharded sidecar (shard_id, slot_map) moves slots");
+        "move_business_data: only a sharded sidecar (shard_id, etcd_endpoints) moves slots");
   }
   if (o.max_in_flight < 1 || o.max_in_flight_per_tenant < 1 ||
       o.max_in_flight_per_tenant > o.max_in_flight) {
@@ -118,9 +126,11 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
   // gRPC's threads, and the business's answers are handled where they arrive.
   s->pool_ = std::make_unique<WorkPool>(4, 256);
   if (!options.shard_id.empty()) {
-    EONCE_ASSIGN_OR_RETURN(s->shards_,
-                           ShardGate::Open(options.shard_id, options.slot_map_file,
-                                           options.data_dir + "/slot_map.json"));
+    // The map last adopted is kept beside the records: a cache, so a restart never goes
+    // back to an older map; nothing is let in until the lease is held.
+    EONCE_ASSIGN_OR_RETURN(s->shards_, ShardGate::Open(options.shard_id,
+                                                       options.data_dir + "/slot_map.json",
+                                                       clock));
   }
   s->deduper_ = std::make_unique<Deduper>(*s->records_, *s->audit_, *upstream, *s->policy_,
                                           clock, options.deduper, options.faults,
@@ -158,6 +168,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
     EONCE_ASSIGN_OR_RETURN(s->metrics_, MetricsEndpoint::Start(options.metrics_address,
                                                                [raw] { return raw->Collect(); }));
   }
+  if (s->shards_ != nullptr) EONCE_RETURN_IF_ERROR(s->StartCoordination(options, clock));
   s->maintenance_ = std::thread([raw = s.get(), options] { raw->Maintenance(options); });
   // A thread of its own, so that a long scan never delays the store's health probes.
   if (options.warm_cache) s->warmer_ = std::thread([raw = s.get()] { raw->WarmCache(); });
@@ -209,7 +220,6 @@ void SidecarServer::Maintenance(const SidecarServerOptions& options) {
       LogError("policy reload failed; keeping the previous policy",
                {{"error", std::string(reloaded.message())}});
     }
-    if (shards_ != nullptr) MaybeReloadSlotMap(options.slot_map_file);
     if (due(last_compaction, options.compaction_interval_ms)) {
       if (absl::Status compacted = records_->CompactAll(); !compacted.ok()) {
         LogError("compaction failed", {{"error", std::string(compacted.message())}});
@@ -229,23 +239,32 @@ void SidecarServer::Maintenance(const SidecarServerOptions& options) {
   }
 }
 
-void SidecarServer::MaybeReloadSlotMap(const std::string& path) {
-  absl::StatusOr<SlotMap> map = ReadSlotMapFile(path);
-  if (!map.ok()) {
-    if (map.status().code() != absl::StatusCode::kNotFound) {
-      LogError("slot map reload failed; keeping the map held",
-               {{"error", std::string(map.status().message())}});
-    }
-    return;
+absl::Status SidecarServer::StartCoordination(const SidecarServerOptions& options,
+                                              Clock& clock) {
+  MapStore* store = options.map_store;
+  ShardLease* lease = options.shard_lease;
+  if (store == nullptr) {
+    EtcdCoordOptions etcd;
+    etcd.endpoints = options.etcd_endpoints;
+    etcd.prefix = options.etcd_prefix;
+    etcd.lease_ttl_ms = options.lease_ttl_ms;
+    EONCE_ASSIGN_OR_RETURN(etcd_, EtcdCoordination::Create(etcd, clock));
+    owned_lease_ = etcd_->NewLease();
+    store = &etcd_->store();
+    lease = owned_lease_.get();
   }
-  if (map->epoch() <= shards_->map()->epoch()) return;
-  // Adopted at once; the wait for moved slots' work is the reshard step's, not this loop's.
-  absl::StatusOr<uint64_t> adopted = shards_->Adopt(*map, /*drain_timeout_ms=*/1);
-  if (!adopted.ok() && adopted.status().code() != absl::StatusCode::kDeadlineExceeded) {
-    LogError("slot map adoption failed", {{"error", std::string(adopted.status().message())}});
-    return;
+  ShardCoordinatorOptions coordination;
+  coordination.shard = options.shard_id;
+  // Informational (movers use the map's addresses): where this process listens.
+  coordination.address = options.listen_address;
+  if (absl::EndsWith(coordination.address, ":0")) {
+    coordination.address.replace(coordination.address.size() - 1, 1, absl::StrCat(port_));
   }
-  LogInfo("slot map adopted", {{"epoch", absl::StrCat(map->epoch())}, {"file", path}});
+  coordination.lease_ttl_ms = options.lease_ttl_ms;
+  coordinator_ =
+      std::make_unique<ShardCoordinator>(*shards_, *store, *lease, clock, coordination);
+  coordinator_->Start();
+  return absl::OkStatus();
 }
 
 absl::Status SidecarServer::Shutdown(int64_t drain_ms) {
@@ -254,6 +273,8 @@ absl::Status SidecarServer::Shutdown(int64_t drain_ms) {
   // The maintenance thread touches the server's health status: stop it first.
   // Shutdown runs twice (the destructor calls it too); a Notification takes one Notify.
   if (!stop_maintenance_.HasBeenNotified()) stop_maintenance_.Notify();  // and the warm-up
+  // The shard's lease goes back at once: its successor need not wait for it to lapse.
+  if (coordinator_ != nullptr) coordinator_->Stop();
   if (maintenance_.joinable()) maintenance_.join();
   if (warmer_.joinable()) warmer_.join();
   StopServing(server_, health_port_, drain_ms);

@@ -31,6 +31,9 @@
 #include "dedupe_sidecar/grpc_upstream.h"
 #include "dedupe_sidecar/policy.h"
 #include "dedupe_sidecar/record_store.h"
+#include "common/coord/etcd_map_store.h"
+#include "common/coord/map_store.h"
+#include "dedupe_sidecar/shard_coordinator.h"
 #include "dedupe_sidecar/shard_gate.h"
 #include "dedupe_sidecar/upstream.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
@@ -95,10 +98,17 @@ struct SidecarServerOptions {
   std::string health_address;
   // Free space kept on the store's disk; below it writes are refused (STORE_FULL).
   uint64_t min_free_bytes = 256ull << 20;
-  // Sharding (slots.proto): this sidecar's shard id and the slot map file (a mounted
-  // ConfigMap), reread every policy_reload_ms. Both empty: every command is taken.
+  // Sharding (slots.proto): this sidecar's shard id; empty: every command is taken. The
+  // slot map and the shard's lease are in the coordination store: etcd at etcd_endpoints
+  // (comma list) under etcd_prefix, or, for tests and the simulation, the store and lease
+  // handed in (both, outliving the server). Commands are taken only while the lease is
+  // held (lease_ttl_ms; shard_coordinator.h).
   std::string shard_id;
-  std::string slot_map_file;
+  std::string etcd_endpoints;
+  std::string etcd_prefix = "/eonce/default";
+  int64_t lease_ttl_ms = 10'000;
+  MapStore* map_store = nullptr;
+  ShardLease* shard_lease = nullptr;
   // The business behind this sidecar is this shard's alone (a pod's own ledger): its data
   // by slot (eonce.v1.SlotData) moves with the slot's records. Off where every shard's
   // sidecar fronts one shared business, whose data must stay where it is.
@@ -129,6 +139,11 @@ class SidecarServer {
   PolicyStore& policy() { return *policy_; }
   // Null unless sharded.
   ShardGate* shards() { return shards_.get(); }
+  // Sharded: waits up to `limit` until this sidecar holds its shard's lease and serves a map
+  // of at least `epoch` it acknowledged (tests and tools that start sidecars).
+  bool AwaitShardServing(uint64_t epoch, absl::Duration limit) {
+    return coordinator_ != nullptr && coordinator_->AwaitServing(epoch, limit);
+  }
   RocksStore& rocks() { return *rocks_; }
 
   // Waits (at most `limit`) until the business's catalog of methods is not being read
@@ -148,8 +163,8 @@ class SidecarServer {
   // Shutdown.
   void WarmCache();
   std::vector<prometheus::MetricFamily> Collect() const;
-  // Adopts the slot map file when an operator (or a ConfigMap update) made it newer.
-  void MaybeReloadSlotMap(const std::string& path);
+  // The coordination thread: the shard's lease and the slot map (shard_coordinator.h).
+  absl::Status StartCoordination(const SidecarServerOptions& options, Clock& clock);
   // A synced write to a probe key: can the store take writes now?
   void ProbeStore();
 
@@ -163,6 +178,9 @@ class SidecarServer {
   std::unique_ptr<WorkPool> pool_;
   std::unique_ptr<Admission> admission_;
   std::unique_ptr<ShardGate> shards_;
+  std::unique_ptr<EtcdCoordination> etcd_;  // null unless sharded on etcd
+  std::unique_ptr<ShardLease> owned_lease_;
+  std::unique_ptr<ShardCoordinator> coordinator_;  // null unless sharded
   std::unique_ptr<Deduper> deduper_;
   std::atomic<bool> draining_{false};
   std::unique_ptr<v1::Sidecar::CallbackService> sidecar_service_;

@@ -20,7 +20,7 @@ absl::StatusOr<v1::ExportSlotsResponse> ExportBusinessRows(ShardGate& shards,
                                                            const v1::ExportSlotsRequest& request,
                                                            BusinessSlots* business) {
   v1::ExportSlotsResponse response;
-  response.set_epoch(shards.map()->epoch());
+  response.set_epoch(shards.epoch());
   if (business == nullptr) return response;  // nothing after the records
   v1::ExportSlotDataRequest page;
   page.set_first_slot(request.first_slot());
@@ -69,7 +69,7 @@ absl::StatusOr<v1::ExportSlotsResponse> ExportSlots(ShardGate& shards, RecordSto
     response.set_next_after(std::string(1, kBusinessCursor));
   }
   response.set_unplaced(page.unplaced);
-  response.set_epoch(shards.map()->epoch());
+  response.set_epoch(shards.epoch());
   // Checked again after the scan: had the map changed meanwhile, the page could miss a
   // write.
   EONCE_RETURN_IF_ERROR(shards.CheckExport(first, last));
@@ -80,7 +80,9 @@ absl::StatusOr<v1::ImportSlotsResponse> ImportSlots(ShardGate& shards, RecordSto
                                                     const v1::ImportSlotsRequest& request,
                                                     BusinessSlots* business) {
   const uint32_t first = request.first_slot(), last = request.last_slot();
-  EONCE_RETURN_IF_ERROR(shards.CheckImport(first, last));
+  // Held until the rows and records are written: the flip cannot be adopted in between.
+  EONCE_ASSIGN_OR_RETURN(ShardGate::TransferHold hold,
+                         shards.HoldImport(first, last, request.epoch()));
   if (request.records_size() > kMaxExportRecords) {
     return absl::InvalidArgumentError(
         absl::StrCat("records: at most ", kMaxExportRecords, " a call"));
@@ -128,7 +130,9 @@ absl::StatusOr<v1::ImportSlotsResponse> ImportSlots(ShardGate& shards, RecordSto
 absl::StatusOr<v1::DropSlotsResponse> DropSlots(ShardGate& shards, RecordStore& records,
                                                 const v1::DropSlotsRequest& request,
                                                 BusinessSlots* business) {
-  EONCE_RETURN_IF_ERROR(shards.CheckDrop(request.first_slot(), request.last_slot()));
+  EONCE_ASSIGN_OR_RETURN(
+      ShardGate::TransferHold hold,
+      shards.HoldDrop(request.first_slot(), request.last_slot(), request.epoch()));
   EONCE_ASSIGN_OR_RETURN(int64_t dropped,
                          records.DropSlots(request.first_slot(), request.last_slot()));
   LogInfo("slot records dropped",

@@ -474,7 +474,11 @@ std::map<std::string, int64_t> GrpcSidecarClient::FetchRetentions(int64_t timeou
       absl::StatusOr<SlotMap> map = SlotMap::FromProto(std::move(proto));
       absl::MutexLock lock(&route->mu);
       route->map_asked_at_ms = clock_.NowMs();
-      if (map.ok()) route->map = std::make_shared<const SlotMap>(std::move(*map));
+      // Only a newer map: a shard that lags (or an answer that crossed a newer one on the
+      // way) must not take the route back to an older owner.
+      if (map.ok() && (route->map == nullptr || map->epoch() > route->map->epoch())) {
+        route->map = std::make_shared<const SlotMap>(std::move(*map));
+      }
     }
   }
   return out;

@@ -267,3 +267,70 @@ TEST(TeardownTest, TheClientsEndWaitsForEachCallsStateToGo) {
 
 }  // namespace
 }  // namespace eonce
+
+namespace eonce {
+namespace {
+
+// A sharded sidecar's Sidecar service as far as the map goes: it answers GetInfo and the
+// slot map it is set to.
+class MapStandIn : public v1::Sidecar::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context,
+                                    const v1::GetInfoRequest*,
+                                    v1::GetInfoResponse* response) override {
+    response->set_retention_ms(60'000);
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  grpc::ServerUnaryReactor* GetSlotMap(grpc::CallbackServerContext* context,
+                                       const v1::GetSlotMapRequest*,
+                                       v1::SlotMap* response) override {
+    {
+      absl::MutexLock lock(&mu_);
+      *response = map_;
+    }
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  void Set(uint64_t epoch, const std::string& address) {
+    v1::ShardInfo shard;
+    shard.set_id("s0");
+    shard.set_address(address);
+    v1::SlotMap map = SlotMap::Even({shard}, epoch)->proto();
+    absl::MutexLock lock(&mu_);
+    map_ = std::move(map);
+  }
+
+ private:
+  absl::Mutex mu_;
+  v1::SlotMap map_;
+};
+
+TEST(FetchRetentionsTest, AnOlderSlotMapDoesNotReplaceTheOneHeld) {
+  MapStandIn stand_in;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&stand_in);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  stand_in.Set(5, address);
+  {
+    auto client = GrpcSidecarClient::Create("", "sharded:" + address, TlsFiles(),
+                                            RealClock::Get());
+    ASSERT_TRUE(client.ok()) << client.status();
+    EXPECT_EQ((*client)->FetchRetentions(10'000).size(), 1u);
+    EXPECT_EQ((*client)->SlotMapEpoch("any.Service/Method"), 5u);
+    // A shard that lags answers an older map: the route keeps epoch 5.
+    stand_in.Set(3, address);
+    (*client)->FetchRetentions(10'000);
+    EXPECT_EQ((*client)->SlotMapEpoch("any.Service/Method"), 5u);
+  }
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace eonce

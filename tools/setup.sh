@@ -30,12 +30,17 @@ PACKAGES=(
   prometheus
   iproute2
   procps
+  etcd-server
+  etcd-client
 )
 
 # `setup.sh --peers` adds the servers ./eonce bench --peers compares eonce with.
 if [ "${1:-}" = "--peers" ]; then
   PACKAGES+=(postgresql postgresql-contrib redis-server redis-tools)
 fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -46,11 +51,28 @@ done
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# etcd-server's package starts a system etcd on 127.0.0.1:2379. eonce's tests start their
+# own members on free ports (tests/util/etcd_cluster.h) and a deployment runs its own
+# cluster; a stray one only holds the port and a data dir, so it is stopped and kept from
+# starting at boot. Machines without systemd (containers) use the init script, if any.
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+  if systemctl is-enabled --quiet etcd.service 2>/dev/null ||
+     systemctl is-active --quiet etcd.service 2>/dev/null; then
+    echo "setup: stopping and disabling the system etcd service"
+    $SUDO systemctl disable --now etcd.service
+  fi
+elif [ -x /etc/init.d/etcd ]; then
+  # `status` exits 0 only while it runs; stopping one that is stopped is harmless anyway.
+  if $SUDO /etc/init.d/etcd status >/dev/null 2>&1; then
+    echo "setup: stopping the system etcd (init script)"
+    $SUDO /etc/init.d/etcd stop || true
+  fi
+  if command -v update-rc.d >/dev/null 2>&1; then $SUDO update-rc.d etcd disable >/dev/null 2>&1 || true; fi
 fi
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -18,7 +18,9 @@ absl::StatusOr<std::unique_ptr<EmbeddedSidecar>> EmbeddedSidecar::Start(
   sidecar.policy_file = options.policy_file;
   sidecar.metrics_address = options.metrics_address;
   sidecar.shard_id = options.shard_id;
-  sidecar.slot_map_file = options.slot_map_file;
+  sidecar.etcd_endpoints = options.etcd_endpoints;
+  sidecar.etcd_prefix = options.etcd_prefix;
+  sidecar.lease_ttl_ms = options.lease_ttl_ms;
   // The business is this process's own: its rows move with its slots.
   sidecar.move_business_data = !options.shard_id.empty();
   sidecar.tls = options.tls;

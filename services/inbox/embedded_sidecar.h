@@ -24,9 +24,12 @@ struct EmbeddedSidecarOptions {
   std::string data_dir;        // required: its own RocksDB, apart from the business's
   std::string policy_file;
   std::string metrics_address;
-  // Sharding: with both, the slot gate runs and a slot move takes the business's rows too.
+  // Sharding: with a shard id, the slot gate runs on the map and lease in etcd, and a slot
+  // move takes the business's rows too.
   std::string shard_id;
-  std::string slot_map_file;
+  std::string etcd_endpoints;
+  std::string etcd_prefix = "/eonce/default";
+  int64_t lease_ttl_ms = 10'000;
   TlsFiles tls;
   // --insecure: the sidecar's listener may be plaintext on an address other hosts reach.
   bool insecure = false;

@@ -23,7 +23,11 @@ ABSL_FLAG(std::string, sidecar_data_dir, "", "the embedded sidecar's RocksDB dir
 ABSL_FLAG(std::string, sidecar_policy_file, "", "the embedded sidecar's policy file");
 ABSL_FLAG(std::string, sidecar_metrics_listen, "", "the embedded sidecar's Prometheus endpoint");
 ABSL_FLAG(std::string, sidecar_shard_id, "", "sharded: the embedded sidecar's shard");
-ABSL_FLAG(std::string, sidecar_slot_map, "", "sharded: the slot map file");
+ABSL_FLAG(std::string, sidecar_etcd_endpoints, "",
+          "sharded: the etcd cluster (comma list) that holds the slot map and the shard's lease");
+ABSL_FLAG(std::string, sidecar_etcd_prefix, "/eonce/default",
+          "sharded: the deployment's key prefix in etcd");
+ABSL_FLAG(int64_t, sidecar_lease_ttl_ms, 10'000, "sharded: the shard lease's TTL");
 
 int main(int argc, char** argv) {
   eonce::LedgerCore* core = nullptr;
@@ -43,7 +47,9 @@ int main(int argc, char** argv) {
     o.policy_file = absl::GetFlag(FLAGS_sidecar_policy_file);
     o.metrics_address = absl::GetFlag(FLAGS_sidecar_metrics_listen);
     o.shard_id = absl::GetFlag(FLAGS_sidecar_shard_id);
-    o.slot_map_file = absl::GetFlag(FLAGS_sidecar_slot_map);
+    o.etcd_endpoints = absl::GetFlag(FLAGS_sidecar_etcd_endpoints);
+    o.etcd_prefix = absl::GetFlag(FLAGS_sidecar_etcd_prefix);
+    o.lease_ttl_ms = absl::GetFlag(FLAGS_sidecar_lease_ttl_ms);
     const eonce::ServerFlags shared = eonce::ServerFlagsFromFlags();
     o.tls = shared.tls;
     o.insecure = shared.insecure;

@@ -174,26 +174,41 @@ def check(objects):
 
 
 def check_shards(sts, sidecar, objects):
-    """More than one pod is sharded, and the slot map names every pod where it listens."""
+    """More than one pod is sharded on etcd, and the seed map names every pod where it
+    listens."""
     problems = []
     name = sts["metadata"]["name"]
     replicas = sts["spec"].get("replicas", 1)
     args = sidecar.get("args", [])
-    shard_id, slot_map = flag(args, "shard_id"), flag(args, "slot_map")
-    if replicas > 1 and (shard_id is None or slot_map is None):
-        return ["%s: %d replicas whose sidecars are not sharded (--shard_id, --slot_map): a key "
-                "retried to two pods would be applied twice" % (name, replicas)]
-    if slot_map is None:
+    shard_id, etcd = flag(args, "shard_id"), flag(args, "etcd_endpoints")
+    if replicas > 1 and (shard_id is None or etcd is None):
+        return ["%s: %d replicas whose sidecars are not sharded (--shard_id, --etcd_endpoints): "
+                "a key retried to two pods would be applied twice" % (name, replicas)]
+    if etcd is None:
         return problems
+    if flag(args, "slot_map") is not None:
+        problems.append("%s: --slot_map is gone: the slot map is in etcd" % name)
     if shard_id != "$(POD_NAME)":
         problems.append("%s: --shard_id is %r, not the pod's name $(POD_NAME)" % (name, shard_id))
+    # The seed: an init container that writes the mounted map into an empty etcd.
+    pod = sts["spec"]["template"]["spec"]
+    seeds = [c for c in pod.get("initContainers", []) if "seed" in c.get("args", [])]
+    if not seeds:
+        return problems + ["%s: no init container seeds etcd with the first slot map" % name]
+    seed_args = seeds[0].get("args", [])
+    if flag(seed_args, "etcd_endpoints") != etcd:
+        problems.append("%s: the seed writes to %r, the sidecar reads %r" % (
+            name, flag(seed_args, "etcd_endpoints"), etcd))
+    slot_map = flag(seed_args, "file") or ""
+    if "/" not in slot_map:
+        return problems + ["%s: the seed names no --file" % name]
     folder, file_name = slot_map.rsplit("/", 1)
-    mounts = {m["mountPath"].rstrip("/"): m["name"] for m in sidecar.get("volumeMounts", [])}
-    volumes = {v["name"]: v for v in sts["spec"]["template"]["spec"].get("volumes", [])}
+    mounts = {m["mountPath"].rstrip("/"): m["name"] for m in seeds[0].get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
     config = volumes.get(mounts.get(folder), {}).get("configMap", {}).get("name")
     maps = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == config]
     if not maps or file_name not in maps[0].get("data", {}):
-        return problems + ["%s: --slot_map=%s is not a key of a mounted ConfigMap" % (name, slot_map)]
+        return problems + ["%s: the seed's --file=%s is not a key of a mounted ConfigMap" % (name, slot_map)]
     try:
         slot_map_data = json.loads(maps[0]["data"][file_name])
     except ValueError as e:

@@ -92,6 +92,13 @@ if /usr/bin/python3 "$check" "$out/missing-shard.yaml" > "$out/missing-shard.txt
   exit 1
 fi
 grep -q "pod ledger-2 is not a shard of the slot map" "$out/missing-shard.txt"
+# An etcd that nothing seeds with the first map must be reported.
+grep -v -x -e ' *- seed' "$out/dev.yaml" > "$out/unseeded.yaml"
+if /usr/bin/python3 "$check" "$out/unseeded.yaml" > "$out/unseeded.txt"; then
+  echo "the checker accepted sharded sidecars whose etcd nothing seeds" >&2
+  exit 1
+fi
+grep -q "no init container seeds etcd" "$out/unseeded.txt"
 # A sharded ledger whose accounts stay behind when a slot moves, or whose credits to other
 # shards are never relayed, must be reported.
 grep -v -e '--move_business_data' -e '--relay_from=' "$out/dev.yaml" > "$out/unmoved.yaml"

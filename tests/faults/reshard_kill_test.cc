@@ -4,7 +4,8 @@
 // every shard (its data shared), or a ledger per shard: then each shard is a ledger
 // (--cross_slot_credits), its sidecar (--move_business_data) and a relay agent
 // (--relay_from), a transfer between shards is a debit there and a credit relayed here,
-// and a slot move carries the accounts too. The stack runs 3 shards, grows to 5, then
+// and a slot move carries the accounts too. The slot map and the shards' leases are in a
+// real etcd member (tests/util/etcd_cluster.h). The stack runs 3 shards, grows to 5, then
 // shrinks to 2, each step a slot move by the real `eonce reshard`, while every 100-400 ms a
 // random process (a ledger, the agent, any live shard's sidecar or relay) is killed with SIGKILL
 // and started again, and about one run of reshard in three is itself killed mid-move and
@@ -29,7 +30,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/slot_map_file.h"
+#include "common/clock.h"
+#include "common/coord/etcd_map_store.h"
 #include "common/command.h"
 #include "common/slots.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
@@ -40,6 +42,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "tests/faults/stack.h"
+#include "tests/util/etcd_cluster.h"
 #include "tests/util/ground_truth.h"
 #include "tests/util/temp_dir.h"
 
@@ -80,9 +83,7 @@ class ShardedStack {
   ShardedStack(std::string dir, Ledgers ledgers)
       : dir_(std::move(dir)), legacy_(ledgers == Ledgers::kSharedLegacy),
         per_shard_(ledgers == Ledgers::kPerShard || ledgers == Ledgers::kPerShardKeepingData),
-        move_data_(ledgers == Ledgers::kPerShard) {
-    map_file_ = dir_ + "/slot_map.json";
-  }
+        move_data_(ledgers == Ledgers::kPerShard) {}
   ~ShardedStack() {
     absl::MutexLock lock(&mu_);
     for (Member* m : All()) {
@@ -100,31 +101,42 @@ class ShardedStack {
       ledgers_[i] = {absl::StrCat("ledger", i), "services/ledger/ledger_service",
                      {absl::StrCat("--data_dir=", dir_, "/ledger", i), "--cross_slot_credits"}};
     }
+    auto etcd = EtcdCluster::Start(1);
+    if (!etcd.ok()) return etcd.status();
+    etcd_ = std::move(*etcd);
+    EtcdCoordOptions coordination;
+    coordination.endpoints = etcd_->Endpoints();
+    coordination.prefix = kPrefix;
+    auto created = EtcdCoordination::Create(coordination, RealClock::Get());
+    if (!created.ok()) return created.status();
+    coordination_ = std::move(*created);
     // Three shards under placeholders, then the map that names where they listen.
     std::vector<v1::ShardInfo> infos(3);
     for (int i = 0; i < 3; ++i) {
       infos[i].set_id(absl::StrCat("s", i));
       infos[i].set_address("pending:1");
     }
-    if (absl::Status s = WriteSlotMapFile(map_file_, *SlotMap::Even(infos)); !s.ok()) return s;
+    absl::StatusOr<SlotMap> first = store().CompareAndSwap(0, *SlotMap::Even(infos));
+    if (!first.ok()) return first.status();
     for (int i = 0; i < kMaxShards; ++i) {
       shards_[i] = {absl::StrCat("s", i), "dedupe_sidecar/dedupe_sidecar",
                     {"--data_dir=" + dir_ + "/s" + std::to_string(i), "--lease_ms=3000",
                      "--forward_timeout_ms=1000", "--outcome_query_timeout_ms=1000",
                      "--drain_ms=500", absl::StrCat("--shard_id=s", i),
-                     "--slot_map=" + map_file_}};
+                     "--etcd_endpoints=" + etcd_->Endpoints(),
+                     absl::StrCat("--etcd_prefix=", kPrefix),
+                     // The shortest: a killed sidecar's shard is free again 2 s later.
+                     "--lease_ttl_ms=2000"}};
       if (move_data_) shards_[i].args.push_back("--move_business_data");
     }
     for (int i = 0; i < 3; ++i) {
       if (absl::Status s = StartShard(i); !s.ok()) return s;
       infos[i].set_address(Address(i));
     }
-    if (absl::Status s = CompareAndSetSlotMapFile(map_file_, 1, *SlotMap::Even(infos, 2));
-        !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<SlotMap> named = store().CompareAndSwap(first->epoch(), *SlotMap::Even(infos));
+    if (!named.ok()) return named.status();
     for (int i = 0; i < 3; ++i) {
-      if (absl::Status s = AwaitEpoch(Address(i), 2); !s.ok()) return s;
+      if (absl::Status s = AwaitEpoch(Address(i), named->epoch()); !s.ok()) return s;
     }
     agent_ = {"agent",
               "outbox_agent/outbox_agent",
@@ -231,7 +243,11 @@ class ShardedStack {
   std::string LedgerAddress(int shard) const { return "127.0.0.1:" + ledgers_[shard].port; }
   std::string RelayAddress(int shard) const { return "127.0.0.1:" + relays_[shard].port; }
   bool per_shard() const { return per_shard_; }
-  const std::string& map_file() const { return map_file_; }
+  MapStore& store() { return coordination_->store(); }
+  // The flags of `eonce reshard` that reach the map.
+  std::vector<std::string> EtcdFlags() const {
+    return {"--etcd_endpoints=" + etcd_->Endpoints(), absl::StrCat("--etcd_prefix=", kPrefix)};
+  }
   const std::string& dir() const { return dir_; }
 
  private:
@@ -261,7 +277,9 @@ class ShardedStack {
   const bool legacy_;
   const bool per_shard_;
   const bool move_data_;
-  std::string map_file_;
+  static constexpr char kPrefix[] = "/eonce/reshard_kill";
+  std::unique_ptr<EtcdCluster> etcd_;
+  std::unique_ptr<EtcdCoordination> coordination_;
   absl::Mutex mu_;  // one kill or stop at a time
   Member ledger_, agent_;
   Member shards_[kMaxShards];
@@ -433,9 +451,9 @@ void RunOnce(uint64_t seed, Ledgers ledgers) {
     std::mt19937_64 rng(seed * 7 + 1);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     auto move = [&](uint32_t first, uint32_t last, int to, bool with_address) {
-      std::vector<std::string> flags = {"--map=" + stack.map_file(),
-                                        absl::StrCat("--slots=", first, "-", last),
-                                        absl::StrCat("--to=s", to)};
+      std::vector<std::string> flags = stack.EtcdFlags();
+      flags.push_back(absl::StrCat("--slots=", first, "-", last));
+      flags.push_back(absl::StrCat("--to=s", to));
       if (with_address) flags.push_back("--to_address=" + stack.Address(to));
       int killed = MoveUntilDone(stack.dir(), flags, rng);
       if (killed < 0) moves_ok = false;
@@ -448,7 +466,7 @@ void RunOnce(uint64_t seed, Ledgers ledgers) {
     move(683, 782, 3, false);
     // 5 -> 2: every run s2, s3 and s4 own goes to s0 or s1, then they leave.
     for (int leaving : {2, 3, 4}) {
-      absl::StatusOr<SlotMap> map = ReadSlotMapFile(stack.map_file());
+      absl::StatusOr<SlotMap> map = stack.store().Read();
       if (!map.ok()) { moves_ok = false; break; }
       for (const v1::SlotRange& range : map->proto().ranges()) {
         if (range.shard() == absl::StrCat("s", leaving) && moves_ok) {
@@ -483,7 +501,7 @@ void RunOnce(uint64_t seed, Ledgers ledgers) {
   ASSERT_TRUE(restart_failure.ok()) << restart_failure << " (logs in " << stack.dir() << ")";
   EXPECT_TRUE(moves_ok) << "a move never finished (logs in " << stack.dir() << ")";
   EXPECT_EQ(not_enqueued, 0);
-  absl::StatusOr<SlotMap> final_map = ReadSlotMapFile(stack.map_file());
+  absl::StatusOr<SlotMap> final_map = stack.store().Read();
   ASSERT_TRUE(final_map.ok());
   EXPECT_EQ(final_map->WritableSlotsOf("s0") + final_map->WritableSlotsOf("s1"), kSlotCount);
   EXPECT_TRUE(final_map->proto().migrations().empty());
@@ -539,14 +557,22 @@ void RunOnce(uint64_t seed, Ledgers ledgers) {
     const v1::Entity& entity = record.command().entity();
     const int owner =
         final_map->OwnerOf(SlotOf("acme", entity.type(), entity.id())) == "s0" ? 0 : 1;
-    grpc::ClientContext context;
-    context.AddMetadata(kTenantHeader, "acme");
-    context.AddMetadata(kCredentialEpochHeader, absl::StrCat(record.command().credential_epoch()));
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     v1::SubmitRequest request;
     *request.mutable_command() = record.command();
     v1::SubmitResponse response;
-    grpc::Status status = owners[owner]->Submit(&context, request, &response);
+    grpc::Status status;
+    // A sidecar killed last may not hold its shard's lease yet (its old one lapses first,
+    // within --lease_ttl_ms): it answers UNAVAILABLE until then. Bounded: 20 s.
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      grpc::ClientContext context;
+      context.AddMetadata(kTenantHeader, "acme");
+      context.AddMetadata(kCredentialEpochHeader,
+                          absl::StrCat(record.command().credential_epoch()));
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      status = owners[owner]->Submit(&context, request, &response);
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
     if (status.ok() && response.disposition() == v1::REPLAYED &&
         response.result().SerializeAsString() == record.result().SerializeAsString()) {
       ++replayed;

@@ -14,7 +14,7 @@
 #include "common/clock.h"
 #include "common/random.h"
 #include "dedupe_sidecar/sidecar_service.h"
-#include "common/slot_map_file.h"
+#include "common/coord/memory_map_store.h"
 #include "gtest/gtest.h"
 #include "outbox_agent/agent_server.h"
 #include "services/ledger/ledger_service.h"
@@ -89,8 +89,10 @@ class MonitoringTest : public ::testing::Test {
     only.set_id("s0");
     only.set_address("127.0.0.1:1");
     sidecar_options.shard_id = "s0";
-    sidecar_options.slot_map_file = testing::FreshDir("slots") + "/slot_map.json";
-    ASSERT_TRUE(WriteSlotMapFile(sidecar_options.slot_map_file, *SlotMap::Even({only})).ok());
+    ASSERT_TRUE(store_.CompareAndSwap(0, *SlotMap::Even({only})).ok());
+    lease_ = store_.NewLease();
+    sidecar_options.map_store = &store_;
+    sidecar_options.shard_lease = lease_.get();
     auto sidecar = SidecarServer::Start(sidecar_options, RealClock::Get());
     ASSERT_TRUE(sidecar.ok()) << sidecar.status();
     sidecar_ = std::move(*sidecar);
@@ -110,6 +112,8 @@ class MonitoringTest : public ::testing::Test {
     }
   }
 
+  MemoryMapStore store_{RealClock::Get()};
+  std::unique_ptr<ShardLease> lease_;  // outlives the sidecar
   std::unique_ptr<LedgerServer> ledger_;
   std::unique_ptr<SidecarServer> sidecar_;
   std::unique_ptr<AgentServer> agent_;

@@ -1,5 +1,6 @@
 // Live resharding of the sidecars' idempotency records (tools/reshard/mover.h), with real
-// sidecars over loopback and real RocksDB. Two shards stand in front of one ledger (the
+// sidecars over loopback and real RocksDB, the slot map and the shards' leases in the
+// in-memory coordination store. Two shards stand in front of one ledger (the
 // business's data is shared, as with an external database), which runs in legacy mode:
 // it keeps no inbox, so only the sidecars' records stand between a duplicate and a second
 // effect, and a move that loses them is seen as a second effect.
@@ -9,7 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/grpc_status.h"
-#include "common/slot_map_file.h"
+#include "common/coord/blind_map_store.h"
+#include "common/coord/memory_map_store.h"
 #include "common/slots.h"
 #include "common/status.h"
 #include "dedupe_sidecar/sidecar_service.h"
@@ -41,8 +43,8 @@ class SkipsTheCopy : public ShardAdmin {
   absl::StatusOr<int64_t> Import(const v1::ImportSlotsRequest& r) override {
     return r.records_size();
   }
-  absl::StatusOr<int64_t> Drop(uint32_t first, uint32_t last) override {
-    return real_->Drop(first, last);
+  absl::StatusOr<int64_t> Drop(uint32_t first, uint32_t last, uint64_t epoch) override {
+    return real_->Drop(first, last, epoch);
   }
   absl::StatusOr<v1::SlotMap> Held() override { return real_->Held(); }
 
@@ -50,16 +52,10 @@ class SkipsTheCopy : public ShardAdmin {
   std::unique_ptr<ShardAdmin> real_;
 };
 
-std::string ReadFileOrDie(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 class ReshardTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string dir = testing::FreshDir("reshard");
-    map_file_ = dir + "/slot_map.json";
     std::ofstream(dir + "/policy") << "act acme * *\nallow acme * *\nplatform acme root\n";
     LedgerServerOptions ledger_options;
     ledger_options.data_dir = testing::FreshDir("ledger");
@@ -78,13 +74,16 @@ class ReshardTest : public ::testing::Test {
       shards.back().set_id(absl::StrCat("s", i));
       shards.back().set_address("pending:1");
     }
-    ASSERT_TRUE(WriteSlotMapFile(map_file_, *SlotMap::Even(shards)).ok());
+    absl::StatusOr<SlotMap> first = store_.CompareAndSwap(0, *SlotMap::Even(shards));
+    ASSERT_TRUE(first.ok());
     for (int i = 0; i < 2; ++i) {
       SidecarServerOptions options =
           testing::SidecarOptionsFor(ledger_->port(), testing::FreshDir(absl::StrCat("s", i)));
       options.policy_file = dir + "/policy";
       options.shard_id = absl::StrCat("s", i);
-      options.slot_map_file = map_file_;
+      leases_[i] = store_.NewLease(MemoryLeaseOptions{60'000, 1'000});
+      options.map_store = &store_;
+      options.shard_lease = leases_[i].get();
       auto sidecar = SidecarServer::Start(options, RealClock::Get());
       ASSERT_TRUE(sidecar.ok()) << sidecar.status();
       sidecars_[i] = std::move(*sidecar);
@@ -93,12 +92,13 @@ class ReshardTest : public ::testing::Test {
       stubs_[i] = v1::Sidecar::NewStub(
           grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     }
-    // The real addresses, at epoch 2, read by the sidecars from the file.
-    ASSERT_TRUE(CompareAndSetSlotMapFile(map_file_, 1, *SlotMap::Even(shards, 2)).ok());
+    // The real addresses, read by the sidecars from the store.
+    absl::StatusOr<SlotMap> named = store_.CompareAndSwap(first->epoch(), *SlotMap::Even(shards));
+    ASSERT_TRUE(named.ok());
     identity_.tenant = kTenant;
     identity_.operator_name = "root";
     for (auto& sidecar : sidecars_) {
-      ASSERT_TRUE(sidecar->shards()->Adopt(*ReadSlotMapFile(map_file_), 1000).ok());
+      ASSERT_TRUE(sidecar->AwaitShardServing(named->epoch(), absl::Seconds(30)));
     }
     // Accounts in s0's slots: "x" is the one that moves, "y" stays.
     x_ = AccountOn("s0", 0);
@@ -121,7 +121,7 @@ class ReshardTest : public ::testing::Test {
   // An account id on `shard`'s slots, in another slot than `other_slot_than`'s.
   std::string AccountOn(const std::string& shard, int start,
                         const std::string& other_slot_than = "") {
-    SlotMap map = *ReadSlotMapFile(map_file_);
+    SlotMap map = *store_.Read();
     for (int n = start;; ++n) {
       std::string id = absl::StrCat("acct-", n);
       uint32_t slot = SlotOf(kTenant, "account", id);
@@ -152,7 +152,6 @@ class ReshardTest : public ::testing::Test {
 
   MoveOptions Options(uint32_t first, uint32_t last, const std::string& to) {
     MoveOptions options;
-    options.map_file = map_file_;
     options.first = first;
     options.last = last;
     options.to = to;
@@ -161,7 +160,8 @@ class ReshardTest : public ::testing::Test {
     return options;
   }
 
-  absl::StatusOr<MoveReport> Move(const MoveOptions& options, bool skip_copy = false) {
+  absl::StatusOr<MoveReport> Move(const MoveOptions& options, bool skip_copy = false,
+                                  MapStore* store = nullptr) {
     ShardAdminFactory real = GrpcShardAdmins(identity_);
     ShardAdminFactory admins = real;
     if (skip_copy) {
@@ -169,7 +169,7 @@ class ReshardTest : public ::testing::Test {
         return std::make_unique<SkipsTheCopy>(real(address));
       };
     }
-    return MoveSlots(options, admins, RealClock::Get());
+    return MoveSlots(options, store != nullptr ? *store : store_, admins, RealClock::Get());
   }
 
   // The duplicates of x's two commands, sent to `shard`: each answered from a record
@@ -185,7 +185,8 @@ class ReshardTest : public ::testing::Test {
     EXPECT_EQ(testing::BalanceOf(*direct_, y_), 107);
   }
 
-  std::string map_file_;
+  MemoryMapStore store_{RealClock::Get()};
+  std::unique_ptr<ShardLease> leases_[2];  // outlive the sidecars
   OperatorIdentity identity_;
   std::unique_ptr<LedgerServer> ledger_;
   std::unique_ptr<ledger::v1::Ledger::Stub> direct_;
@@ -203,11 +204,11 @@ TEST_F(ReshardTest, AMovedSlotsDuplicatesAreAnsweredFromTheMovedRecordsOnItsNewS
   EXPECT_EQ(report->copied, 2);   // x's open and its transfer
   EXPECT_EQ(report->dropped, 2);  // the old owner's copies, once the new owner had them
   EXPECT_GE(report->frozen_ms, 0);
-  EXPECT_EQ(report->epoch, 5u);  // freeze, flip, release
-  SlotMap map = *ReadSlotMapFile(map_file_);
+  SlotMap map = *store_.Read();
+  EXPECT_EQ(report->epoch, map.epoch());
   EXPECT_EQ(map.OwnerOf(slot_), "s1");
   EXPECT_TRUE(map.proto().migrations().empty());
-  for (auto& sidecar : sidecars_) EXPECT_EQ(sidecar->shards()->map()->epoch(), 5u);
+  for (auto& sidecar : sidecars_) EXPECT_EQ(sidecar->shards()->map()->epoch(), map.epoch());
 
   ExpectDuplicatesAnsweredOnce(1);
   // The old owner sends the slot's commands to the new one, and keeps nothing of them.
@@ -237,7 +238,7 @@ TEST_F(ReshardTest, NegativeControlAMoveThatSkipsTheRecordsIsCaught) {
 TEST_F(ReshardTest, AMoveStoppedAtAnyStepFinishesWhenRunAgain) {
   for (const char* step : {"freeze", "copy", "flip", "drop"}) {
     SCOPED_TRACE(step);
-    SlotMap before = *ReadSlotMapFile(map_file_);
+    SlotMap before = *store_.Read();
     const std::string to = before.OwnerOf(slot_) == "s0" ? "s1" : "s0";
     const int to_index = to == "s0" ? 0 : 1;
     MoveOptions options = Options(slot_, slot_, to);
@@ -257,27 +258,10 @@ TEST_F(ReshardTest, AMoveStoppedAtAnyStepFinishesWhenRunAgain) {
     absl::StatusOr<MoveReport> finished = Move(options);
     ASSERT_TRUE(finished.ok()) << finished.status();
     EXPECT_EQ(finished->outcome, "moved");
-    EXPECT_EQ(ReadSlotMapFile(map_file_)->OwnerOf(slot_), to);
-    EXPECT_TRUE(ReadSlotMapFile(map_file_)->proto().migrations().empty());
+    EXPECT_EQ(store_.Read()->OwnerOf(slot_), to);
+    EXPECT_TRUE(store_.Read()->proto().migrations().empty());
     ExpectDuplicatesAnsweredOnce(to_index);
   }
-}
-
-TEST_F(ReshardTest, AMoveResumesFromTheShardsWhenTheFileLagsBehind) {
-  const std::string lagging = ReadFileOrDie(map_file_);
-  MoveOptions options = Options(slot_, slot_, "s1");
-  options.stop_after = "flip";
-  ASSERT_TRUE(Move(options).ok());
-  // The file goes back to the map before the move (a ConfigMap not yet written back);
-  // the shards hold the flipped one.
-  std::ofstream(map_file_, std::ios::trunc) << lagging;
-  options.stop_after.clear();
-  absl::StatusOr<MoveReport> finished = Move(options);
-  ASSERT_TRUE(finished.ok()) << finished.status();
-  EXPECT_EQ(finished->outcome, "moved");
-  EXPECT_EQ(finished->steps.front(), "caught up with the shards: epoch 4");
-  EXPECT_EQ(ReadSlotMapFile(map_file_)->OwnerOf(slot_), "s1");
-  ExpectDuplicatesAnsweredOnce(1);
 }
 
 TEST_F(ReshardTest, AnAbortedMoveLeavesTheSlotWhereItWas) {
@@ -290,7 +274,7 @@ TEST_F(ReshardTest, AnAbortedMoveLeavesTheSlotWhereItWas) {
   ASSERT_TRUE(rolled.ok()) << rolled.status();
   EXPECT_EQ(rolled->outcome, "rolled back");
   EXPECT_EQ(rolled->dropped, 2);  // the new owner's partial copy
-  SlotMap map = *ReadSlotMapFile(map_file_);
+  SlotMap map = *store_.Read();
   EXPECT_EQ(map.OwnerOf(slot_), "s0");
   EXPECT_TRUE(map.proto().migrations().empty());
   ExpectDuplicatesAnsweredOnce(0);

@@ -1,5 +1,6 @@
 // Two shards of real binaries' servers (a ledger behind a sidecar each) over loopback with
-// real RocksDB, sharing one slot map: a sidecar refuses a command whose slot the other
+// real RocksDB, sharing one slot map (in the in-memory coordination store; the etcd one is
+// exercised by reshard_etcd_test): a sidecar refuses a command whose slot the other
 // shard owns before writing anything and names the owner; only a platform operator may
 // hand a sidecar a new map; and the agent routes every command to its slot's owner,
 // following a map change through the refusal it gets under a stale map.
@@ -11,7 +12,7 @@
 #include "common/clock.h"
 #include "common/grpc_status.h"
 #include "common/random.h"
-#include "common/slot_map_file.h"
+#include "common/coord/memory_map_store.h"
 #include "common/slots.h"
 #include "common/status.h"
 #include "dedupe_sidecar/sidecar_service.h"
@@ -32,6 +33,7 @@ constexpr char kTenant[] = "acme";
 constexpr int kShards = 2;
 
 struct Shard {
+  std::unique_ptr<ShardLease> lease;  // outlives the sidecar
   std::unique_ptr<LedgerServer> ledger;
   std::unique_ptr<SidecarServer> sidecar;
   std::unique_ptr<v1::Sidecar::Stub> stub;
@@ -44,7 +46,6 @@ class ShardTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string dir = testing::FreshDir("shards");
-    map_file_ = dir + "/slot_map.json";
     policy_file_ = dir + "/policy";
     std::ofstream(policy_file_) << "act acme * *\nallow acme * *\n"
                                    "operator acme ops\nplatform acme root\n";
@@ -52,9 +53,8 @@ class ShardTest : public ::testing::Test {
     // addresses are placeholders, then adopt one that names them.
     std::vector<v1::ShardInfo> placeholders;
     for (int i = 0; i < kShards; ++i) placeholders.push_back(Info(i, "pending:1"));
-    absl::StatusOr<SlotMap> first = SlotMap::Even(placeholders);
+    absl::StatusOr<SlotMap> first = store_.CompareAndSwap(0, *SlotMap::Even(placeholders));
     ASSERT_TRUE(first.ok());
-    ASSERT_TRUE(WriteSlotMapFile(map_file_, *first).ok());
     for (int i = 0; i < kShards; ++i) {
       Shard& shard = shards_[i];
       LedgerServerOptions ledger_options;
@@ -67,7 +67,9 @@ class ShardTest : public ::testing::Test {
       options.retention = RetentionOptions{3'600'000, 7'200'000};
       options.policy_file = policy_file_;
       options.shard_id = absl::StrCat("s", i);
-      options.slot_map_file = map_file_;
+      shard.lease = store_.NewLease(MemoryLeaseOptions{60'000, 1'000});
+      options.map_store = &store_;
+      options.shard_lease = shard.lease.get();
       auto sidecar = SidecarServer::Start(options, RealClock::Get());
       ASSERT_TRUE(sidecar.ok()) << sidecar.status();
       shard.sidecar = std::move(*sidecar);
@@ -80,11 +82,13 @@ class ShardTest : public ::testing::Test {
     }
     std::vector<v1::ShardInfo> real;
     for (int i = 0; i < kShards; ++i) real.push_back(Info(i, shards_[i].address));
-    absl::StatusOr<SlotMap> named = SlotMap::Even(real, 2);
+    absl::StatusOr<SlotMap> named = store_.CompareAndSwap(first->epoch(), *SlotMap::Even(real));
     ASSERT_TRUE(named.ok());
     map_ = std::make_unique<SlotMap>(*std::move(named));
-    ASSERT_TRUE(CompareAndSetSlotMapFile(map_file_, 1, *map_).ok());
-    for (Shard& shard : shards_) ASSERT_TRUE(Adopt(shard, *map_, "root").ok());
+    // Each sidecar reads it from the store, and serves once it acknowledged it.
+    for (Shard& shard : shards_) {
+      ASSERT_TRUE(shard.sidecar->AwaitShardServing(map_->epoch(), absl::Seconds(30)));
+    }
   }
 
   void TearDown() override {
@@ -133,7 +137,7 @@ class ShardTest : public ::testing::Test {
 
   static v1::Command Open(const std::string& id) { return testing::OpenAccountCommand(id, 100); }
 
-  std::string map_file_;
+  MemoryMapStore store_{RealClock::Get()};
   std::string policy_file_;
   Shard shards_[kShards];
   std::unique_ptr<SlotMap> map_;
@@ -148,7 +152,7 @@ TEST_F(ShardTest, ACommandForAnotherShardsSlotIsRefusedBeforeAnythingIsWritten) 
   auto facts = ErrorMetadataOf(refused.status());
   EXPECT_EQ(facts["owner"], "s1");
   EXPECT_EQ(facts["owner_address"], shards_[1].address);
-  EXPECT_EQ(facts["epoch"], "2");
+  EXPECT_EQ(facts["epoch"], absl::StrCat(map_->epoch()));
   // Nothing was written on shard 0: no record (a lookup without the entity reads the
   // store), and no account.
   grpc::ClientContext lookup;
@@ -191,7 +195,7 @@ TEST_F(ShardTest, EverySidecarServesTheMapItHolds) {
   char buffer[512];
   while (fgets(buffer, sizeof(buffer), pipe) != nullptr) out += buffer;
   EXPECT_EQ(pclose(pipe), 0) << out;
-  EXPECT_NE(out.find("epoch 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(absl::StrCat("epoch ", map_->epoch(), "\n")), std::string::npos) << out;
   EXPECT_NE(out.find("slots 512-1023 s1\n"), std::string::npos) << out;
   EXPECT_NE(out.find("shard s1 " + shards_[1].address), std::string::npos) << out;
 }
@@ -202,11 +206,10 @@ TEST_F(ShardTest, OnlyAPlatformOperatorMayChangeTheMap) {
   absl::Status tenant_operator = Adopt(shards_[0], *frozen, "ops");
   EXPECT_EQ(tenant_operator.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(ReasonOf(tenant_operator), "PLATFORM_OPERATOR_REQUIRED");
-  EXPECT_EQ(shards_[0].sidecar->shards()->map()->epoch(), 2u);
+  EXPECT_EQ(shards_[0].sidecar->shards()->map()->epoch(), map_->epoch());
   ASSERT_TRUE(Adopt(shards_[0], *frozen, "root").ok());
-  EXPECT_EQ(shards_[0].sidecar->shards()->map()->epoch(), 3u);
-  // An older map is refused, and the adopted one survives a restart of the sidecar whose
-  // configured file still holds epoch 2.
+  EXPECT_EQ(shards_[0].sidecar->shards()->map()->epoch(), map_->epoch() + 1);
+  // An older map is refused.
   EXPECT_EQ(ReasonOf(Adopt(shards_[0], *map_, "root")), "STALE_EPOCH");
 }
 
@@ -240,7 +243,7 @@ TEST_F(ShardTest, TheAgentSendsEachCommandToItsSlotsOwnerAndFollowsAMove) {
   for (Shard& shard : shards_) EXPECT_EQ(shard.sidecar->deduper().stats().slot_moved.load(), 0);
 
   // An operator moves the slot of a new account to the other shard (nothing of it to
-  // copy yet); the agent still holds epoch 2.
+  // copy yet); the agent still holds the first map.
   const std::string moved = AccountOn(0, 1000);
   const uint32_t slot = SlotOf(kTenant, "account", moved);
   absl::StatusOr<SlotMap> frozen = BeginMove(*map_, slot, slot, "s1");

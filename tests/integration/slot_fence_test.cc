@@ -12,7 +12,7 @@
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/grpc_status.h"
-#include "common/slot_map_file.h"
+#include "common/coord/memory_map_store.h"
 #include "common/slots.h"
 #include "common/status.h"
 #include "dedupe_sidecar/sidecar_service.h"
@@ -36,7 +36,6 @@ class SlotFenceTest : public ::testing::Test {
   // A ledger, and a sidecar in front of it: sharded (one shard owning every slot, at
   // kEpoch) or not.
   void Start(bool sharded) {
-    const std::string dir = testing::FreshDir("slot-fence");
     LedgerServerOptions ledger_options;
     ledger_options.data_dir = testing::FreshDir("slot-fence-ledger");
     auto ledger = LedgerServer::Start(ledger_options, RealClock::Get());
@@ -48,15 +47,21 @@ class SlotFenceTest : public ::testing::Test {
       v1::ShardInfo only;
       only.set_id("s0");
       only.set_address("127.0.0.1:1");
-      absl::StatusOr<SlotMap> map = SlotMap::Even({only}, kEpoch);
+      absl::StatusOr<SlotMap> map = SlotMap::Even({only});
       ASSERT_TRUE(map.ok()) << map.status();
+      // The map's epoch is its revision in the store: written until it is kEpoch's.
+      for (uint64_t epoch = 0; epoch < kEpoch; ++epoch) {
+        ASSERT_TRUE(store_.CompareAndSwap(epoch, *map).ok());
+      }
       options.shard_id = "s0";
-      options.slot_map_file = dir + "/slot_map.json";
-      ASSERT_TRUE(WriteSlotMapFile(options.slot_map_file, *map).ok());
+      lease_ = store_.NewLease(MemoryLeaseOptions{60'000, 1'000});
+      options.map_store = &store_;
+      options.shard_lease = lease_.get();
     }
     auto sidecar = SidecarServer::Start(options, RealClock::Get());
     ASSERT_TRUE(sidecar.ok()) << sidecar.status();
     sidecar_ = std::move(*sidecar);
+    if (sharded) ASSERT_TRUE(sidecar_->AwaitShardServing(kEpoch, absl::Seconds(10)));
     sidecar_stub_ = v1::Sidecar::NewStub(grpc::CreateChannel(
         absl::StrCat("127.0.0.1:", sidecar_->port()), grpc::InsecureChannelCredentials()));
     auto business = grpc::CreateChannel(absl::StrCat("127.0.0.1:", ledger_->port()),
@@ -84,6 +89,8 @@ class SlotFenceTest : public ::testing::Test {
     return response;
   }
 
+  MemoryMapStore store_{RealClock::Get()};
+  std::unique_ptr<ShardLease> lease_;  // outlives the sidecar
   std::unique_ptr<LedgerServer> ledger_;
   std::unique_ptr<SidecarServer> sidecar_;
   std::unique_ptr<v1::Sidecar::Stub> sidecar_stub_;

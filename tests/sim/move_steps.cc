@@ -171,17 +171,20 @@ class SimMover {
     EONCE_RETURN_IF_ERROR(Up(to_));
     EONCE_RETURN_IF_ERROR(MaybeCrash(to_, "before", "import"));
     World::Sidecar& t = w_.sidecars_[to_];
-    EONCE_RETURN_IF_ERROR(t.gate->CheckImport(first(), last()));
-    // T's business refuses an import older than what it already took for the run.
-    for (size_t at = 0; at < std::max<size_t>(rows.size(), 1); at += Inbox::kMaxSlotRows) {
-      v1::ImportSlotDataRequest put;
-      put.set_first_slot(first());
-      put.set_last_slot(last());
-      put.set_epoch(run_.copy_epoch);
-      for (size_t i = at; i < std::min(rows.size(), at + Inbox::kMaxSlotRows); ++i) {
-        put.add_rows(rows[i]);
+    {
+      // Held while T's business writes: no map is adopted meanwhile, so the check holds.
+      EONCE_ASSIGN_OR_RETURN(ShardGate::TransferHold hold, t.gate->HoldImport(first(), last(), 0));
+      // T's business refuses an import older than what it already took for the run.
+      for (size_t at = 0; at < std::max<size_t>(rows.size(), 1); at += Inbox::kMaxSlotRows) {
+        v1::ImportSlotDataRequest put;
+        put.set_first_slot(first());
+        put.set_last_slot(last());
+        put.set_epoch(run_.copy_epoch);
+        for (size_t i = at; i < std::min(rows.size(), at + Inbox::kMaxSlotRows); ++i) {
+          put.add_rows(rows[i]);
+        }
+        EONCE_RETURN_IF_ERROR(Fenced(w_.inbox(to_).ImportSlotData(put)).status());
       }
-      EONCE_RETURN_IF_ERROR(Fenced(w_.inbox(to_).ImportSlotData(put)).status());
     }
     for (size_t at = 0; at < records.size(); at += kMaxExportRecords) {
       v1::ImportSlotsRequest put;
@@ -220,7 +223,8 @@ class SimMover {
   // makes this run copy again.
   absl::Status Seal() {
     EONCE_RETURN_IF_ERROR(Up(to_));
-    EONCE_RETURN_IF_ERROR(w_.sidecars_[to_].gate->CheckImport(first(), last()));
+    EONCE_ASSIGN_OR_RETURN(ShardGate::TransferHold hold,
+                           w_.sidecars_[to_].gate->HoldImport(first(), last(), 0));
     for (uint32_t slot = first(); slot <= last(); ++slot) {
       const uint64_t fence = w_.inbox(to_).fences().fence(slot);
       if (fence != run_.copy_epoch) {
@@ -310,8 +314,8 @@ class SimMover {
     EONCE_RETURN_IF_ERROR(Up(shard));
     EONCE_RETURN_IF_ERROR(MaybeCrash(shard, "before", clear ? "clear" : "drop"));
     World::Sidecar& sc = w_.sidecars_[shard];
-    EONCE_RETURN_IF_ERROR(clear ? sc.gate->CheckImport(first(), last())
-                                : sc.gate->CheckDrop(first(), last()));
+    // A clear at T passes as a drop does: the run is not T's, or moving to T unflipped.
+    EONCE_ASSIGN_OR_RETURN(ShardGate::TransferHold hold, sc.gate->HoldDrop(first(), last(), 0));
     // The business raises its fence to the epoch first: refused (SLOT_FENCED) when it is
     // already above, a clear by a mover that copied before another.
     v1::DropSlotDataRequest data;

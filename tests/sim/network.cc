@@ -9,7 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/callback_batch.h"
-#include "common/slot_map_file.h"
 #include "common/slots.h"
 #include "common/status.h"
 #include "tests/sim/world.h"
@@ -64,6 +63,7 @@ class SimSidecarClient : public SidecarClient {
     const ShardGate* gate = w_.sidecars_[ShardOfNode(node)].gate.get();
     if (!w_.node(node).up || gate == nullptr) return;
     std::shared_ptr<const SlotMap> held = gate->map();
+    if (held == nullptr) return;
     if (held->epoch() > map_->epoch()) {
       w_.Trace(absl::StrCat("agent refreshes its slot map to epoch ", held->epoch()));
       map_ = std::move(held);

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/slot_map_file.h"
 #include "common/status.h"
 #include "tests/sim/world.h"
 
@@ -52,9 +51,7 @@ absl::Status World::SeedSlotMap() {
     shards[i].set_address(absl::StrCat("sim:s", i));
   }
   EONCE_ASSIGN_OR_RETURN(SlotMap even, SlotMap::Even(shards));
-  EONCE_ASSIGN_OR_RETURN(SlotMap seeded, coord_->CompareAndSwap(0, even));
-  // What `eonce reshard seed` leaves: the gates start from it until they read the store.
-  return WriteSlotMapFile(slot_map_file(), seeded);
+  return coord_->CompareAndSwap(0, even).status();
 }
 
 int World::OwnerShard(const v1::Command& command) {
@@ -94,15 +91,17 @@ void World::CoordTick(int shard) {
     SimMapStore store(*coord_, [this, shard] { return !StorePartitioned(shard); });
     absl::StatusOr<SlotMap> newest = store.Read();
     if (newest.ok()) {
-      absl::StatusOr<uint64_t> held = newest->epoch() > sc.gate->map()->epoch()
+      absl::StatusOr<uint64_t> held = newest->epoch() >= sc.gate->epoch()
                                           ? sc.gate->Adopt(*newest, /*drain_timeout_ms=*/1)
-                                          : sc.gate->map()->epoch();
+                                          : sc.gate->epoch();
       if (held.ok() && sc.lease->Acknowledge(*held).ok()) {
         if (!sc.synced) Trace(absl::StrCat(id, " serves at epoch ", *held));
         sc.synced = true;
       }
     }
   }
+  // The gate serves until the lease's time, once the store's map is adopted.
+  sc.gate->SetServeUntilMs(sc.synced && sc.lease->held() ? sc.lease->ServeUntilMs() : 0);
   loop_.After(kLeaseRenewMs / 4, [this, shard, incarnation = nodes_[node].incarnation] {
     if (Alive(SidecarNode(shard), incarnation)) CoordTick(shard);
   });

@@ -140,8 +140,10 @@ absl::Status World::StartSidecar(int shard) {
   if (options_.shards) {
     // The map it adopted is kept beside its store (written and synced outside the
     // simulated disk, as the real sidecar's is, so a crash keeps it).
-    EONCE_ASSIGN_OR_RETURN(sc.gate, ShardGate::Open(absl::StrCat("s", shard), slot_map_file(),
-                                                    nodes_[node].dir + "/kept_slot_map.json"));
+    // On the sidecar's own clock: the gate lets commands in until its lease's time.
+    EONCE_ASSIGN_OR_RETURN(sc.gate, ShardGate::Open(absl::StrCat("s", shard),
+                                                    nodes_[node].dir + "/kept_slot_map.json",
+                                                    *sidecar_clocks_[shard]));
     // A new process has no lease: it takes one, and adopts the store's map, on its first
     // coordination tick, and serves nothing before.
     sc.lease = std::make_unique<SimShardLease>(*coord_, *sidecar_clocks_[shard],

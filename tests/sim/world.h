@@ -290,9 +290,8 @@ class World {
   // --- coordination and slot moves (sharded worlds; moves.cc, shards.cc) ---------------
   struct Move;
   struct MoverRun;
-  // Seeds the store with the first map and writes it where the gates start from.
+  // Seeds the store with the first map (what `eonce reshard seed` does).
   absl::Status SeedSlotMap();
-  std::string slot_map_file() const { return base_ + "/slot_map.json"; }
   // Hands `command` to the sidecar of `shard`, which refuses it while it holds no lease.
   void SubmitTo(int shard, const Caller& caller, const v1::Command& command,
                 std::function<void(absl::StatusOr<v1::SubmitResponse>)> done);

@@ -79,6 +79,23 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Start(const std::string& binar
       absl::StrCat(binary, " did not start; see ", log_path));
 }
 
+absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const std::string& binary,
+                                                       const std::vector<std::string>& args,
+                                                       const std::string& log_path) {
+  int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0) return absl::InternalError(absl::StrCat("cannot open ", log_path));
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(log);
+    return absl::InternalError("fork failed");
+  }
+  if (pid == 0) ExecChild(binary, args, log, log);
+  close(log);
+  std::unique_ptr<Process> process(new Process());
+  process->pid_ = pid;
+  return process;
+}
+
 absl::StatusOr<int> Process::RunToExit(const std::string& binary,
                                        const std::vector<std::string>& args,
                                        const std::string& log_path, int64_t timeout_ms) {

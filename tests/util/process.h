@@ -21,6 +21,12 @@ class Process {
                                                        const std::vector<std::string>& args,
                                                        const std::string& log_path,
                                                        int64_t timeout_ms = 20'000);
+  // Starts the binary with its stdout and stderr both going to `log_path`, without waiting
+  // for anything (for a server that prints no "listening on" line; the caller checks
+  // readiness its own way).
+  static absl::StatusOr<std::unique_ptr<Process>> Spawn(const std::string& binary,
+                                                       const std::vector<std::string>& args,
+                                                       const std::string& log_path);
   // Runs the binary to its end (a program that refuses to start): its exit code, its
   // stderr appended to `log_path`. DEADLINE_EXCEEDED (and the child killed) if it still
   // runs after `timeout_ms`.

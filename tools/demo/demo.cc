@@ -45,7 +45,6 @@
 #include "tools/demo/report.h"
 #include "tools/demo/shards.h"
 #include "tools/demo/sidecar_checks.h"
-#include "common/slot_map_file.h"
 #include "common/slots.h"
 #include "tests/util/process.h"
 
@@ -293,7 +292,8 @@ class Demo {
   // read once, and again after each move (the demo makes every change to it).
   int ShardOf(const std::string& id) {
     if (map_ == nullptr) {
-      absl::StatusOr<SlotMap> map = ReadSlotMapFile(stack_.slot_map());
+      if (stack_.etcd == nullptr) return -1;
+      absl::StatusOr<SlotMap> map = stack_.etcd->store().Read();
       if (!map.ok()) return -1;
       map_ = std::make_unique<SlotMap>(*std::move(map));
     }
@@ -305,8 +305,10 @@ class Demo {
   // second run goes on from the map's state.
   bool Reshard() {
     if (!quiet) std::printf("\n");
-    std::vector<std::string> args = {"--map=" + stack_.slot_map(), "--slots=0-127", "--to=s1",
-                                     "--tenant=acme", "--operator_name=demo"};
+    std::vector<std::string> args = stack_.EtcdFlags();
+    for (const char* flag : {"--slots=0-127", "--to=s1", "--tenant=acme", "--operator_name=demo"}) {
+      args.push_back(flag);
+    }
     const std::string log = stack_.data + "/reshard.log";
     if (faults_) {
       std::vector<std::string> interrupted = args;
@@ -317,7 +319,7 @@ class Demo {
         return false;
       }
     }
-    Say(faults_ ? "  ! eonce reshard again: it resumes from the map and finishes the move"
+    Say(faults_ ? "  ! eonce reshard again: it resumes from the map in etcd and finishes the move"
                 : "  ! eonce reshard: slots 0-127 from s0 to s1, while transfers flow");
     if (demo::RunReshard(stack_.bin, args, log) != 0) {
       std::cerr << "demo: reshard failed; see " << log << "\n";

@@ -2,9 +2,10 @@
 // dedupe sidecar in front of each, and the outbox agent, each a child process on a
 // loopback port with its data under one folder. With `shards` > 1 the ledger is that many
 // shards s0..s(N-1), each a ledger of its own (`ledger` is s0's; --cross_slot_credits), its
-// sidecar (`sidecar` is s0's; --move_business_data) taking the slots the map file gives
+// sidecar (`sidecar` is s0's; --move_business_data) taking the slots the slot map gives
 // it, and a relay agent sending its credits to other shards; the agent routes ledger
-// commands by slot.
+// commands by slot. The slot map and the shards' leases are in one etcd member the stack
+// runs on loopback (`etcd`), with its data in the run's folder.
 #ifndef EONCE_TOOLS_DEMO_DEMO_STACK_H_
 #define EONCE_TOOLS_DEMO_DEMO_STACK_H_
 
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tests/util/process.h"
+#include "tools/demo/local_etcd.h"
 #include "tools/demo/shards.h"
 
 namespace eonce::demo {
@@ -31,6 +33,7 @@ struct Stack {
   std::vector<std::unique_ptr<Process>> more_shards;   // sidecars of s1 .. s(N-1)
   std::vector<std::unique_ptr<Process>> more_ledgers;  // ledgers of s1 .. s(N-1)
   std::vector<std::unique_ptr<Process>> relays;        // relay agents of s0 .. s(N-1)
+  std::unique_ptr<LocalEtcd> etcd;  // sharded only
   std::string sidecar_port;
   std::string lose_ratio = "0";
 
@@ -41,7 +44,10 @@ struct Stack {
     return all;
   }
 
-  std::string slot_map() const { return data + "/slot_map.json"; }
+  // The flags that reach the slot map in the demo's etcd (sharded only).
+  std::vector<std::string> EtcdFlags() const {
+    return {"--etcd_endpoints=" + etcd->endpoint(), std::string("--etcd_prefix=") + kDemoEtcdPrefix};
+  }
 
   // The ledger's sidecars, s0 first.
   std::vector<Process*> LedgerSidecars() const {
@@ -61,7 +67,9 @@ struct Stack {
                                      "--instance_id=" + name};
     if (shard >= 0) {
       args.push_back(absl::StrCat("--shard_id=s", shard));
-      args.push_back("--slot_map=" + slot_map());
+      for (const std::string& flag : EtcdFlags()) args.push_back(flag);
+      // Short, so that a sidecar killed in the demo gives its shard back within seconds.
+      args.push_back("--lease_ttl_ms=3000");
       args.push_back("--move_business_data");
     }
     return Process::Start(bin + "/dedupe_sidecar/dedupe_sidecar", args,
@@ -69,14 +77,19 @@ struct Stack {
   }
 
   // The ledger's sidecars: one, or `shards` of them under a map that names where each
-  // listens (known once they listen: they start under placeholders at epoch 1, then read
-  // the real addresses at epoch 2).
+  // listens (known once they listen: they start under placeholders, then read the real
+  // addresses from etcd).
   absl::Status StartLedgerSidecars() {
     const bool sharded = shards > 1;
+    uint64_t placeholders = 0;
     if (sharded) {
-      absl::Status written =
-          WriteEvenSlotMap(slot_map(), std::vector<std::string>(shards, "pending:1"), 1);
-      if (!written.ok()) return written;
+      auto started = LocalEtcd::Start(data);
+      if (!started.ok()) return started.status();
+      etcd = std::move(*started);
+      auto written = WriteEvenSlotMap(etcd->store(), 0,
+                                      std::vector<std::string>(shards, "pending:1"));
+      if (!written.ok()) return written.status();
+      placeholders = written->epoch();
     }
     auto s = StartSidecar("sidecar", ledger->address(), "127.0.0.1:0", sharded ? 0 : -1);
     if (!s.ok()) return s.status();
@@ -94,10 +107,10 @@ struct Stack {
     }
     std::vector<std::string> addresses;
     for (Process* p : LedgerSidecars()) addresses.push_back(p->address());
-    absl::Status written = WriteEvenSlotMap(slot_map(), addresses, 2);
-    if (!written.ok()) return written;
+    auto written = WriteEvenSlotMap(etcd->store(), placeholders, addresses);
+    if (!written.ok()) return written.status();
     for (Process* p : LedgerSidecars()) {
-      absl::Status adopted = AwaitSlotMap(p->address(), 2, 10'000);
+      absl::Status adopted = AwaitSlotMap(p->address(), written->epoch(), 10'000);
       if (!adopted.ok()) return adopted;
     }
     // Each shard's relay: its ledger's credits to accounts on other shards.
@@ -192,6 +205,7 @@ struct Stack {
     for (auto* group : {&relays, &more_shards, &more_ledgers}) {
       for (auto& p : *group) p->Signal(SIGTERM, true);
     }
+    etcd.reset();  // last: the sidecars give their leases back on the way out
   }
 };
 

@@ -6,23 +6,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/slot_map_file.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
 namespace eonce::demo {
 
-absl::Status WriteEvenSlotMap(const std::string& path, const std::vector<std::string>& addresses,
-                              uint64_t epoch) {
+absl::StatusOr<SlotMap> WriteEvenSlotMap(MapStore& store, uint64_t expected_epoch,
+                                         const std::vector<std::string>& addresses) {
   std::vector<v1::ShardInfo> shards(addresses.size());
   for (size_t i = 0; i < addresses.size(); ++i) {
     shards[i].set_id(absl::StrCat("s", i));
     shards[i].set_address(addresses[i]);
   }
-  absl::StatusOr<SlotMap> map = SlotMap::Even(shards, epoch);
+  absl::StatusOr<SlotMap> map = SlotMap::Even(shards);
   if (!map.ok()) return map.status();
-  return WriteSlotMapFile(path, *map);
+  return store.CompareAndSwap(expected_epoch, *map);
 }
 
 absl::Status AwaitSlotMap(const std::string& address, uint64_t epoch, int64_t timeout_ms) {

@@ -1,5 +1,5 @@
-// The demo's shards (./eonce demo --shards N): N sidecars in front of the one ledger, each
-// taking the slots the slot map gives it, and the map's file and moves.
+// The demo's shards (./eonce demo --shards N): N sidecars, each taking the slots the slot
+// map (in the demo's etcd) gives it, and the map's moves.
 #ifndef EONCE_TOOLS_DEMO_SHARDS_H_
 #define EONCE_TOOLS_DEMO_SHARDS_H_
 
@@ -9,16 +9,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/coord/map_store.h"
 #include "common/slots.h"
 
 namespace eonce::demo {
 
-// Writes the map that gives shards s0..s(n-1), at `addresses`, equal runs of slots.
-absl::Status WriteEvenSlotMap(const std::string& path, const std::vector<std::string>& addresses,
-                              uint64_t epoch);
+// Writes the map that gives shards s0..s(n-1), at `addresses`, equal runs of slots, over
+// the map at `expected_epoch` (0: none yet); the map as stored.
+absl::StatusOr<SlotMap> WriteEvenSlotMap(MapStore& store, uint64_t expected_epoch,
+                                         const std::vector<std::string>& addresses);
 
-// Waits until the sidecar at `address` holds a map at `epoch` or later (it rereads the
-// file every second).
+// Waits until the sidecar at `address` holds a map at `epoch` or later (it reads it from
+// etcd).
 absl::Status AwaitSlotMap(const std::string& address, uint64_t epoch, int64_t timeout_ms);
 
 // Runs the real `eonce reshard` binary once with `args`, its output appended to `log`;

@@ -7,7 +7,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/command.h"
-#include "common/slot_map_file.h"
 #include "common/slots.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -36,7 +35,9 @@ SidecarReplays ReplayAtTheSidecar(const Stack& stack,
     sidecars.push_back(v1::Sidecar::NewStub(
         grpc::CreateChannel(p->address(), grpc::InsecureChannelCredentials())));
   }
-  absl::StatusOr<SlotMap> map = ReadSlotMapFile(stack.slot_map());
+  absl::StatusOr<SlotMap> map = stack.etcd != nullptr
+                                    ? stack.etcd->store().Read()
+                                    : absl::StatusOr<SlotMap>(absl::NotFoundError("unsharded"));
   int replayed_so_far = 0;
   for (const auto& [id, record] : records) {
     if (record.state() != v1::ACKED ||

@@ -50,8 +50,9 @@ class GrpcShardAdmin : public ShardAdmin {
     return map;
   }
 
-  absl::StatusOr<int64_t> Drop(uint32_t first, uint32_t last) override {
+  absl::StatusOr<int64_t> Drop(uint32_t first, uint32_t last, uint64_t epoch) override {
     v1::DropSlotsRequest request;
+    request.set_epoch(epoch);
     request.set_first_slot(first);
     request.set_last_slot(last);
     v1::DropSlotsResponse response;

@@ -1,11 +1,10 @@
 #include "tools/reshard/mover.h"
 
+#include <algorithm>
 #include <map>
-#include <optional>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/slot_map_file.h"
 #include "common/status.h"
 
 namespace eonce {
@@ -13,31 +12,74 @@ namespace {
 
 class Move {
  public:
-  Move(const MoveOptions& options, const ShardAdminFactory& admins, Clock& clock,
-       SlotMap map)
-      : o_(options), admins_(admins), clock_(clock), map_(std::move(map)) {}
+  Move(const MoveOptions& options, MapStore& store, const ShardAdminFactory& admins,
+       Clock& clock)
+      : o_(options), store_(store), admins_(admins), clock_(clock) {}
 
+  // Each attempt reads the store and goes on from the step it finds; an attempt that lost
+  // the map to another run (its compare-and-swap failed, or a shard holds a newer map than
+  // the one it worked under) starts again from what the store says now.
   absl::StatusOr<MoveReport> Run() {
-    EONCE_RETURN_IF_ERROR(CatchUp());
-    absl::StatusOr<v1::SlotMigration> move = MigrationOf(map_, o_.first, o_.last);
-    if (o_.abort) return RollBack(move);
+    for (;;) {
+      absl::StatusOr<SlotMap> read = store_.Read();
+      if (!read.ok()) {
+        if (read.status().code() != absl::StatusCode::kNotFound) return read.status();
+        return Error(absl::StatusCode::kFailedPrecondition, "NO_SLOT_MAP",
+                     "the store holds no slot map yet: seed it first (eonce reshard seed)");
+      }
+      map_ = std::make_unique<SlotMap>(std::move(*read));
+      absl::StatusOr<MoveReport> result = o_.abort ? RollBack() : Forward();
+      if (result.ok() || !LostTheMap()) return result;
+      if (++report_.lost_races > o_.max_lost_races) {
+        return Error(absl::StatusCode::kAborted, "CONTENDED",
+                     absl::StrCat("another run changed the slot map ", report_.lost_races,
+                                  " times during this one; last: ", result.status().message()));
+      }
+      Step(absl::StrCat("another run changed the map first (", result.status().message(),
+                        "); reading it again"));
+    }
+  }
+
+ private:
+  absl::StatusOr<MoveReport> Forward() {
+    absl::StatusOr<v1::SlotMigration> move = MigrationOf(*map_, o_.first, o_.last);
     if (!move.ok()) {
       if (AllOwnedBy(o_.to)) return Done("already there");
-      EONCE_ASSIGN_OR_RETURN(SlotMap frozen, BeginMove(map_, o_.first, o_.last, o_.to,
+      if (started_) {
+        return Error(absl::StatusCode::kFailedPrecondition, "MOVE_ABORTED",
+                     absl::StrCat("slots ", o_.first, "-", o_.last,
+                                  " were rolled back by another run at epoch ", map_->epoch()));
+      }
+      EONCE_ASSIGN_OR_RETURN(SlotMap frozen, BeginMove(*map_, o_.first, o_.last, o_.to,
                                                        o_.to_address));
       EONCE_RETURN_IF_ERROR(Publish(std::move(frozen), "freeze"));
-      move = MigrationOf(map_, o_.first, o_.last);
+      move = MigrationOf(*map_, o_.first, o_.last);
       if (!move.ok()) return move.status();
+    }
+    if (move->to_shard() != o_.to) {
+      return Error(absl::StatusCode::kFailedPrecondition, "OTHER_MOVE",
+                   absl::StrCat("slots ", o_.first, "-", o_.last, " are moving to shard ",
+                                move->to_shard(), ", not ", o_.to,
+                                ": finish or abort that move first"));
     }
     from_ = move->from_shard();
     if (!move->flipped()) {
+      // The copy belongs to the run that wrote the frozen epoch: take it over, so that a
+      // flip by the run that froze it cannot follow this run's clear.
+      if (owned_epoch_ != map_->epoch()) {
+        SlotMap same = *map_;
+        EONCE_RETURN_IF_ERROR(Publish(std::move(same), "take over the freeze"));
+      }
+      started_ = true;
       EONCE_RETURN_IF_ERROR(AdoptAt(o_.to));
-      EONCE_RETURN_IF_ERROR(AdoptDrained(from_));
+      EONCE_RETURN_IF_ERROR(AwaitDrained(from_));
       const int64_t frozen_at = clock_.NowMs();
       if (o_.stop_after == "freeze") return Done("stopped after freeze");
+      EONCE_ASSIGN_OR_RETURN(int64_t cleared, Drop(o_.to));
+      Step(absl::StrCat("cleared ", cleared, " records left on ", o_.to));
       EONCE_RETURN_IF_ERROR(Copy());
       if (report_.unplaced > 0 && !o_.allow_unplaced) {
-        absl::StatusOr<MoveReport> rolled = RollBack(move);
+        absl::StatusOr<MoveReport> rolled = RollBack();
         if (!rolled.ok()) return rolled.status();
         return Error(absl::StatusCode::kFailedPrecondition, "UNPLACED_RECORDS",
                      absl::StrCat(report_.unplaced, " records on shard ", from_,
@@ -46,7 +88,7 @@ class Move {
                                   "they expire, or move with --allow_unplaced"));
       }
       if (o_.stop_after == "copy") return Done("stopped after copy");
-      EONCE_ASSIGN_OR_RETURN(SlotMap flipped, FinishMove(map_, o_.first, o_.last));
+      EONCE_ASSIGN_OR_RETURN(SlotMap flipped, FinishMove(*map_, o_.first, o_.last));
       EONCE_RETURN_IF_ERROR(Publish(std::move(flipped), "flip"));
       // The new owner first: once the old one refuses with the new epoch, callers find
       // the new owner already taking the run.
@@ -54,56 +96,46 @@ class Move {
       report_.frozen_ms = clock_.NowMs() - frozen_at;
       EONCE_RETURN_IF_ERROR(AdoptAt(from_));
       if (o_.stop_after == "flip") return Done("stopped after flip");
+    } else {
+      // Resumed after the flip: both ends hold it before the old owner drops its copy.
+      EONCE_RETURN_IF_ERROR(AdoptAt(o_.to));
+      EONCE_RETURN_IF_ERROR(AdoptAt(from_));
     }
-    // Release: the new owner's imports were synced before they answered, and it holds the
-    // flipped map (adopted again here, for a run that resumes at this step).
-    EONCE_RETURN_IF_ERROR(AdoptAt(o_.to));
-    EONCE_RETURN_IF_ERROR(AdoptAt(from_));
-    EONCE_ASSIGN_OR_RETURN(int64_t dropped, Admin(from_).Drop(o_.first, o_.last));
+    EONCE_ASSIGN_OR_RETURN(int64_t dropped, Drop(from_));
     report_.dropped += dropped;
     Step(absl::StrCat("dropped ", dropped, " records on ", from_));
     if (o_.stop_after == "drop") return Done("stopped after drop");
-    EONCE_ASSIGN_OR_RETURN(SlotMap released, ReleaseMove(map_, o_.first, o_.last));
+    EONCE_ASSIGN_OR_RETURN(SlotMap released, ReleaseMove(*map_, o_.first, o_.last));
     EONCE_RETURN_IF_ERROR(Publish(std::move(released), "release"));
-    EONCE_RETURN_IF_ERROR(AdoptAt(o_.to));
-    EONCE_RETURN_IF_ERROR(AdoptAt(from_));
-    AdoptElsewhere();
+    TellElsewhere({});
     return Done("moved");
   }
 
- private:
-  // Takes the newest map any shard of the file's map holds, if newer than the file.
-  absl::Status CatchUp() {
-    std::optional<SlotMap> newest;
-    for (const v1::ShardInfo& shard : map_.proto().shards()) {
-      absl::StatusOr<v1::SlotMap> held = Admin(shard.id()).Held();
-      if (!held.ok()) continue;  // a shard that is down cannot be newer than the rest
-      absl::StatusOr<SlotMap> map = SlotMap::FromProto(std::move(*held));
-      if (map.ok() && map->epoch() > (newest ? newest->epoch() : map_.epoch())) {
-        newest = std::move(*map);
-      }
-    }
-    if (!newest.has_value()) return absl::OkStatus();
-    return Publish(std::move(*newest), "caught up with the shards");
-  }
-
-  absl::StatusOr<MoveReport> RollBack(const absl::StatusOr<v1::SlotMigration>& move) {
+  absl::StatusOr<MoveReport> RollBack() {
+    absl::StatusOr<v1::SlotMigration> move = MigrationOf(*map_, o_.first, o_.last);
     if (!move.ok()) return Done("nothing to roll back");
     if (move->flipped()) {
       return Error(absl::StatusCode::kFailedPrecondition, "ALREADY_FLIPPED",
                    absl::StrCat("slots ", o_.first, "-", o_.last, " already belong to ",
-                                move->to_shard(), ": run the move again to finish it"));
+                                move->to_shard(), " (epoch ", map_->epoch(),
+                                "): run the move again to finish it"));
     }
     from_ = move->from_shard();
     const std::string to = move->to_shard();
-    EONCE_ASSIGN_OR_RETURN(SlotMap back, AbortMove(map_, o_.first, o_.last));
+    EONCE_ASSIGN_OR_RETURN(SlotMap back, AbortMove(*map_, o_.first, o_.last));
     EONCE_RETURN_IF_ERROR(Publish(std::move(back), "roll back"));
-    EONCE_RETURN_IF_ERROR(AdoptAt(from_));
-    EONCE_RETURN_IF_ERROR(AdoptAt(to));
-    EONCE_ASSIGN_OR_RETURN(int64_t dropped, Admin(to).Drop(o_.first, o_.last));
-    report_.dropped += dropped;
-    Step(absl::StrCat("dropped ", dropped, " copied records on ", to));
-    AdoptElsewhere();
+    // The store holds the roll-back now: the ends learn it from there if they cannot be
+    // told. The new owner's partial copy is fenced meanwhile, and a later move clears it.
+    TellElsewhere({});
+    absl::StatusOr<int64_t> dropped =
+        AdoptAt(to).ok() ? Drop(to) : absl::StatusOr<int64_t>(absl::UnavailableError(""));
+    if (dropped.ok()) {
+      report_.dropped += *dropped;
+      Step(absl::StrCat("dropped ", *dropped, " copied records on ", to));
+    } else {
+      Step(absl::StrCat("shard ", to, " could not drop its partial copy now; the next move "
+                        "of these slots to it clears it"));
+    }
     return Done("rolled back");
   }
 
@@ -121,6 +153,7 @@ class Move {
         v1::ImportSlotsRequest import;
         import.set_first_slot(o_.first);
         import.set_last_slot(o_.last);
+        import.set_epoch(map_->epoch());
         const int rows = exported.business_rows_size();
         *import.mutable_records() = std::move(*exported.mutable_records());
         *import.mutable_business_rows() = std::move(*exported.mutable_business_rows());
@@ -135,56 +168,85 @@ class Move {
     return absl::OkStatus();
   }
 
-  // Writes `next` to the file if it still holds the map this run read, and goes on from it.
+  // Writes `next` if the store still holds the map this attempt read, and goes on from it.
   absl::Status Publish(SlotMap next, const char* step) {
-    EONCE_RETURN_IF_ERROR(CompareAndSetSlotMapFile(o_.map_file, map_.epoch(), next));
-    map_ = std::move(next);
-    Step(absl::StrCat(step, ": epoch ", map_.epoch()));
+    absl::StatusOr<SlotMap> stored = store_.CompareAndSwap(map_->epoch(), next);
+    if (!stored.ok()) return stored.status();
+    map_ = std::make_unique<SlotMap>(std::move(*stored));
+    owned_epoch_ = map_->epoch();
+    Step(absl::StrCat(step, ": epoch ", map_->epoch()));
     return absl::OkStatus();
   }
 
+  // Whether the store's map moved on from the one this attempt worked under.
+  bool LostTheMap() {
+    absl::StatusOr<SlotMap> now = store_.Read();
+    return now.ok() && now->epoch() != map_->epoch();
+  }
+
+  absl::StatusOr<int64_t> Drop(const std::string& shard) {
+    return Admin(shard).Drop(o_.first, o_.last, map_->epoch());
+  }
+
   absl::Status AdoptAt(const std::string& shard) {
-    absl::StatusOr<uint64_t> held = Admin(shard).Adopt(map_, o_.drain_timeout_ms);
+    absl::StatusOr<uint64_t> held = Admin(shard).Adopt(*map_, o_.drain_timeout_ms);
     if (!held.ok()) {
       return absl::Status(held.status().code(),
-                          absl::StrCat("shard ", shard, " did not adopt epoch ", map_.epoch(),
+                          absl::StrCat("shard ", shard, " did not adopt epoch ", map_->epoch(),
                                        ": ", held.status().message()));
     }
     return absl::OkStatus();
   }
 
-  // The old owner's adoption of the freeze, asked until no command runs on the run.
-  absl::Status AdoptDrained(const std::string& shard) {
-    absl::Status last;
+  // The old owner holds the freeze and nothing runs on the run any more: told at once
+  // (its adoption answers once drained), or, where it cannot be told, once it published
+  // that it holds and drained this epoch (its acknowledgement in the store).
+  absl::Status AwaitDrained(const std::string& shard) {
+    absl::Status told;
     for (int attempt = 0; attempt < std::max(1, o_.drain_attempts); ++attempt) {
-      last = AdoptAt(shard);
-      if (last.code() != absl::StatusCode::kDeadlineExceeded) return last;
+      told = AdoptAt(shard);
+      if (told.code() != absl::StatusCode::kDeadlineExceeded) break;
     }
-    return last;
+    if (told.ok() || told.code() != absl::StatusCode::kUnavailable) return told;
+    const int64_t give_up = clock_.NowMs() + o_.ack_timeout_ms;
+    for (;;) {
+      absl::StatusOr<ShardPresence> presence = store_.Presence(shard);
+      if (presence.ok() && presence->live && presence->held_epoch >= map_->epoch()) {
+        Step(absl::StrCat("shard ", shard, " acknowledged epoch ", presence->held_epoch,
+                          " in the store"));
+        return absl::OkStatus();
+      }
+      if (clock_.NowMs() >= give_up) {
+        return Error(absl::StatusCode::kUnavailable, "NOT_ACKNOWLEDGED",
+                     absl::StrCat("shard ", shard, " neither answered (", told.message(),
+                                  ") nor acknowledged epoch ", map_->epoch(),
+                                  " in the store; run the move again"));
+      }
+      clock_.SleepMs(o_.ack_poll_ms);
+    }
   }
 
-  // Shards that neither give nor take the run learn the map from the file later; telling
-  // them now only spares their callers a redirect, so a shard that is down does not stop
-  // the move.
-  void AdoptElsewhere() {
-    for (const v1::ShardInfo& shard : map_.proto().shards()) {
-      if (shard.id() == from_ || shard.id() == o_.to) continue;
-      if (!Admin(shard.id()).Adopt(map_, 1).ok()) {
-        Step(absl::StrCat("shard ", shard.id(), " will read epoch ", map_.epoch(),
-                          " from the file"));
+  // Every shard is told the map, best effort: the store has it, and each shard's sidecar
+  // reads it from there; telling them spares their callers a redirect.
+  void TellElsewhere(const std::string& except) {
+    for (const v1::ShardInfo& shard : map_->proto().shards()) {
+      if (shard.id() == except) continue;
+      if (!Admin(shard.id()).Adopt(*map_, 1).ok()) {
+        Step(absl::StrCat("shard ", shard.id(), " will read epoch ", map_->epoch(),
+                          " from the store"));
       }
     }
   }
 
   bool AllOwnedBy(const std::string& shard) const {
     for (uint32_t slot = o_.first; slot <= o_.last && slot < kSlotCount; ++slot) {
-      if (map_.OwnerOf(slot) != shard) return false;
+      if (map_->OwnerOf(slot) != shard) return false;
     }
     return o_.first <= o_.last;
   }
 
   ShardAdmin& Admin(const std::string& shard) {
-    const std::string& address = map_.AddressOf(shard);
+    const std::string& address = map_->AddressOf(shard);
     std::unique_ptr<ShardAdmin>& admin = admins_by_address_[address];
     if (admin == nullptr) admin = admins_(address);
     return *admin;
@@ -194,14 +256,17 @@ class Move {
 
   absl::StatusOr<MoveReport> Done(const char* outcome) {
     report_.outcome = outcome;
-    report_.epoch = map_.epoch();
+    report_.epoch = map_->epoch();
     return report_;
   }
 
   const MoveOptions& o_;
+  MapStore& store_;
   const ShardAdminFactory& admins_;
   Clock& clock_;
-  SlotMap map_;
+  std::unique_ptr<SlotMap> map_;  // the map this attempt works under
+  uint64_t owned_epoch_ = 0;      // the last epoch this run wrote
+  bool started_ = false;          // this run froze or took over the move
   std::string from_;
   std::map<std::string, std::unique_ptr<ShardAdmin>> admins_by_address_;
   MoveReport report_;
@@ -209,8 +274,8 @@ class Move {
 
 }  // namespace
 
-absl::StatusOr<MoveReport> MoveSlots(const MoveOptions& options, const ShardAdminFactory& admins,
-                                     Clock& clock) {
+absl::StatusOr<MoveReport> MoveSlots(const MoveOptions& options, MapStore& store,
+                                     const ShardAdminFactory& admins, Clock& clock) {
   if (options.first > options.last || options.last >= kSlotCount) {
     return absl::InvalidArgumentError(absl::StrCat("slots: ", options.first, "-", options.last,
                                                    " is not a range within 0-",
@@ -222,8 +287,10 @@ absl::StatusOr<MoveReport> MoveSlots(const MoveOptions& options, const ShardAdmi
   if (options.page_records < 1 || options.page_records > 1000) {
     return absl::InvalidArgumentError("page_records: 1..1000");
   }
-  EONCE_ASSIGN_OR_RETURN(SlotMap map, ReadSlotMapFile(options.map_file));
-  return Move(options, admins, clock, std::move(map)).Run();
+  if (options.max_lost_races < 0 || options.max_lost_races > 100) {
+    return absl::InvalidArgumentError("max_lost_races: 0..100");
+  }
+  return Move(options, store, admins, clock).Run();
 }
 
 }  // namespace eonce

@@ -1,31 +1,37 @@
-// MoveSlots: one resumable, idempotent step that moves a run of slots to another shard.
+// MoveSlots: one resumable step that moves a run of slots to another shard, on the
+// coordination store (common/coord/map_store.h) and the shards' admin (shard_admin.h).
 //
-// The slot map file is the move's state, changed only by compare-and-set, one epoch at a
-// time:
-//   1. freeze   the run is put in migration (BeginMove). The old and new owners adopt the
-//               map; the old owner's adoption answers once no command still runs on the
-//               run, so nothing more is written there. The run's commands are refused as
-//               retryable meanwhile (SLOT_MIGRATING): this is the pause they see.
-//   2. copy     the old owner's records of the run are exported page by page and imported
-//               by the new owner (each import synced before it answers).
-//   3. flip     the new owner owns the run (FinishMove); it adopts the map first, then the
-//               old owner: at every epoch exactly one shard takes the run's commands.
-//   4. release  once the new owner holds the records and takes the run, the old owner
-//               drops its copy, and the migration entry goes (ReleaseMove).
-// Run again after a crash at any point, it reads the file, and the map each shard holds
-// (a newer one wins and is written to the file: a step's map may have reached the
-// sidecars but not the file, e.g. a ConfigMap written back only at the end), and goes on
-// from the step it finds: a frozen run is adopted, copied and flipped (copying twice writes the same
-// records), a flipped one released. `abort` rolls back a move that has not flipped: the
-// old owner keeps the run, and the new owner's partial copy is dropped.
+// The slot map in the store is the move's state. Every change is one compare-and-swap on
+// the epoch this run read (the predecessor): of two runs that start from one epoch, one
+// wins each step and the other re-reads and goes on from what the store says, so the map
+// never forks. The steps of a run [first, last] from F to T:
+//   1. freeze   the run is put in migration. T and F are told at once (AdoptSlotMap); F's
+//               adoption answers once no command still runs on the run. Where F cannot be
+//               told, the move waits until F published (its presence's held_epoch) that it
+//               holds and drained the freeze. The run's commands are refused as retryable
+//               (SLOT_MIGRATING) meanwhile: this is the pause they see.
+//   2. clear    T drops whatever it holds of the run: the leftovers of an aborted copy.
+//   3. copy     F's records and business rows of the run are exported page by page and
+//               imported by T, which refuses an import unless the map it holds moves the
+//               run to it and has not flipped.
+//   4. flip     T owns the run; T adopts the map first, then F.
+//   5. drop     F deletes its copy (its business fences the run first).
+//   6. release  the migration entry goes; every shard is told (best effort: the others
+//               learn it from the store).
+// The copy belongs to the run whose compare-and-swap wrote the frozen epoch: a run that
+// resumes a freeze it did not write first takes it over (writes the same map again, one
+// epoch on), so that a flip can only follow a clear and a copy done under its epoch.
+// `abort` rolls back a move that has not flipped (FAILED_PRECONDITION ALREADY_FLIPPED
+// after: finish it instead); T's partial copy is dropped where T is reachable, else by the
+// next move's clear (and the business fences it meanwhile).
+//
+// The business's rows of the run move with the records (eonce.v1.SlotData): the old
+// owner's business raises its per-slot fence before it exports and before it drops, so a
+// late write of the old owner is refused rather than lost.
 //
 // A record written before the sidecar kept each record's entity has no slot ("unplaced");
 // a move that meets one rolls back unless `allow_unplaced` says such records may stay
 // behind (a duplicate of their command would then be applied again on the new owner).
-//
-// What moves is the sidecar's idempotency records: the business's own data must be where
-// every shard reaches it (a shared database). A business that keeps its data in the pod
-// (services/inbox) cannot be moved by this step yet.
 #ifndef EONCE_TOOLS_RESHARD_MOVER_H_
 #define EONCE_TOOLS_RESHARD_MOVER_H_
 
@@ -35,12 +41,12 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "common/coord/map_store.h"
 #include "tools/reshard/shard_admin.h"
 
 namespace eonce {
 
 struct MoveOptions {
-  std::string map_file;
   uint32_t first = 0;
   uint32_t last = 0;
   std::string to;          // the shard the run moves to
@@ -51,6 +57,12 @@ struct MoveOptions {
   // asked again up to drain_attempts times.
   int64_t drain_timeout_ms = 10'000;
   int drain_attempts = 6;
+  // Where the old owner cannot be told a step, how long to wait for its acknowledgement in
+  // the store, asking every ack_poll_ms.
+  int64_t ack_timeout_ms = 30'000;
+  int64_t ack_poll_ms = 200;
+  // Compare-and-swaps lost to another run before this one gives up (ABORTED CONTENDED).
+  int max_lost_races = 8;
   int page_records = 500;
   // For tests and drills: stop after "freeze", "copy", "flip" or "drop", as if the tool
   // had died there; the next run goes on.
@@ -59,19 +71,20 @@ struct MoveOptions {
 
 struct MoveReport {
   std::string outcome;  // "moved", "already there", "rolled back", "stopped after <step>"
-  uint64_t epoch = 0;   // of the map file at the end
+  uint64_t epoch = 0;   // of the store's map at the end
   int64_t copied = 0;       // records
   int64_t copied_rows = 0;  // the business's rows (eonce.v1.SlotData), where it keeps them
   int64_t dropped = 0;
   int64_t unplaced = 0;
+  int lost_races = 0;  // compare-and-swaps another run won first
   // From the freeze held by the old owner to the flip held by the new one, in this run:
   // how long the run's commands were refused. -1 when this run did not do both.
   int64_t frozen_ms = -1;
   std::vector<std::string> steps;  // what this run did, in order
 };
 
-absl::StatusOr<MoveReport> MoveSlots(const MoveOptions& options, const ShardAdminFactory& admins,
-                                     Clock& clock);
+absl::StatusOr<MoveReport> MoveSlots(const MoveOptions& options, MapStore& store,
+                                     const ShardAdminFactory& admins, Clock& clock);
 
 }  // namespace eonce
 

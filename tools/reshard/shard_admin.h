@@ -21,7 +21,9 @@ class ShardAdmin {
   virtual absl::StatusOr<uint64_t> Adopt(const SlotMap& map, int64_t drain_timeout_ms) = 0;
   virtual absl::StatusOr<v1::ExportSlotsResponse> Export(const v1::ExportSlotsRequest& request) = 0;
   virtual absl::StatusOr<int64_t> Import(const v1::ImportSlotsRequest& request) = 0;
-  virtual absl::StatusOr<int64_t> Drop(uint32_t first, uint32_t last) = 0;
+  // Refused unless the shard holds the map at `epoch` (0: not checked; see
+  // DropSlotsRequest).
+  virtual absl::StatusOr<int64_t> Drop(uint32_t first, uint32_t last, uint64_t epoch) = 0;
   // GetSlotMap: the map the sidecar holds.
   virtual absl::StatusOr<v1::SlotMap> Held() = 0;
 };

@@ -1,7 +1,6 @@
-#include "common/slot_map_file.h"
+#include "common/slot_map_io.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,7 +10,6 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
 
 namespace eonce {
 namespace {
@@ -33,26 +31,6 @@ absl::Status SyncPath(const std::string& path, int flags) {
   ::close(fd);
   return rc == 0 ? absl::OkStatus() : Errno("fsync", path);
 }
-
-// Holds an exclusive advisory lock on `path` + ".lock" while it lives.
-class FileLock {
- public:
-  explicit FileLock(const std::string& path) : path_(path + ".lock") {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
-  }
-  absl::Status status() const { return fd_ >= 0 ? absl::OkStatus() : Errno("lock", path_); }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 }  // namespace
 
@@ -103,26 +81,6 @@ absl::Status WriteSlotMapFile(const std::string& path, const SlotMap& map) {
     return failed;
   }
   return SyncPath(DirectoryOf(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-}
-
-absl::Status CompareAndSetSlotMapFile(const std::string& path, uint64_t expected_epoch,
-                                      const SlotMap& next) {
-  FileLock lock(path);
-  EONCE_RETURN_IF_ERROR(lock.status());
-  uint64_t found = 0;
-  absl::StatusOr<SlotMap> current = ReadSlotMapFile(path);
-  if (current.ok()) {
-    found = current->epoch();
-  } else if (current.status().code() != absl::StatusCode::kNotFound) {
-    return current.status();
-  }
-  if (found != expected_epoch || next.epoch() <= found) {
-    return Error(absl::StatusCode::kAborted, "EPOCH_CHANGED",
-                 absl::StrCat(path, " holds epoch ", found, ", not ", expected_epoch,
-                              " (the new map has ", next.epoch(),
-                              "); read it again and redo the step"));
-  }
-  return WriteSlotMapFile(path, next);
 }
 
 }  // namespace eonce
