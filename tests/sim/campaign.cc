@@ -23,6 +23,10 @@ CampaignReport RunCampaign(const CampaignOptions& options) {
     report.max_settle_ms = std::max(report.max_settle_ms, result.settle_ms);
     report.moves += result.moves;
     report.move_attempts += result.move_attempts;
+    report.aborted_moves += result.aborted_moves;
+    report.fenced += result.fenced;
+    report.not_leased += result.not_leased;
+    report.credits += result.credits;
     for (int p = 0; p < kFaultPoints; ++p) report.fired[p] += result.fired[p];
     if (options.trace) {
       absl::StrAppend(&report.text, "seed ", run.seed, " trace hash ",
@@ -36,7 +40,7 @@ CampaignReport RunCampaign(const CampaignOptions& options) {
       for (const std::string& v : result.violations) {
         absl::StrAppend(&failures, "  seed ", run.seed, ": ", v, "\n");
       }
-      absl::StrAppend(&failures, "  replay: ", ReplayCommand(run.seed), "\n");
+      absl::StrAppend(&failures, "  replay: ", ReplayCommand(run.seed, run.shards), "\n");
     }
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -48,8 +52,11 @@ CampaignReport RunCampaign(const CampaignOptions& options) {
                                   report.legacy_runs, report.max_settle_ms));
   if (options.base.shards) {
     absl::StrAppend(&report.text,
-                    absl::StrFormat("slot moves: %d finished in %d runs of the mover\n",
-                                    report.moves, report.move_attempts));
+                    absl::StrFormat("slot moves: %d finished and %d rolled back in %d runs of "
+                                    "the mover; %d credits relayed; %d writes refused by a "
+                                    "business's fence; %d commands refused with no lease\n",
+                                    report.moves, report.aborted_moves, report.move_attempts,
+                                    report.credits, report.fenced, report.not_leased));
   }
   absl::StrAppend(&report.text, "fault points fired:\n");
   for (int p = 0; p < kFaultPoints; ++p) {

@@ -31,6 +31,10 @@ struct CampaignReport {
   int64_t max_settle_ms = 0;
   int64_t moves = 0;          // slot moves finished (sharded worlds)
   int64_t move_attempts = 0;  // runs of the mover they took
+  int64_t aborted_moves = 0;
+  int64_t fenced = 0;      // writes a business's fence refused
+  int64_t not_leased = 0;  // commands refused by a sidecar without its lease
+  int64_t credits = 0;     // follow-ups relayed
   double seconds = 0;
   std::string text;
 };

@@ -1,9 +1,32 @@
-// Slot moves in a sharded world: two sidecars (shards s0 and s1) in front of the business,
-// and runs of slots that hold accounts moved between them during the faults by the real
-// mover (tools/reshard/mover.h). Its calls to a shard go straight to that sidecar's slot
-// gate and record store, as its gRPC admin service would; each may find the sidecar down,
-// or crash it before or after its work (faults at every step of a move), and a run of the
-// mover may stop after any step, as if killed. A move is run again until it finishes.
+// Slot moves in a sharded world, by the protocol on the map store (each step one
+// compare-and-swap on the epoch the mover last saw; a mover that loses one re-reads and
+// goes on from what the store says):
+//   freeze   CAS(R0 -> the run in migration) => R1; pushed to T and F, F answering once
+//            drained (or the store shows F drained at R1, or F holds no lease)
+//   clear    CAS(R1 -> the same map) => Rc, the copy's own epoch; T drops whatever it
+//            holds of the run, its business's fence raised to Rc first
+//   copy     F's business raises its fence for the run to Rc, then exports (rows, inbox
+//            entries) with F's records; T's business refuses an import below its fence,
+//            else raises it to Rc and imports
+//   seal     T's business raises its fence to the epoch the flip compares against, if the
+//            last copy it took is this run's (else the run copies again)
+//   flip     CAS(-> flipped) => R3; adopted at T, then F
+//   drop     F's business raises its fence to R3, then drops the run; F drops its records
+//   release  CAS(R3 -> released) => R4
+//   abort    (before the flip only) CAS(Rn -> aborted) => Ra; adopted at F and T; T drops
+//            its copy where it can (its leftovers are fenced until a later clear)
+// The copy's own epoch and the seal are what the simulation found missing from the first
+// design, whose clear carried the freeze's epoch: a mover that froze, was overtaken, and
+// cleared late erased the new owner's only copy after the flip (F had dropped its own).
+// With them, T refuses the clear or import of any mover but the last to copy, and after
+// the seal, any at all.
+// The mover here is that protocol, step by step, one event per step, so that two movers
+// interleave: tools/reshard's mover moves onto the map store in its own change. Its calls
+// to a shard go straight to that shard's slot gate, record store and business, as the
+// admin services would; a step may find its shard down, or crash it before or after its
+// work, and a run may stop before any step, as if killed. A move is run again until it
+// ends; some get a rival run on the same slots, some a rival move on overlapping slots,
+// some an aborting run.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -13,171 +36,123 @@
 #include "common/status.h"
 #include "dedupe_sidecar/slot_transfer.h"
 #include "tests/sim/world.h"
-#include "tools/reshard/mover.h"
 
 namespace eonce::sim::internal {
 
-// The chance that a step of a move crashes its sidecar, before or after its work.
-inline constexpr double kMoveStepCrash = 0.05;
-// The chance that a run of the mover stops after one of its steps, as if killed.
-inline constexpr double kMoverStops = 0.3;
-inline constexpr int kMaxMoveAttempts = 500;
+// The chance that a run of the mover stops before one of its steps, as if killed.
+inline constexpr double kMoverStops = 0.08;
+inline constexpr int kMaxMoveAttempts = 300;
+inline constexpr int kMaxRunSteps = 400;
 
-class SimShardAdmin : public ShardAdmin {
- public:
-  SimShardAdmin(World& w, int shard) : w_(w), shard_(shard), node_(SidecarNode(shard)) {}
-
-  absl::StatusOr<uint64_t> Adopt(const SlotMap& map, int64_t /*drain_timeout_ms*/) override {
-    EONCE_RETURN_IF_ERROR(Before("adopt"));
-    // The drain is not waited for here: the world runs on this thread, so running work
-    // can only finish between runs of the mover, which asks again.
-    absl::StatusOr<uint64_t> held = Sidecar().gate->Adopt(map, /*drain_timeout_ms=*/1);
-    EONCE_RETURN_IF_ERROR(After("adopt"));
-    return held;
-  }
-
-  absl::StatusOr<v1::ExportSlotsResponse> Export(const v1::ExportSlotsRequest& request) override {
-    EONCE_RETURN_IF_ERROR(Before("export"));
-    auto page = ExportSlots(*Sidecar().gate, *Sidecar().records, request);
-    EONCE_RETURN_IF_ERROR(After("export"));
-    return page;
-  }
-
-  absl::StatusOr<int64_t> Import(const v1::ImportSlotsRequest& request) override {
-    EONCE_RETURN_IF_ERROR(Before("import"));
-    // The negative control: the records are not copied, yet the import says they were.
-    if (w_.options_.skip_record_copy) return static_cast<int64_t>(request.records_size());
-    auto imported = ImportSlots(*Sidecar().gate, *Sidecar().records, request);
-    if (!imported.ok()) return imported.status();
-    EONCE_RETURN_IF_ERROR(After("import"));
-    return imported->imported();
-  }
-
-  absl::StatusOr<int64_t> Drop(uint32_t first, uint32_t last, uint64_t epoch) override {
-    EONCE_RETURN_IF_ERROR(Before("drop"));
-    v1::DropSlotsRequest request;
-    request.set_first_slot(first);
-    request.set_last_slot(last);
-    request.set_epoch(epoch);
-    auto dropped = DropSlots(*Sidecar().gate, *Sidecar().records, request);
-    if (!dropped.ok()) return dropped.status();
-    EONCE_RETURN_IF_ERROR(After("drop"));
-    return dropped->dropped();
-  }
-
-  absl::StatusOr<v1::SlotMap> Held() override {
-    if (!w_.node(node_).up) return absl::UnavailableError("sidecar down");
-    if (Sidecar().gate->map() == nullptr) return absl::UnavailableError("no map yet");
-    return Sidecar().gate->map()->proto();
-  }
-
- private:
-  World::Sidecar& Sidecar() { return w_.sidecars_[shard_]; }
-
-  absl::Status Crash(const char* when, const char* step) {
-    w_.Trace(absl::StrCat("crash ", w_.node(node_).name, " ", when, " the move's ", step));
-    w_.Crash(node_);
-    return absl::UnavailableError(absl::StrCat("the sidecar crashed ", when, " ", step));
-  }
-  absl::Status Before(const char* step) {
-    if (!w_.node(node_).up) return absl::UnavailableError("sidecar down");
-    if (w_.faults_active_ && w_.move_random_.Chance(kMoveStepCrash)) return Crash("before", step);
-    return absl::OkStatus();
-  }
-  absl::Status After(const char* step) {
-    if (w_.faults_active_ && w_.move_random_.Chance(kMoveStepCrash)) return Crash("after", step);
-    return absl::OkStatus();
-  }
-
-  World& w_;
-  const int shard_;
-  const int node_;
-};
-
-absl::Status World::WriteFirstSlotMap() {
-  std::vector<v1::ShardInfo> shards(2);
-  for (int i = 0; i < 2; ++i) {
-    shards[i].set_id(absl::StrCat("s", i));
-    shards[i].set_address(absl::StrCat("sim:s", i));
-  }
-  EONCE_ASSIGN_OR_RETURN(SlotMap map, SlotMap::Even(shards));
-  return map_store_.CompareAndSwap(0, map).status();
+namespace {
+const char* StepName(int step) {
+  static const char* names[] = {"read", "freeze", "push", "clear", "copy",
+                                "flip", "drop",   "release", "abort", "end"};
+  return names[step];
 }
-
-int World::OwnerShard(const v1::Command& command) {
-  absl::StatusOr<SlotMap> map = map_store_.Read();
-  if (!map.ok()) return 0;
-  return map->OwnerOf(SlotOfCommand(command)) == "s1" ? 1 : 0;
-}
+int ShardIndex(const std::string& id) { return id == "s1" ? 1 : 0; }
+}  // namespace
 
 void World::ScheduleMoves() {
-  absl::StatusOr<SlotMap> map = map_store_.Read();
+  absl::StatusOr<SlotMap> map = coord_->Read();
   if (!map.ok()) return;
-  // Runs of a few slots around accounts' slots, disjoint, each within one owner's range.
+  // Runs of a few slots around accounts' slots, each within one owner's range.
+  auto around = [&](uint32_t slot, uint32_t below, uint32_t above) {
+    Move move;
+    move.first = slot >= below ? slot - below : 0;
+    move.last = std::min(slot + above, kSlotCount - 1);
+    while (map->OwnerOf(move.first) != map->OwnerOf(slot)) ++move.first;
+    while (map->OwnerOf(move.last) != map->OwnerOf(slot)) --move.last;
+    move.from = map->OwnerOf(slot);
+    move.to = move.from == "s0" ? "s1" : "s0";
+    return move;
+  };
   const int wanted = 1 + static_cast<int>(move_random_.Uniform(3));
   for (int tries = 0; tries < 20 && static_cast<int>(moves_.size()) < wanted; ++tries) {
     const int account = static_cast<int>(move_random_.Uniform(config_.accounts));
     const uint32_t slot = SlotOf(kTenant, "account", absl::StrCat("a", account));
-    Move move;
-    move.first = slot >= 2 ? slot - 2 : 0;
-    move.last = std::min(slot + 2, kSlotCount - 1);
-    while (map->OwnerOf(move.first) != map->OwnerOf(slot)) ++move.first;
-    while (map->OwnerOf(move.last) != map->OwnerOf(slot)) --move.last;
+    Move move = around(slot, 2, 2);
     bool overlaps = false;
     for (const Move& other : moves_) {
       overlaps |= move.first <= other.last && other.first <= move.last;
     }
     if (overlaps) continue;
     moves_.push_back(move);
-  }
-  for (size_t i = 0; i < moves_.size(); ++i) {
-    const int64_t at = 500 + static_cast<int64_t>(move_random_.Uniform(11'000));
-    loop_.After(at, [this, i] { RunMove(static_cast<int>(i)); });
+    const int64_t at =
+        500 + static_cast<int64_t>(move_random_.Uniform(config_.fault_phase_ms - 1'500));
+    const int index = static_cast<int>(moves_.size()) - 1;
+    loop_.After(at, [this, index] { StartMoverRun(index, false); });
+    // A second mover on the same run, started while the first is under way.
+    if (move_random_.Chance(config_.rival_mover)) {
+      loop_.After(at + static_cast<int64_t>(move_random_.Uniform(300)),
+                  [this, index] { StartMoverRun(index, false); });
+    }
+    // An operator who aborts it, at some point of its course.
+    if (move_random_.Chance(config_.abort_move)) {
+      loop_.After(at + static_cast<int64_t>(move_random_.Uniform(1'500)),
+                  [this, index] { StartMoverRun(index, true); });
+    }
+    // A rival move of slots that overlap these, to the same shard, at about the same time.
+    if (move_random_.Chance(config_.rival_mover / 2)) {
+      moves_.push_back(around(slot, move_random_.Uniform(4), move_random_.Uniform(4)));
+      const int rival = static_cast<int>(moves_.size()) - 1;
+      loop_.After(at + static_cast<int64_t>(move_random_.Uniform(400)),
+                  [this, rival] { StartMoverRun(rival, false); });
+    }
   }
 }
 
-void World::RunMove(int index) {
+void World::StartMoverRun(int index, bool abort) {
   Move& move = moves_[index];
   if (move.done) return;
   if (++move.attempts > kMaxMoveAttempts) {
     Violation(absl::StrCat("liveness: the move of slots ", move.first, "-", move.last,
-                           " never finished"));
+                           " never ended"));
     move.done = true;
     return;
   }
-  absl::StatusOr<SlotMap> map = map_store_.Read();
-  if (!map.ok()) {
-    Violation(absl::StrCat("the slot map cannot be read: ", map.status().message()));
-    move.done = true;
-    return;
-  }
-  MoveOptions options;
-  options.first = move.first;
-  options.last = move.last;
-  // The run goes to the other shard, once: the target is fixed by its first run.
-  if (move.to.empty()) move.to = map->OwnerOf(move.first) == "s0" ? "s1" : "s0";
-  options.to = move.to;
-  options.drain_attempts = 1;
-  options.page_records = 1 + static_cast<int>(move_random_.Uniform(3));
-  if (faults_active_ && move_random_.Chance(kMoverStops)) {
-    const char* steps[] = {"freeze", "copy", "flip", "drop"};
-    options.stop_after = steps[move_random_.Uniform(4)];
-  }
-  ShardAdminFactory admins = [this](const std::string& address) -> std::unique_ptr<ShardAdmin> {
-    return std::make_unique<SimShardAdmin>(*this, address == "sim:s1" ? 1 : 0);
+  MoverRun run;
+  run.move = index;
+  run.abort = abort;
+  runs_.push_back(run);
+  move.live_runs++;
+  const int id = static_cast<int>(runs_.size()) - 1;
+  Trace(absl::StrCat("mover #", id, " ", abort ? "aborts" : "moves", " slots ", move.first,
+                     "-", move.last, " to ", move.to));
+  loop_.After(0, [this, id] { MoverStep(id); });
+}
+
+void World::MoverStep(int id) {
+  MoverRun& run = runs_[id];
+  Move& move = moves_[run.move];
+  auto end = [&](const std::string& why) {
+    Trace(absl::StrCat("mover #", id, " ends: ", why));
+    run.over = true;
+    move.live_runs--;
+    // A move that has not ended is run again (the operator runs the tool again).
+    if (!move.done && move.live_runs == 0) {
+      const int index = run.move;
+      loop_.After(100 + static_cast<int64_t>(move_random_.Uniform(400)),
+                  [this, index] { StartMoverRun(index, false); });
+    }
   };
-  absl::StatusOr<MoveReport> report = MoveSlots(options, map_store_, admins, clock_);
-  Trace(absl::StrCat("move ", move.first, "-", move.last, " to ", move.to, ": ",
-                     report.ok() ? absl::StrCat(report->outcome, " at epoch ", report->epoch,
-                                                ", copied ", report->copied, ", dropped ",
-                                                report->dropped)
-                               : std::string(report.status().message())));
-  if (report.ok() && (report->outcome == "moved" || report->outcome == "already there")) {
-    move.done = true;
-    return;
+  // A run goes on after its move ended (rolled back or moved by another run): what it
+  // does then is a stale mover's, which the store must refuse.
+  if (run.over) return;
+  if (faults_active_ && move_random_.Chance(kMoverStops)) {
+    return end(absl::StrCat("killed before ", StepName(run.step)));
   }
-  loop_.After(50 + static_cast<int64_t>(move_random_.Uniform(300)),
-              [this, index] { RunMove(index); });
+  if (++run.step_count > kMaxRunSteps) return end("too many steps");
+  const int from = ShardIndex(move.from), to = ShardIndex(move.to);
+  absl::Status status = MoverDo(run, move, from, to);
+  Trace(absl::StrCat("mover #", id, " ", StepName(run.last_step), ": ",
+                     status.ok() ? absl::StrCat("ok at epoch ", run.epoch)
+                                 : std::string(status.message())));
+  if (run.step == kStepEnd) return end(status.ok() ? "done" : std::string(status.message()));
+  if (!status.ok()) run.step = kStepRead;  // re-read, and go on from what the store says
+  const int64_t delay = status.ok() ? 1 + static_cast<int64_t>(move_random_.Uniform(60))
+                                    : 50 + static_cast<int64_t>(move_random_.Uniform(300));
+  loop_.After(delay, [this, id] { MoverStep(id); });
 }
 
 }  // namespace eonce::sim::internal

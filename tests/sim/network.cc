@@ -43,7 +43,7 @@ class SimSidecarClient : public SidecarClient {
  public:
   explicit SimSidecarClient(World& w) : w_(w), answers_(w.loop_) {
     if (w_.options_.shards) {
-      absl::StatusOr<SlotMap> map = w_.map_store_.Read();
+      absl::StatusOr<SlotMap> map = w_.coord_->Read();
       if (map.ok()) map_ = std::make_shared<const SlotMap>(std::move(*map));
     }
   }
@@ -63,6 +63,7 @@ class SimSidecarClient : public SidecarClient {
     const ShardGate* gate = w_.sidecars_[ShardOfNode(node)].gate.get();
     if (!w_.node(node).up || gate == nullptr) return;
     std::shared_ptr<const SlotMap> held = gate->map();
+    if (held == nullptr) return;
     if (held->epoch() > map_->epoch()) {
       w_.Trace(absl::StrCat("agent refreshes its slot map to epoch ", held->epoch()));
       map_ = std::move(held);
@@ -144,7 +145,7 @@ class SimSidecarClient : public SidecarClient {
         node, "submit " + command.command_id(), finish,
         [this, node, caller,
          command](std::function<void(absl::StatusOr<v1::SubmitResponse>)> answer) {
-          w_.sidecars_[ShardOfNode(node)].deduper->Submit(caller, command, answer);
+          w_.SubmitTo(ShardOfNode(node), caller, command, std::move(answer));
         });
   }
 
@@ -178,7 +179,9 @@ class SimSidecarClient : public SidecarClient {
 
 class SimUpstream : public Upstream {
  public:
-  SimUpstream(World& w, int node) : w_(w), node_(node), replies_(w.loop_) {}
+  SimUpstream(World& w, int node)
+      : w_(w), node_(node), shard_(ShardOfNode(node)), business_(BusinessNode(shard_)),
+        replies_(w.loop_) {}
 
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override {
     w_.ForwardIssued(call.tenant, call.command_id, node_);
@@ -202,7 +205,7 @@ class SimUpstream : public Upstream {
       finish(reply);
     });
     const LinkFaults& link = w_.config_.business_link;
-    if (!w_.node(kBusiness).up) {
+    if (!w_.node(business_).up) {
       w_.loop_.After(1, [finish] {
         ForwardReply reply;
         reply.kind = ForwardReply::Kind::kNotApplied;
@@ -217,25 +220,39 @@ class SimUpstream : public Upstream {
         w_.Trace("net drop forward " + call.command_id);
         continue;
       }
-      int target = w_.node(kBusiness).incarnation;
-      w_.loop_.After(w_.Delay(link), [this, call, finish, target] {
-        if (!w_.Alive(kBusiness, target)) return;
+      int target = w_.node(business_).incarnation;
+      // A late forward reaches the business after the sidecar gave up on it (its deadline
+      // passed, and it may have asked for the outcome, or the slot moved, meanwhile).
+      int64_t delay = w_.Delay(link);
+      if (w_.Chance(w_.config_.late_forward)) {
+        delay = call.deadline_ms - w_.clock_.NowMs() + 1 +
+                static_cast<int64_t>(w_.net_random_.Uniform(6'000));
+        w_.Trace("late forward " + call.command_id);
+      }
+      w_.loop_.After(delay, [this, call, finish, target] {
+        if (!w_.Alive(business_, target)) return;
         absl::StatusOr<v1::CallResult> result = Apply(call);
-        if (!w_.Alive(kBusiness, target)) return;  // crashed after applying
+        if (!w_.Alive(business_, target)) return;  // crashed after applying
+        if (IsSlotFenced(result.status())) {
+          // Nothing applied, and no outcome: the sidecar hears FAILED_PRECONDITION
+          // SLOT_FENCED, as GrpcUpstream classifies it.
+          w_.Trace(absl::StrCat("fenced ", call.command_id, " at epoch ", call.slot_epoch));
+          w_.result_->fenced++;
+          ForwardReply reply;
+          reply.kind = ForwardReply::Kind::kNotApplied;
+          reply.detail = std::string(result.status().message());
+          w_.loop_.After(w_.Delay(w_.config_.business_link), [this, finish, reply] {
+            replies_.Add([finish, reply] { finish(reply); });
+          });
+          return;
+        }
         const bool conflict = IsKeyConflict(result.status());
-        const bool fenced = IsSlotFenced(result.status());
-        if ((!result.ok() && !conflict && !fenced) ||
-            w_.Chance(w_.config_.business_link.lose_answer)) {
+        if ((!result.ok() && !conflict) || w_.Chance(w_.config_.business_link.lose_answer)) {
           w_.Trace("no answer to forward " + call.command_id);
           return;
         }
         ForwardReply reply;
-        if (fenced) {
-          // As GrpcUpstream classifies it: the slot moved on, nothing was applied.
-          w_.Trace("slot fenced " + call.command_id);
-          reply.kind = ForwardReply::Kind::kNotApplied;
-          reply.detail = std::string(result.status().message());
-        } else if (conflict) {
+        if (conflict) {
           w_.Trace("key conflict " + call.command_id);
           reply.kind = ForwardReply::Kind::kConflict;
           reply.detail = ReasonOf(result.status());
@@ -245,11 +262,17 @@ class SimUpstream : public Upstream {
           reply.result = *result;
           // What the real business says in its `eonce-inbox` trailer; the negative
           // control makes a legacy business claim it too.
-          reply.inbox_kept = !w_.inbox_->legacy_mode() || w_.options_.legacy_claims_inbox;
+          reply.inbox_kept =
+              !w_.inbox(shard_).legacy_mode() || w_.options_.legacy_claims_inbox;
         }
         // The sidecar hears them as GrpcUpstream hands over a batch call's answers: the
-        // Deduper then writes their outcome records together.
-        w_.loop_.After(w_.Delay(w_.config_.business_link), [this, finish, reply] {
+        // Deduper then writes their outcome records together. A slow disk holds the
+        // answer until its sync is done.
+        const int64_t sync_ms = w_.faults_active_ && w_.options_.shards
+                                    ? static_cast<int64_t>(w_.net_random_.Uniform(
+                                          w_.config_.slow_sync_ms[shard_] + 1))
+                                    : 0;
+        w_.loop_.After(sync_ms + w_.Delay(w_.config_.business_link), [this, finish, reply] {
           replies_.Add([finish, reply] { finish(reply); });
         });
       });
@@ -269,19 +292,19 @@ class SimUpstream : public Upstream {
       done(std::move(r));
     };
     w_.loop_.At(deadline_ms, [finish] { finish(absl::DeadlineExceededError("deadline")); });
-    if (!w_.node(kBusiness).up) {
+    if (!w_.node(business_).up) {
       w_.loop_.After(1, [finish] { finish(absl::UnavailableError("connection refused")); });
       return;
     }
-    int target = w_.node(kBusiness).incarnation;
+    int target = w_.node(business_).incarnation;
     w_.loop_.After(w_.Delay(w_.config_.business_link), [this, tenant, command_id, finish, target] {
-      if (!w_.Alive(kBusiness, target)) return;
-      auto outcome = w_.inbox_->QueryOutcome(tenant, command_id);
+      if (!w_.Alive(business_, target)) return;
+      auto outcome = w_.inbox(shard_).QueryOutcome(tenant, command_id);
       w_.loop_.After(w_.Delay(w_.config_.business_link), [finish, outcome] { finish(outcome); });
     });
   }
 
-  bool Reachable() override { return w_.node(kBusiness).up; }
+  bool Reachable() override { return w_.node(business_).up; }
 
  private:
   absl::StatusOr<v1::CallResult> Apply(const ForwardCall& call) {
@@ -292,8 +315,13 @@ class SimUpstream : public Upstream {
     id.idempotency_key = call.idempotency_key;
     id.payload_sha256 = call.payload_sha256;
     id.fencing_token = call.fencing_token;
-    id.slot = call.slot;  // the business's per-slot fence meets the sidecar's epoch
+    id.slot = call.slot;
     id.slot_epoch = call.slot_epoch;
+    // The negative control: the forward claims whatever epoch the slot's fence is at, so
+    // that the business's check lets every write through, as if it were not there.
+    if (w_.options_.no_business_fence && call.slot_epoch > 0) {
+      id.slot_epoch = std::max(call.slot_epoch, w_.inbox(shard_).fences().fence(call.slot));
+    }
     if (size_t slash = call.entity.find('/'); slash != std::string::npos) {
       id.entity_type = call.entity.substr(0, slash);
       id.entity_id = call.entity.substr(slash + 1);
@@ -301,15 +329,22 @@ class SimUpstream : public Upstream {
     if (call.method == kOpen) {
       ledger::v1::OpenAccountRequest request;
       request.ParseFromString(call.request);
-      return w_.ledger_->OpenAccount(id, request);
+      return w_.ledger(shard_).OpenAccount(id, request);
+    }
+    if (call.method == kCredit) {
+      ledger::v1::CreditRequest request;
+      request.ParseFromString(call.request);
+      return w_.ledger(shard_).Credit(id, request);
     }
     ledger::v1::TransferRequest request;
     request.ParseFromString(call.request);
-    return w_.ledger_->Transfer(id, request);
+    return w_.ledger(shard_).Transfer(id, request);
   }
 
   World& w_;
   const int node_;  // the sidecar that forwards through this
+  const int shard_;
+  const int business_;  // the business it forwards to
   DeliveredTogether replies_;  // the business's answers to the sidecar
 };
 

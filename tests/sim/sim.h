@@ -40,12 +40,18 @@ struct SimOptions {
   bool harsh = false;
   // Never a legacy business (the inbox hides double forwards from the effect checks).
   bool inbox_business = false;
-  // Two shards of sidecars in front of the business, with slot moves (`eonce reshard`'s
-  // real mover) during the faults, and faults at every step of a move.
+  // Two shards, each a sidecar in front of its own business (services/ledger, whose
+  // accounts move with their slots and whose transfers to another shard's account are
+  // credits relayed as commands), coordinated through a map store with shard leases, with
+  // slot moves during the faults: rival movers, aborts, faults at every step, a shard down
+  // at the flip, a sidecar cut off from the store, late forwards, slow disks, skewed
+  // clocks.
   bool shards = false;
-  // Negative control (with `shards`): a move that skips copying the records. The business
-  // is then legacy, so that a record left behind means a second forward and effect.
-  bool skip_record_copy = false;
+  // Negative controls (with `shards`): the business applies a forward whatever the epoch
+  // it carries (no per-slot fence); the map store ignores the expected epoch of a
+  // compare-and-swap (two movers fork the map).
+  bool no_business_fence = false;
+  bool cas_ignores_epoch = false;
   bool print_trace = false;
 };
 
@@ -60,14 +66,18 @@ struct SimResult {
   int64_t crashes = 0;
   int64_t settle_ms = 0;  // from the end of the faults until every command was final
   int64_t moves = 0;      // slot moves finished (sharded runs)
-  int64_t move_attempts = 0;  // runs of the mover (each move is resumed until it finishes)
+  int64_t move_attempts = 0;  // runs of the mover (each move is resumed until it ends)
+  int64_t aborted_moves = 0;  // moves rolled back
+  int64_t fenced = 0;         // forwards and imports a business refused by its fence
+  int64_t not_leased = 0;     // commands a sidecar refused while it held no lease
+  int64_t credits = 0;        // follow-ups relayed
   bool legacy = false;
 };
 
 SimResult RunSeed(const SimOptions& options);
 
-// The command that replays one seed.
-std::string ReplayCommand(uint64_t seed);
+// The command that replays one seed (of a sharded world with `shards`).
+std::string ReplayCommand(uint64_t seed, bool shards = false);
 
 }  // namespace eonce::sim
 

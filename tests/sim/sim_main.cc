@@ -17,10 +17,13 @@ ABSL_FLAG(bool, trace, false, "print every run's trace");
 ABSL_FLAG(std::string, work_dir, "/tmp", "where runs keep their data while they run");
 ABSL_FLAG(std::string, negative_control, "",
           "break the system on purpose to see the checker fail: no_dedupe, "
-          "no_dedupe_inbox, unsynced_enqueue, late_ids, legacy_claims_inbox or skip_record_copy");
+          "no_dedupe_inbox, unsynced_enqueue, late_ids, legacy_claims_inbox, and with two shards "
+          "no_business_fence or cas_ignores_epoch");
 ABSL_FLAG(int32_t, repeat, 1, "with --seed: run it this many times in one process");
 ABSL_FLAG(bool, harsh, false, "arm every fault point and make the network worse");
-ABSL_FLAG(bool, shards, false, "two shards of sidecars, with slot moves during the faults");
+ABSL_FLAG(bool, shards, false,
+          "two shards, each a sidecar and its own business, coordinated through a map store "
+          "with leases, with slot moves during the faults");
 
 int main(int argc, char** argv) {
   eonce::ParseFlags(argc, argv, {"sim [--seeds=N] [--first_seed=S] | --seed=S"});
@@ -41,13 +44,16 @@ int main(int argc, char** argv) {
     options.base.late_ids = true;
   } else if (control == "legacy_claims_inbox") {
     options.base.legacy_claims_inbox = true;
-  } else if (control == "skip_record_copy") {
+  } else if (control == "no_business_fence") {
     options.base.shards = true;
-    options.base.skip_record_copy = true;
+    options.base.no_business_fence = true;
+  } else if (control == "cas_ignores_epoch") {
+    options.base.shards = true;
+    options.base.cas_ignores_epoch = true;
   } else if (!control.empty()) {
     std::fprintf(stderr,
                  "sim: negative_control must be no_dedupe, no_dedupe_inbox, unsynced_enqueue, "
-                 "late_ids, legacy_claims_inbox or skip_record_copy\n");
+                 "late_ids, legacy_claims_inbox, no_business_fence or cas_ignores_epoch\n");
     return 2;
   }
   if (absl::GetFlag(FLAGS_seed) >= 0) {

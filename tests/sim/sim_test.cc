@@ -126,35 +126,7 @@ TEST(SimTest, NegativeControlWithALegacyBusinessClaimingAnInboxIsCaught) {
   EXPECT_GT(report.violations, 0) << "the checker missed forwards a restart forgot";
 }
 
-// Two shards of sidecars with slot moves by the real mover during the faults: sidecars
-// crash before and after the steps of a move, runs of the mover stop after any step, and
-// every move is resumed until it finishes. At the end every finished command is sent again
-// to its slot's owner and must get its first answer (from a record, behind a legacy
-// business).
-TEST(SimTest, ShardedWorldWithSlotMovesHasNoViolation) {
-  SimOptions sharded;
-  sharded.shards = true;
-  CampaignReport report = Campaign(200'001, 100, sharded);
-  EXPECT_EQ(report.violations, 0) << "first failing seed " << report.first_failing_seed;
-  EXPECT_GT(report.moves, 0);
-  EXPECT_GT(report.move_attempts, report.moves) << "no move was ever interrupted and resumed";
-}
-
-TEST(SimTest, HarshShardedWorldHasNoViolation) {
-  SimOptions sharded;
-  sharded.shards = true;
-  sharded.harsh = true;
-  CampaignReport report = Campaign(300'001, 40, sharded);
-  EXPECT_EQ(report.violations, 0) << "first failing seed " << report.first_failing_seed;
-}
-
-TEST(SimTest, NegativeControlAMoveThatSkipsTheRecordsIsCaught) {
-  SimOptions broken;
-  broken.shards = true;
-  broken.skip_record_copy = true;
-  CampaignReport report = Campaign(1, 10, broken);
-  EXPECT_GT(report.violations, 0) << "the checker missed records left behind by a move";
-}
+// The sharded worlds have their own target (sharded_sim_test.cc).
 
 TEST(SimTest, NegativeControlWithUnsyncedEnqueueIsCaught) {
   SimOptions broken;

@@ -112,17 +112,24 @@ void World::AgentTick() {
 bool World::Settled() {
   if (!nodes_[kAgent].up || !nodes_[kSidecar].up || !nodes_[kBusiness].up) return false;
   if (options_.shards) {
-    if (!nodes_[kSidecar2].up) return false;
+    if (!nodes_[kSidecar2].up || !nodes_[kBusiness2].up) return false;
+    if (!Leased(0) || !Leased(1)) return false;
     for (const Move& move : moves_) {
       if (!move.done) return false;  // a move still frozen would hold its slots' commands
     }
+    absl::StatusOr<SlotMap> map = coord_->Read();
+    if (map.ok() && map->proto().migrations_size() > 0) return false;
+    // Credits still in a business's outbox are money on its way.
+    if (inbox(0).follow_ups_pending() > 0 || inbox(1).follow_ups_pending() > 0) return false;
   }
   if (accepted_.size() + abandoned_.size() < commands_.size()) return false;
   // A parked command (unknown outcome, a legacy business) is a clear state that waits for
   // an operator, and so are the later commands of its entity, which wait behind it.
   std::set<std::string> blocked_entities;
   std::vector<OutboxRecord> waiting;
-  for (const std::string& id : accepted_) {
+  std::set<std::string> sent = accepted_;
+  sent.insert(relayed_.begin(), relayed_.end());
+  for (const std::string& id : sent) {
     auto record = outbox_store_->Get(id);
     if (!record.ok() || !record->has_value()) return true;  // lost: Check reports it
     const OutboxRecord& r = **record;

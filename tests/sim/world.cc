@@ -1,8 +1,11 @@
 // The world's lifecycle: starting and stopping (and crashing) components on their
 // simulated disks, and the run itself: the fault phase, then settling, then the checks.
-#include <limits>
+#include <unistd.h>
+
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -14,11 +17,57 @@ namespace eonce::sim::internal {
 
 absl::Status NodeFaults::Hit(FaultPoint point) { return world_.Fire(node_, point); }
 
+namespace {
+
+// Empty stores, one per kind of component and work folder, made once per process and
+// removed at its exit.
+struct Templates {
+  std::map<std::string, std::string> dirs;  // kind and work folder -> the template
+  ~Templates() {
+    std::error_code ignored;
+    for (const auto& [key, dir] : dirs) fs::remove_all(dir, ignored);
+  }
+};
+
+}  // namespace
+
+absl::Status World::OpenStore(int node, const char* kind,
+                              const std::vector<ColumnFamilySpec>& families,
+                              const StoreOptions& options, std::unique_ptr<RocksStore>* store) {
+  // A store's first open creates its column families one by one, and RocksDB writes and
+  // reads back its options file for each: most of a short run's time. A node's first
+  // store is instead a copy of an empty one of its kind, made once per process.
+  std::error_code error;
+  if (fs::is_empty(nodes_[node].dir, error) && !error) {
+    static Templates templates;  // destroyed at exit: the folders go
+    const std::string key = absl::StrCat(kind, "|", options_.work_dir);
+    auto it = templates.dirs.find(key);
+    if (it == templates.dirs.end()) {
+      const std::string dir =
+          absl::StrCat(options_.work_dir, "/sim-template-", ::getpid(), "-", kind);
+      fs::remove_all(dir, error);
+      StoreOptions plain = options;
+      plain.env = nullptr;
+      {
+        EONCE_ASSIGN_OR_RETURN(std::unique_ptr<RocksStore> made,
+                               RocksStore::Open(dir, families, plain));
+      }
+      it = templates.dirs.emplace(key, dir).first;
+    }
+    for (const auto& entry : fs::directory_iterator(it->second)) {
+      if (entry.path().filename() == "LOCK") continue;
+      fs::copy(entry.path(), nodes_[node].dir / entry.path().filename(), error);
+      if (error) return absl::InternalError(absl::StrCat("copy a template: ", error.message()));
+    }
+  }
+  EONCE_ASSIGN_OR_RETURN(*store, RocksStore::Open(nodes_[node].dir, families, options));
+  return absl::OkStatus();
+}
+
 absl::Status World::StartAgent() {
   agent_filters_ = std::make_unique<OutboxStore::Filters>(clock_);
-  EONCE_ASSIGN_OR_RETURN(agent_rocks_, RocksStore::Open(nodes_[kAgent].dir,
-                                                        OutboxStore::ColumnFamilies(*agent_filters_),
-                                                        Store(kAgent)));
+  EONCE_RETURN_IF_ERROR(OpenStore(kAgent, "agent", OutboxStore::ColumnFamilies(*agent_filters_),
+                                  Store(kAgent), &agent_rocks_));
   // The negative control: the agent's synced writes (Enqueue's among them) reach no disk.
   nodes_[kAgent].fs->set_drop_wal_syncs(options_.unsynced_enqueue);
   outbox_store_ = std::make_unique<OutboxStore>(*agent_rocks_, clock_, OutboxStoreOptions());
@@ -79,7 +128,7 @@ absl::Status World::StartSidecar(int shard) {
   sc.filters = std::make_unique<RecordStoreFilters>(clock_);
   auto families = RecordStore::ColumnFamilies(*sc.filters);
   for (auto& f : AuditLog::ColumnFamilies(*sc.filters)) families.push_back(f);
-  EONCE_ASSIGN_OR_RETURN(sc.rocks, RocksStore::Open(nodes_[node].dir, families, Store(node)));
+  EONCE_RETURN_IF_ERROR(OpenStore(node, "sidecar", families, Store(node), &sc.rocks));
   // The negative control: a sidecar that remembers nothing forwards every command.
   sc.records = options_.disable_sidecar_dedupe
                    ? std::make_unique<ForgettingRecordStore>(*sc.rocks, clock_,
@@ -91,16 +140,18 @@ absl::Status World::StartSidecar(int shard) {
   if (options_.shards) {
     // The map it adopted is kept beside its store (written and synced outside the
     // simulated disk, as the real sidecar's is, so a crash keeps it).
+    // On the sidecar's own clock: the gate lets commands in until its lease's time.
     EONCE_ASSIGN_OR_RETURN(sc.gate, ShardGate::Open(absl::StrCat("s", shard),
                                                     nodes_[node].dir + "/kept_slot_map.json",
-                                                    clock_));
-    // As its coordination thread would at start: the store's map, if newer than the kept
-    // one. Leases are not simulated: it serves from then on.
-    absl::StatusOr<SlotMap> current = map_store_.Read();
-    if (current.ok() && current->epoch() > sc.gate->epoch()) {
-      EONCE_RETURN_IF_ERROR(sc.gate->Adopt(*current, 1).status());
-    }
-    sc.gate->SetServeUntilMs(std::numeric_limits<int64_t>::max());
+                                                    *sidecar_clocks_[shard]));
+    // A new process has no lease: it takes one, and adopts the store's map, on its first
+    // coordination tick, and serves nothing before.
+    sc.lease = std::make_unique<SimShardLease>(*coord_, *sidecar_clocks_[shard],
+                                               [this, shard] { return !StorePartitioned(shard); });
+    lease_incarnation_[shard] = nodes_[node].incarnation;
+    loop_.After(0, [this, shard, incarnation = nodes_[node].incarnation] {
+      if (Alive(SidecarNode(shard), incarnation)) CoordTick(shard);
+    });
   }
   DeduperOptions options;
   options.lease_ms = 2'500;
@@ -119,6 +170,8 @@ void World::StopSidecar(int shard) {
   Sidecar& sc = sidecars_[shard];
   sc.deduper.reset();
   sc.claims.reset();  // a crash forgets every claim
+  // A crash does not give the lease back: the store lets it go once its TTL ran out.
+  sc.lease.reset();
   // A dead process's calls still in the event loop hold passes of its gate: it is kept
   // until the world ends, so that they release into it and not into freed memory.
   if (sc.gate != nullptr) retired_gates_.push_back(std::move(sc.gate));
@@ -130,28 +183,38 @@ void World::StopSidecar(int shard) {
   sc.filters.reset();
 }
 
-absl::Status World::StartBusiness() {
+absl::Status World::StartBusiness(int shard) {
+  Business& b = businesses_[shard];
+  const int node = BusinessNode(shard);
   auto families = LedgerCore::ColumnFamilies();
   for (auto& f : Inbox::ColumnFamilies(clock_)) families.push_back(f);
-  EONCE_ASSIGN_OR_RETURN(business_rocks_, RocksStore::Open(nodes_[kBusiness].dir, families,
-                                                         Inbox::StoreOptionsFor(Store(kBusiness))));
-  inbox_ = std::make_unique<Inbox>(*business_rocks_, clock_, config_.legacy,
-                                   nodes_[kBusiness].faults.get());
-  ledger_ = std::make_unique<LedgerCore>(*business_rocks_, *inbox_);
+  EONCE_RETURN_IF_ERROR(
+      OpenStore(node, "business", families, Inbox::StoreOptionsFor(Store(node)), &b.rocks));
+  b.inbox = std::make_unique<Inbox>(*b.rocks, clock_, config_.legacy, nodes_[node].faults.get());
+  LedgerOptions ledger_options;
+  ledger_options.cross_slot_credits = options_.shards;
+  b.ledger = std::make_unique<LedgerCore>(*b.rocks, *b.inbox, ledger_options);
   return absl::OkStatus();
 }
 
-void World::StopBusiness() {
-  ledger_.reset();
-  inbox_.reset();
-  if (business_rocks_ != nullptr) business_rocks_->CloseWithoutFlush();
-  business_rocks_.reset();
+void World::StopBusiness(int shard) {
+  Business& b = businesses_[shard];
+  b.ledger.reset();
+  b.inbox.reset();
+  if (b.rocks != nullptr) b.rocks->CloseWithoutFlush();
+  b.rocks.reset();
 }
 
 void World::Run() {
   start_ms_ = clock_.NowMs();
   if (options_.shards) {
-    if (absl::Status written = WriteFirstSlotMap(); !written.ok()) {
+    coord_ = std::make_unique<SimCoord>(clock_, options_.cas_ignores_epoch);
+    mover_store_ = std::make_unique<SimMapStore>(*coord_, [] { return true; });
+    for (int shard = 0; shard < 2; ++shard) {
+      sidecar_clocks_[shard] = std::make_unique<NodeClock>(clock_, config_.clock_offset_ms[shard],
+                                                           config_.clock_drift[shard]);
+    }
+    if (absl::Status written = SeedSlotMap(); !written.ok()) {
       Violation(absl::StrCat("no slot map: ", written.message()));
       return;
     }
@@ -163,7 +226,9 @@ void World::Run() {
   for (int i = 0; i < 3; ++i) Start(i);
   if (options_.shards) {
     Start(kSidecar2);
+    Start(kBusiness2);
     ScheduleMoves();
+    loop_.After(0, [this] { RelayTick(); });
   }
   int total = config_.accounts + config_.transfers;
   for (int i = 0; i < total; ++i) commands_.push_back(MakeCommand(i));
@@ -192,18 +257,22 @@ void World::Run() {
     });
   }
   loop_.After(0, [this] { AgentTick(); });
-  loop_.After(kFaultPhaseMs, [this] {
+  loop_.After(config_.fault_phase_ms, [this] {
     faults_active_ = false;
     Trace("faults stop");
   });
 
   // Acks published while the session is revoked are stale answers applied.
-  int64_t fault_end = start_ms_ + kFaultPhaseMs;
+  int64_t fault_end = start_ms_ + config_.fault_phase_ms;
   int64_t bound = fault_end + kSettleBoundMs;
   bool settled = false;
+  int64_t last_settle_check_ms = -1;
   while (loop_.steps() < kMaxEvents && loop_.Step()) {
     if (clock_.NowMs() > bound) break;
-    if (!faults_active_ && Settled()) {
+    // Once per simulated millisecond: the check reads every command's record.
+    if (!faults_active_ && clock_.NowMs() != last_settle_check_ms) {
+      last_settle_check_ms = clock_.NowMs();
+      if (!Settled()) continue;
       settled = true;
       break;
     }
@@ -214,11 +283,14 @@ void World::Run() {
   if (!settled) {
     Violation(absl::StrCat("liveness: not settled ", kSettleBoundMs, " ms after the faults stopped"));
   }
-  if (nodes_[kAgent].up && nodes_[kBusiness].up) Check();
+  if (nodes_[kAgent].up && nodes_[kBusiness].up && (!options_.shards || nodes_[kBusiness2].up)) {
+    Check();
+  }
   for (const Move& move : moves_) {
     result_->move_attempts += move.attempts;
-    result_->moves += move.done;
+    result_->moves += move.moved;
   }
+  result_->credits = static_cast<int64_t>(relayed_.size());
   result_->trace_hash = trace_hash_;
 }
 
@@ -235,6 +307,8 @@ SimResult RunSeed(const SimOptions& options) {
   return result;
 }
 
-std::string ReplayCommand(uint64_t seed) { return absl::StrCat("./eonce sim --seed ", seed); }
+std::string ReplayCommand(uint64_t seed, bool shards) {
+  return absl::StrCat("./eonce sim --seed ", seed, shards ? " --shards" : "");
+}
 
 }  // namespace eonce::sim

@@ -19,7 +19,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
-#include "common/coord/memory_map_store.h"
 #include "common/crash_fs.h"
 #include "common/random.h"
 #include "common/rocks.h"
@@ -38,7 +37,9 @@
 #include "outbox_agent/state_feed.h"
 #include "services/inbox/inbox.h"
 #include "services/ledger/ledger.h"
+#include "outbox_agent/relay.h"
 #include "tests/sim/config.h"
+#include "tests/sim/coord.h"
 #include "tests/sim/event_loop.h"
 #include "tests/sim/sim.h"
 
@@ -52,8 +53,15 @@ inline constexpr int64_t kMaxEvents = 2'000'000;
 inline constexpr char kTenant[] = "acme";
 inline constexpr char kOpen[] = "/eonce.ledger.v1.Ledger/OpenAccount";
 inline constexpr char kTransfer[] = "/eonce.ledger.v1.Ledger/Transfer";
+inline constexpr char kCredit[] = "/eonce.ledger.v1.Ledger/Credit";
 
 class World;
+
+// A mover run's steps (moves.cc).
+enum MoverStepId {
+  kStepRead, kStepFreeze, kStepPush, kStepClear, kStepCopy,
+  kStepFlip, kStepDrop, kStepRelease, kStepAbort, kStepEnd
+};
 
 // A component's fault points: when one fires, the component crashes right there.
 class NodeFaults : public FaultInjector {
@@ -75,13 +83,16 @@ struct Node {
   std::unique_ptr<NodeFaults> faults;
 };
 
-// kSidecar2 runs only in sharded worlds: shard s1, kSidecar being s0.
-enum NodeId { kAgent = 0, kSidecar = 1, kBusiness = 2, kSidecar2 = 3 };
-inline constexpr int kNodes = 4;
+// kSidecar2 and kBusiness2 run only in sharded worlds: shard s1, whose sidecar forwards to
+// its own business, as kSidecar does to kBusiness for s0.
+enum NodeId { kAgent = 0, kSidecar = 1, kBusiness = 2, kSidecar2 = 3, kBusiness2 = 4 };
+inline constexpr int kNodes = 5;
 
-// The node of shard `shard`, and the shard of a sidecar node.
+// The nodes of shard `shard`, and the shard of a sidecar or business node.
 inline int SidecarNode(int shard) { return shard == 0 ? kSidecar : kSidecar2; }
-inline int ShardOfNode(int node) { return node == kSidecar2 ? 1 : 0; }
+inline int BusinessNode(int shard) { return shard == 0 ? kBusiness : kBusiness2; }
+inline int ShardOfNode(int node) { return node == kSidecar2 || node == kBusiness2 ? 1 : 0; }
+inline bool IsBusiness(int node) { return node == kBusiness || node == kBusiness2; }
 
 class World {
  public:
@@ -99,10 +110,11 @@ class World {
     config_ = DrawConfig(master_, options);
     result_->legacy = config_.legacy;
     std::string base = absl::StrCat(options.work_dir, "/sim-", options.seed, "-",
-                                    options.disable_sidecar_dedupe, options.unsynced_enqueue);
+                                    options.disable_sidecar_dedupe, options.unsynced_enqueue,
+                                    options.no_business_fence, options.cas_ignores_epoch);
     fs::remove_all(base);
     base_ = base;
-    const char* names[] = {"agent", "sidecar", "business", "sidecar2"};
+    const char* names[] = {"agent", "sidecar", "business", "sidecar2", "business2"};
     for (int i = 0; i < kNodes; ++i) {
       nodes_[i].name = names[i];
       nodes_[i].dir = absl::StrCat(base, "/", names[i]);
@@ -115,7 +127,8 @@ class World {
     StopAgent();
     StopSidecar(0);
     StopSidecar(1);
-    StopBusiness();
+    StopBusiness(0);
+    StopBusiness(1);
     std::error_code ignored;
     fs::remove_all(base_, ignored);
   }
@@ -138,7 +151,7 @@ class World {
  private:
   friend class SimSidecarClient;
   friend class SimUpstream;
-  friend class SimShardAdmin;
+  friend class SimMover;
 
   // --- the trace -----------------------------------------------------------------------
   void Trace(const std::string& line) {
@@ -219,7 +232,7 @@ class World {
     loop_.After(0, [this, i] {
       if (i == kAgent) StopAgent();
       if (i == kSidecar || i == kSidecar2) StopSidecar(ShardOfNode(i));
-      if (i == kBusiness) StopBusiness();
+      if (IsBusiness(i)) StopBusiness(ShardOfNode(i));
       nodes_[i].fs->Recover();
       loop_.After(50 + static_cast<int64_t>(fault_random_.Uniform(500)), [this, i] { Start(i); });
     });
@@ -228,9 +241,9 @@ class World {
   void Start(int i) {
     Node& n = nodes_[i];
     if (n.up) return;
-    absl::Status started = i == kAgent     ? StartAgent()
-                           : i == kBusiness ? StartBusiness()
-                                            : StartSidecar(ShardOfNode(i));
+    absl::Status started = i == kAgent       ? StartAgent()
+                           : IsBusiness(i) ? StartBusiness(ShardOfNode(i))
+                                           : StartSidecar(ShardOfNode(i));
     if (!started.ok()) {
       Violation(absl::StrCat(n.name, " could not restart: ", started.message()));
       return;
@@ -244,17 +257,23 @@ class World {
     o.inline_durability = true;  // one thread: a fsync and its callbacks run in place
     o.env = nodes_[i].fs->env();
     o.block_cache_bytes = 1 << 20;
+    // Small memtables: a run writes little, and the log is preallocated by this size at
+    // every open (most of a run's time, with 16 MiB).
+    o.write_buffer_bytes = 256 << 10;
     o.periodic_compaction_seconds = 0;
     o.discard_info_log = true;
     return o;
   }
 
+  // Opens node `node`'s store of `kind` ("agent", "sidecar", "business").
+  absl::Status OpenStore(int node, const char* kind, const std::vector<ColumnFamilySpec>& families,
+                         const StoreOptions& options, std::unique_ptr<RocksStore>* store);
   absl::Status StartAgent();
   void StopAgent();
   absl::Status StartSidecar(int shard);
   void StopSidecar(int shard);
-  absl::Status StartBusiness();
-  void StopBusiness();
+  absl::Status StartBusiness(int shard);
+  void StopBusiness(int shard);
 
   // --- the workload --------------------------------------------------------------------
   v1::Command MakeCommand(int index);
@@ -268,14 +287,35 @@ class World {
   // stored answer must come back, from a record when the business keeps no inbox.
   void CheckAnswersAfterMoves();
 
-  // --- slot moves (sharded worlds; moves.cc) ---------------------------------------------
-  absl::Status WriteFirstSlotMap();
-  // Draws the moves of the run and schedules them during the faults.
+  // --- coordination and slot moves (sharded worlds; moves.cc, shards.cc) ---------------
+  struct Move;
+  struct MoverRun;
+  // Seeds the store with the first map (what `eonce reshard seed` does).
+  absl::Status SeedSlotMap();
+  // Hands `command` to the sidecar of `shard`, which refuses it while it holds no lease.
+  void SubmitTo(int shard, const Caller& caller, const v1::Command& command,
+                std::function<void(absl::StatusOr<v1::SubmitResponse>)> done);
+  // The sidecar of `shard` talks to the store: takes its lease, renews it, adopts newer
+  // maps and acknowledges them; rescheduled every renewal period.
+  void CoordTick(int shard);
+  // Whether the sidecar of `shard` may serve now, on its own clock; and the check that it
+  // never does past the store's expiry of its lease.
+  bool Leased(int shard);
+  bool StorePartitioned(int shard);
+  // Draws the moves of the run (some with a rival mover, some to abort) and schedules them.
   void ScheduleMoves();
-  // One run of the real mover for move `index`; rescheduled until it finishes.
-  void RunMove(int index);
-  // The shard that owns a command's slot in the map file now.
+  // One step of mover run `run` (moves.cc); each step is its own event, so that two
+  // movers interleave.
+  void MoverStep(int run);
+  void StartMoverRun(int move, bool abort);
+  // Does the run's next step (move_steps.cc) and sets the one after.
+  absl::Status MoverDo(MoverRun& run, Move& move, int from, int to);
+  // The shard that owns a command's slot in the store's map now.
   int OwnerShard(const v1::Command& command);
+  // Relays the follow-ups of every business into the agent's outbox.
+  void RelayTick();
+  // The per-tenant books over every shard, read from each slot's owner.
+  void CheckBooks();
 
   const SimOptions options_;
   SimResult* result_;
@@ -286,8 +326,6 @@ class World {
   SeededRandom workload_random_;
   SeededRandom move_random_;
   ManualClock clock_;
-  // The coordination store's slot map (sharded worlds); leases are not simulated here.
-  MemoryMapStore map_store_{clock_};
   // Gates of sidecars that died (StopSidecar): declared before the event loop, so that the
   // calls still in it, which hold passes of these gates, are destroyed first.
   std::vector<std::unique_ptr<ShardGate>> retired_gates_;
@@ -321,6 +359,9 @@ class World {
     std::unique_ptr<AuditLog> audit;
     std::unique_ptr<PolicyStore> policy;
     std::unique_ptr<ShardGate> gate;  // sharded worlds only
+    std::unique_ptr<SimShardLease> lease;  // sharded worlds only
+    // Since it last took its lease, it read the store's map and adopted it: it may serve.
+    bool synced = false;
     std::unique_ptr<InFlightClaims> claims;
     std::unique_ptr<Deduper> deduper;
     std::unique_ptr<Upstream> upstream;
@@ -328,20 +369,52 @@ class World {
   std::array<Sidecar, 2> sidecars_;
   int shards() const { return options_.shards ? 2 : 1; }
 
-  // The moves: the run of slots each takes to the other shard, and whether it finished.
+  // Coordination (sharded worlds): the store, each sidecar's clock, and the mover's view.
+  std::unique_ptr<SimCoord> coord_;
+  std::array<std::unique_ptr<NodeClock>, 2> sidecar_clocks_;
+  std::unique_ptr<SimMapStore> mover_store_;
+  int lease_incarnation_[2] = {-1, -1};  // the sidecar incarnation that holds `lease`
+
+  // The moves: the run of slots each takes to the other shard, and whether it ended
+  // (moved, rolled back, or refused because another move holds its slots).
   struct Move {
     uint32_t first = 0;
     uint32_t last = 0;
-    std::string to;  // fixed by its first run
-    int attempts = 0;
+    std::string to;
+    std::string from;
+    int attempts = 0;  // runs of the mover started
+    int live_runs = 0;  // of those, still going
     bool done = false;
+    bool moved = false;    // it ended with the run at `to`
+    bool aborted = false;  // it ended rolled back
   };
   std::vector<Move> moves_;
+  // One run of the mover over a move: a step machine, one step per event.
+  struct MoverRun {
+    int move = 0;
+    bool abort = false;   // this run rolls the move back (if it has not flipped)
+    int step = 0;         // what it does next (moves.cc)
+    int last_step = 0;
+    int step_count = 0;
+    uint64_t epoch = 0;   // of the map it last read or wrote
+    uint64_t copy_epoch = 0;  // of this run's copy (its clear's compare-and-swap)
+    bool copied = false;      // that copy is complete at T
+    std::shared_ptr<const SlotMap> seen;  // that map: its next step is computed from it
+    bool over = false;
+  };
+  std::vector<MoverRun> runs_;
 
-  // The business.
-  std::unique_ptr<RocksStore> business_rocks_;
-  std::unique_ptr<Inbox> inbox_;
-  std::unique_ptr<LedgerCore> ledger_;
+  // The businesses: s0's (the only one unsharded) and s1's.
+  struct Business {
+    std::unique_ptr<RocksStore> rocks;
+    std::unique_ptr<Inbox> inbox;
+    std::unique_ptr<LedgerCore> ledger;
+  };
+  std::array<Business, 2> businesses_;
+  Inbox& inbox(int shard = 0) { return *businesses_[shard].inbox; }
+  LedgerCore& ledger(int shard = 0) { return *businesses_[shard].ledger; }
+  // Follow-ups the relay took into the outbox (their command ids).
+  std::set<std::string> relayed_;
 
   // The producer.
   std::vector<v1::Command> commands_;
