@@ -158,6 +158,14 @@ absl::StatusOr<v1::ImportSlotDataResponse> GrpcUpstream::ImportSlotData(
       });
 }
 
+absl::StatusOr<v1::HoldSlotDataResponse> GrpcUpstream::HoldSlotData(
+    const v1::HoldSlotDataRequest& request, int64_t deadline_ms) {
+  return SlotDataCall<v1::HoldSlotDataRequest, v1::HoldSlotDataResponse>(
+      clock_, deadline_ms, request, [this](auto* context, const auto& r, auto* out) {
+        return slot_data_->HoldSlotData(context, r, out);
+      });
+}
+
 absl::StatusOr<v1::DropSlotDataResponse> GrpcUpstream::DropSlotData(
     const v1::DropSlotDataRequest& request, int64_t deadline_ms) {
   return SlotDataCall<v1::DropSlotDataRequest, v1::DropSlotDataResponse>(

@@ -24,6 +24,7 @@ absl::Status ShardCoordinator::RenewIfDue() {
   // Answered that the lease is gone: another process may take the shard now.
   leased_ = false;
   acked_ = 0;
+  acked_map_.reset();
   gate_.SetServeUntilMs(0);
   {
     absl::MutexLock lock(&serving_mu_);
@@ -47,6 +48,7 @@ absl::Status ShardCoordinator::Step(int64_t wait_ms) {
   if (!leased_) return absl::OkStatus();
 
   absl::Status followed = FollowTheMap(wait_ms);
+  HoldBusinessSlotsIfDue();
   // Serving needs a lease this process holds and, under it, a map read and acknowledged.
   if (acked_ != 0) gate_.SetServeUntilMs(lease_.ServeUntilMs());
   absl::MutexLock lock(&serving_mu_);
@@ -83,9 +85,31 @@ absl::Status ShardCoordinator::FollowTheMap(int64_t wait_ms) {
     if (*held == next->epoch()) {
       EONCE_RETURN_IF_ERROR(lease_.Acknowledge(*held));
       acked_ = *held;
+      acked_map_ = std::make_shared<const SlotMap>(*next);
     }
   }
   return absl::OkStatus();
+}
+
+void ShardCoordinator::HoldBusinessSlotsIfDue() {
+  if (business_ == nullptr || acked_map_ == nullptr) return;
+  if (acked_map_->epoch() <= business_held_) return;
+  // Only a map adopted, drained and acknowledged: from then on this shard alone writes the
+  // slots it gives it, so the business's copy of them is the slots' own.
+  absl::Status held = HoldBusinessSlots(*acked_map_, o_.shard, *business_,
+                                        clock_.NowMs() + o_.business_hold_timeout_ms);
+  if (held.ok()) {
+    business_held_ = acked_map_->epoch();
+    hold_error_.clear();
+    return;
+  }
+  if (std::string(held.message()) != hold_error_) {
+    hold_error_ = std::string(held.message());
+    LogWarn("the business was not told the slots this shard holds; will retry",
+            {{"shard", o_.shard},
+             {"epoch", absl::StrCat(acked_map_->epoch())},
+             {"error", hold_error_}});
+  }
 }
 
 bool ShardCoordinator::AwaitServing(uint64_t epoch, absl::Duration limit) {

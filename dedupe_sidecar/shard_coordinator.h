@@ -11,6 +11,10 @@
 // store could give the shard to another process.
 //
 // A map a mover pushed (AdoptSlotMap) is acknowledged here too, once drained.
+// With a business of the shard's own (BusinessSlots), every map acknowledged is then told
+// to it (HoldBusinessSlots): the slots it gives this shard are the business's to count and
+// relay. A failed hold is logged and tried again on the next turn, for the newest epoch
+// acknowledged; it never stops the map from being followed.
 // Step() is one turn of the loop, for tests and the simulation; Start() runs it on a
 // thread until Stop(), which gives the lease back. Not thread-safe apart from Start/Stop.
 #ifndef EONCE_DEDUPE_SIDECAR_SHARD_COORDINATOR_H_
@@ -27,6 +31,7 @@
 #include "common/clock.h"
 #include "common/coord/map_store.h"
 #include "dedupe_sidecar/shard_gate.h"
+#include "dedupe_sidecar/slot_transfer.h"
 
 namespace eonce {
 
@@ -41,13 +46,23 @@ struct ShardCoordinatorOptions {
   int64_t retry_max_ms = 2'000;
   // Each adoption waits this long for the moved slots' work before trying again.
   int64_t drain_timeout_ms = 1'000;
+  // Each HoldSlotData to the business waits at most this long: well inside a renewal
+  // period, so that a slow business cannot let the lease lapse.
+  int64_t business_hold_timeout_ms = 1'000;
 };
 
 class ShardCoordinator {
  public:
+  // `business`: null unless the business's data is this shard's own (move_business_data);
+  // it must outlive the coordinator.
   ShardCoordinator(ShardGate& gate, MapStore& store, ShardLease& lease, Clock& clock,
-                   ShardCoordinatorOptions options)
-      : gate_(gate), store_(store), lease_(lease), clock_(clock), o_(std::move(options)) {}
+                   ShardCoordinatorOptions options, BusinessSlots* business = nullptr)
+      : gate_(gate),
+        store_(store),
+        lease_(lease),
+        clock_(clock),
+        o_(std::move(options)),
+        business_(business) {}
   ~ShardCoordinator() { Stop(); }
 
   // One turn; `wait_ms` bounds the wait for a newer map (0: none).
@@ -59,6 +74,8 @@ class ShardCoordinator {
 
   // The epoch last acknowledged in the store under the current lease (0: none yet).
   uint64_t acknowledged() const { return acked_; }
+  // The epoch of the last map the business was told it holds (0: none yet, or no business).
+  uint64_t business_held() const { return business_held_; }
   // Waits up to `limit` until the gate serves under a lease with a map of at least `epoch`
   // acknowledged (for tests and tools that start sidecars); any thread.
   bool AwaitServing(uint64_t epoch, absl::Duration limit);
@@ -68,12 +85,19 @@ class ShardCoordinator {
   // Reads (fresh lease) or waits for a newer map, adopts it and acknowledges it. A failure
   // here does not stop the serving window the renewals keep open.
   absl::Status FollowTheMap(int64_t wait_ms);
+  // Tells the business the acknowledged map's slots, if not done yet (logged on failure).
+  void HoldBusinessSlotsIfDue();
 
   ShardGate& gate_;
   MapStore& store_;
   ShardLease& lease_;
   Clock& clock_;
   const ShardCoordinatorOptions o_;
+  BusinessSlots* const business_;
+  // The acknowledged map the hold is for, and the epoch the business last held.
+  std::shared_ptr<const SlotMap> acked_map_;
+  uint64_t business_held_ = 0;
+  std::string hold_error_;  // the last failure logged, so that a repeat is not
   bool leased_ = false;
   uint64_t acked_ = 0;
   int64_t renewed_at_ms_ = 0;

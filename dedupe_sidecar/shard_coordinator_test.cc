@@ -4,6 +4,10 @@
 #include "dedupe_sidecar/shard_coordinator.h"
 
 #include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "common/coord/memory_map_store.h"
 #include "common/status.h"
@@ -22,9 +26,28 @@ v1::ShardInfo Shard(const std::string& id) {
 
 constexpr uint32_t kMine = 7;  // s0 owns 0..511
 
+// The business of a shard: the holds it was told (first-last@epoch), refused while down.
+class HoldingBusiness : public Upstream {
+ public:
+  void Forward(ForwardCall, std::function<void(ForwardReply)>) override {}
+  void QueryOutcome(const std::string&, const std::string&, int64_t,
+                    std::function<void(absl::StatusOr<v1::QueryOutcomeResponse>)>) override {}
+  bool Reachable() override { return !down; }
+  absl::StatusOr<v1::HoldSlotDataResponse> HoldSlotData(const v1::HoldSlotDataRequest& request,
+                                                        int64_t /*deadline_ms*/) override {
+    if (down) return absl::UnavailableError("business down");
+    holds.push_back(absl::StrCat(request.first_slot(), "-", request.last_slot(), "@",
+                                 request.epoch()));
+    return v1::HoldSlotDataResponse();
+  }
+  bool down = false;
+  std::vector<std::string> holds;
+};
+
 // One sidecar process of shard s0: its gate, its lease and its coordination thread's turns.
 struct Process {
-  Process(MemoryMapStore& store, ManualClock& clock, const std::string& dir) {
+  Process(MemoryMapStore& store, ManualClock& clock, const std::string& dir,
+          BusinessSlots* business = nullptr) {
     std::filesystem::create_directories(dir);
     gate = *ShardGate::Open("s0", dir + "/kept.json", clock);
     lease = store.NewLease(MemoryLeaseOptions{10'000, 1'000});
@@ -32,7 +55,7 @@ struct Process {
     o.shard = "s0";
     o.address = dir;
     o.lease_ttl_ms = 10'000;
-    coordinator = std::make_unique<ShardCoordinator>(*gate, store, *lease, clock, o);
+    coordinator = std::make_unique<ShardCoordinator>(*gate, store, *lease, clock, o, business);
   }
   bool Serves() { return gate->Check(kMine).ok(); }
 
@@ -109,6 +132,40 @@ TEST_F(ShardCoordinatorTest, OfTwoProcessesForOneShardAtMostOneServesAtAnyTime) 
   // The first learns it lost the lease, and waits its turn.
   EXPECT_EQ(ReasonOf(first.coordinator->Step(0)), "SHARD_HELD");
   EXPECT_FALSE(first.Serves());
+}
+
+// The business learns which slots this shard holds from every map acknowledged: an aborted
+// move's run is its own again (it counts it, relays its follow-ups) without waiting for a
+// write to it.
+TEST_F(ShardCoordinatorTest, TheBusinessIsToldTheSlotsHeldAfterEachMapIsAcknowledged) {
+  HoldingBusiness upstream;
+  BusinessSlots business{upstream, clock_};
+  Process p(store_, clock_, dir_ + "/a", &business);
+  ASSERT_TRUE(p.coordinator->Step(0).ok());
+  const std::string seeded = absl::StrCat(seeded_.epoch());
+  EXPECT_EQ(upstream.holds, std::vector<std::string>({"0-511@" + seeded}));
+  EXPECT_EQ(p.coordinator->business_held(), seeded_.epoch());
+  // A turn with no newer map tells it nothing again.
+  ASSERT_TRUE(p.coordinator->Step(0).ok());
+  EXPECT_EQ(upstream.holds.size(), 1u);
+
+  // Frozen: the moving run is not held; the rest is.
+  SlotMap frozen = *store_.CompareAndSwap(seeded_.epoch(), *BeginMove(seeded_, 0, 9, "s1"));
+  ASSERT_TRUE(p.coordinator->Step(0).ok());
+  EXPECT_EQ(upstream.holds.back(), absl::StrCat("10-511@", frozen.epoch()));
+
+  // Aborted while the business is down: the map is followed and acknowledged anyway, and
+  // the hold comes on a later turn, at the abort's epoch.
+  upstream.down = true;
+  SlotMap aborted = *store_.CompareAndSwap(frozen.epoch(), *AbortMove(frozen, 0, 9));
+  ASSERT_TRUE(p.coordinator->Step(0).ok());
+  EXPECT_EQ(store_.Presence("s0")->held_epoch, aborted.epoch());
+  EXPECT_EQ(p.coordinator->business_held(), frozen.epoch());
+  EXPECT_EQ(upstream.holds.size(), 2u);
+  upstream.down = false;
+  ASSERT_TRUE(p.coordinator->Step(0).ok());
+  EXPECT_EQ(upstream.holds.back(), absl::StrCat("0-511@", aborted.epoch()));
+  EXPECT_EQ(p.coordinator->business_held(), aborted.epoch());
 }
 
 TEST_F(ShardCoordinatorTest, StoppingGivesTheShardBackAtOnce) {

@@ -220,7 +220,7 @@ absl::Status NotNow(absl::string_view reason, absl::string_view what, uint32_t s
 
 }  // namespace
 
-absl::Status ShardGate::CheckExport(uint32_t first, uint32_t last) const {
+absl::StatusOr<uint64_t> ShardGate::CheckExport(uint32_t first, uint32_t last) const {
   EONCE_RETURN_IF_ERROR(CheckRange(first, last));
   absl::ReaderMutexLock lock(&mu_);
   if (map_ == nullptr) return NoMap();
@@ -233,7 +233,7 @@ absl::Status ShardGate::CheckExport(uint32_t first, uint32_t last) const {
       return NotNow("DRAINING_SLOTS", "still has commands running", slot, map_->epoch());
     }
   }
-  return absl::OkStatus();
+  return map_->epoch();
 }
 
 absl::StatusOr<ShardGate::TransferHold> ShardGate::HoldImport(uint32_t first, uint32_t last,

@@ -123,7 +123,9 @@ class ShardGate {
   // moving here, not flipped, may be cleared). An import or a drop with an `epoch` (not 0)
   // also needs the map held to be that epoch's (STALE_STEP). INVALID_ARGUMENT for a range
   // outside the slots. The import and drop checks return a hold kept while they write.
-  absl::Status CheckExport(uint32_t first, uint32_t last) const;
+  // The export check returns the epoch of the map it checked (read under the same lock: a
+  // map adopted just after must not be the one the business fences the export at).
+  absl::StatusOr<uint64_t> CheckExport(uint32_t first, uint32_t last) const;
   absl::StatusOr<TransferHold> HoldImport(uint32_t first, uint32_t last, uint64_t epoch);
   absl::StatusOr<TransferHold> HoldDrop(uint32_t first, uint32_t last, uint64_t epoch);
 

@@ -105,11 +105,11 @@ TEST_F(ShardGateTest, ASlotMovingHereIsRefusedAsRetryableUntilTheFlip) {
 
 TEST_F(ShardGateTest, EachStepOfAMoveRunsOnlyWhereTheMapSaysItMay) {
   // Nothing moves yet: no export, no import, and no drop of slots still owned here.
-  EXPECT_EQ(ReasonOf(gate_->CheckExport(0, 9)), "SLOTS_NOT_MOVING_FROM_HERE");
+  EXPECT_EQ(ReasonOf(gate_->CheckExport(0, 9).status()), "SLOTS_NOT_MOVING_FROM_HERE");
   EXPECT_EQ(ReasonOf(gate_->HoldImport(kTheirs, kTheirs, 0).status()), "SLOTS_NOT_MOVING_HERE");
   EXPECT_EQ(ReasonOf(gate_->HoldDrop(0, 9, 0).status()), "SLOTS_STILL_HERE");
   EXPECT_TRUE(gate_->HoldDrop(kTheirs, kTheirs, 0).ok());
-  EXPECT_EQ(gate_->CheckExport(9, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gate_->CheckExport(9, 0).status().code(), absl::StatusCode::kInvalidArgument);
 
   absl::StatusOr<ShardGate::Pass> running = gate_->Enter(kMine);
   ASSERT_TRUE(running.ok());
@@ -117,10 +117,10 @@ TEST_F(ShardGateTest, EachStepOfAMoveRunsOnlyWhereTheMapSaysItMay) {
   ASSERT_TRUE(frozen.ok());
   EXPECT_FALSE(gate_->Adopt(*frozen, 10).ok());  // slot 7 still runs
   // Exporting while a command still runs could miss its write.
-  EXPECT_EQ(ReasonOf(gate_->CheckExport(0, 9)), "DRAINING_SLOTS");
+  EXPECT_EQ(ReasonOf(gate_->CheckExport(0, 9).status()), "DRAINING_SLOTS");
   running->Release();
   EXPECT_TRUE(gate_->CheckExport(0, 9).ok());
-  EXPECT_EQ(ReasonOf(gate_->CheckExport(0, 10)), "SLOTS_NOT_MOVING_FROM_HERE");
+  EXPECT_EQ(ReasonOf(gate_->CheckExport(0, 10).status()), "SLOTS_NOT_MOVING_FROM_HERE");
   EXPECT_EQ(ReasonOf(gate_->HoldDrop(0, 9, 0).status()), "SLOTS_STILL_HERE");
 
   absl::StatusOr<SlotMap> incoming = BeginMove(*frozen, kTheirs, kTheirs, "s0");
@@ -226,7 +226,7 @@ TEST_F(ShardGateTest, WithoutAMapNothingIsLetIn) {
   (*fresh)->SetServeUntilMs(clock_.NowMs() + 10'000);
   EXPECT_EQ((*fresh)->map(), nullptr);
   EXPECT_EQ(ReasonOf((*fresh)->Enter(kMine).status()), "NOT_LEASED");
-  EXPECT_EQ(ReasonOf((*fresh)->CheckExport(0, 9)), "NO_SLOT_MAP");
+  EXPECT_EQ(ReasonOf((*fresh)->CheckExport(0, 9).status()), "NO_SLOT_MAP");
   ASSERT_TRUE((*fresh)->Adopt(map_, 1000).ok());
   EXPECT_TRUE((*fresh)->Enter(kMine).ok());
 }

@@ -168,7 +168,10 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(SidecarServe
     EONCE_ASSIGN_OR_RETURN(s->metrics_, MetricsEndpoint::Start(options.metrics_address,
                                                                [raw] { return raw->Collect(); }));
   }
-  if (s->shards_ != nullptr) EONCE_RETURN_IF_ERROR(s->StartCoordination(options, clock));
+  if (s->shards_ != nullptr) {
+    if (options.move_business_data) s->business_slots_.emplace(BusinessSlots{*upstream, clock});
+    EONCE_RETURN_IF_ERROR(s->StartCoordination(options, clock));
+  }
   s->maintenance_ = std::thread([raw = s.get(), options] { raw->Maintenance(options); });
   // A thread of its own, so that a long scan never delays the store's health probes.
   if (options.warm_cache) s->warmer_ = std::thread([raw = s.get()] { raw->WarmCache(); });
@@ -265,7 +268,9 @@ absl::Status SidecarServer::StartCoordination(const SidecarServerOptions& option
   coordination.lease_ttl_ms = options.lease_ttl_ms;
   shards_->SetStoreReader([store] { return store->Read(); });
   coordinator_ =
-      std::make_unique<ShardCoordinator>(*shards_, *store, *lease, clock, coordination);
+      std::make_unique<ShardCoordinator>(*shards_, *store, *lease, clock, coordination,
+                                         business_slots_.has_value() ? &*business_slots_
+                                                                     : nullptr);
   coordinator_->Start();
   return absl::OkStatus();
 }

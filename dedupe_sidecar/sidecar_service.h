@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -182,6 +183,8 @@ class SidecarServer {
   std::unique_ptr<ShardGate> shards_;
   std::unique_ptr<EtcdCoordination> etcd_;  // null unless sharded on etcd
   std::unique_ptr<ShardLease> owned_lease_;
+  // The business the coordinator tells which slots this shard holds (move_business_data).
+  std::optional<BusinessSlots> business_slots_;
   std::unique_ptr<ShardCoordinator> coordinator_;  // null unless sharded
   std::unique_ptr<Deduper> deduper_;
   std::atomic<bool> draining_{false};

@@ -15,12 +15,15 @@ int64_t Deadline(const BusinessSlots& business) {
   return business.clock.NowMs() + business.timeout_ms;
 }
 
-// A page of the business's rows, after the records.
-absl::StatusOr<v1::ExportSlotsResponse> ExportBusinessRows(ShardGate& shards,
+// A page of the business's rows, after the records, at `epoch`: the map's that CheckExport
+// found the run frozen in. Not the gate's epoch read again: had the gate adopted the
+// abort's map meanwhile, the business would hand the run off at the epoch that gives it
+// back here, and refuse this shard's own writes of it.
+absl::StatusOr<v1::ExportSlotsResponse> ExportBusinessRows(uint64_t epoch,
                                                            const v1::ExportSlotsRequest& request,
                                                            BusinessSlots* business) {
   v1::ExportSlotsResponse response;
-  response.set_epoch(shards.epoch());
+  response.set_epoch(epoch);
   if (business == nullptr) return response;  // nothing after the records
   v1::ExportSlotDataRequest page;
   page.set_first_slot(request.first_slot());
@@ -49,11 +52,11 @@ absl::StatusOr<v1::ExportSlotsResponse> ExportSlots(ShardGate& shards, RecordSto
                                                     const v1::ExportSlotsRequest& request,
                                                     BusinessSlots* business) {
   const uint32_t first = request.first_slot(), last = request.last_slot();
-  EONCE_RETURN_IF_ERROR(shards.CheckExport(first, last));
+  EONCE_ASSIGN_OR_RETURN(const uint64_t epoch, shards.CheckExport(first, last));
   if (!request.after().empty() && request.after()[0] == kBusinessCursor) {
     EONCE_ASSIGN_OR_RETURN(v1::ExportSlotsResponse response,
-                           ExportBusinessRows(shards, request, business));
-    EONCE_RETURN_IF_ERROR(shards.CheckExport(first, last));
+                           ExportBusinessRows(epoch, request, business));
+    EONCE_RETURN_IF_ERROR(shards.CheckExport(first, last).status());
     return response;
   }
   const int limit = request.limit() <= 0 ? kMaxExportRecords
@@ -69,10 +72,10 @@ absl::StatusOr<v1::ExportSlotsResponse> ExportSlots(ShardGate& shards, RecordSto
     response.set_next_after(std::string(1, kBusinessCursor));
   }
   response.set_unplaced(page.unplaced);
-  response.set_epoch(shards.epoch());
+  response.set_epoch(epoch);
   // Checked again after the scan: had the map changed meanwhile, the page could miss a
   // write.
-  EONCE_RETURN_IF_ERROR(shards.CheckExport(first, last));
+  EONCE_RETURN_IF_ERROR(shards.CheckExport(first, last).status());
   return response;
 }
 
@@ -154,6 +157,36 @@ absl::StatusOr<v1::DropSlotsResponse> DropSlots(ShardGate& shards, RecordStore& 
     if (gone.ok()) response.set_dropped_rows(gone->dropped());
   }
   return response;
+}
+
+absl::Status HoldBusinessSlots(const SlotMap& map, const std::string& shard,
+                               BusinessSlots& business, int64_t deadline_ms) {
+  auto held = [&](uint32_t slot) { return map.OwnerOf(slot) == shard && !map.Migrating(slot); };
+  for (uint32_t first = 0; first < kSlotCount; ++first) {
+    if (!held(first)) continue;
+    uint32_t last = first;
+    while (last + 1 < kSlotCount && held(last + 1)) ++last;
+    v1::HoldSlotDataRequest run;
+    run.set_first_slot(first);
+    run.set_last_slot(last);
+    run.set_epoch(map.epoch());
+    absl::StatusOr<v1::HoldSlotDataResponse> answer =
+        business.upstream.HoldSlotData(run, deadline_ms);
+    if (answer.status().code() == absl::StatusCode::kUnimplemented) return absl::OkStatus();
+    if (!answer.ok()) {
+      return Error(absl::StatusCode::kUnavailable, "BUSINESS_SLOT_DATA",
+                   absl::StrCat("holding slots ", first, "-", last, " at epoch ", map.epoch(),
+                                " in the business: ", answer.status().message()));
+    }
+    if (answer->held() > 0) {
+      LogInfo("the business holds slots again",
+              {{"slots", absl::StrCat(first, "-", last)},
+               {"epoch", absl::StrCat(map.epoch())},
+               {"taken", absl::StrCat(answer->held())}});
+    }
+    first = last;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace eonce

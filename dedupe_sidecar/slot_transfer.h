@@ -45,6 +45,14 @@ absl::StatusOr<v1::ImportSlotsResponse> ImportSlots(ShardGate& shards, RecordSto
 absl::StatusOr<v1::DropSlotsResponse> DropSlots(ShardGate& shards, RecordStore& records,
                                                 const v1::DropSlotsRequest& request,
                                                 BusinessSlots* business = nullptr);
+// Tells the business which slots `shard` holds at `map` (adopted, drained and acknowledged):
+// HoldSlotData for each run of slots the map gives it, not migrating, each bounded by
+// `deadline_ms`. The business counts those slots and relays their follow-ups again where an
+// export or an import had handed them off (an abort gave the run back; the flip gave it
+// here). OK for a business that keeps no slot data; UNAVAILABLE BUSINESS_SLOT_DATA at the
+// first run that fails (the caller tries again later; the hold repeats harmlessly).
+absl::Status HoldBusinessSlots(const SlotMap& map, const std::string& shard,
+                               BusinessSlots& business, int64_t deadline_ms);
 
 }  // namespace eonce
 

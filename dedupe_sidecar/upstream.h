@@ -143,6 +143,10 @@ class Upstream {
       const v1::DropSlotDataRequest& /*request*/, int64_t /*deadline_ms*/) {
     return absl::UnimplementedError("the business keeps no slot data");
   }
+  virtual absl::StatusOr<v1::HoldSlotDataResponse> HoldSlotData(
+      const v1::HoldSlotDataRequest& /*request*/, int64_t /*deadline_ms*/) {
+    return absl::UnimplementedError("the business keeps no slot data");
+  }
   // The business's effects of `tenant` (eonce.v1.Effects), for an operator; blocking,
   // bounded by `deadline_ms`. UNIMPLEMENTED: the business keeps no effect ledger.
   virtual absl::StatusOr<v1::ListEffectsResponse> ListEffects(

@@ -107,6 +107,7 @@ TEST(CallerGateTest, OverPlaintextTheCallerStatesWhoItIs) {
 // credits in flight.
 TEST(CallerGateTest, OperatorsReadEffectsAndOutcomesAndComponentsDoTheRest) {
   for (const char* method : {"/eonce.v1.SlotData/DropSlotData", "/eonce.v1.SlotData/ExportSlotData",
+                             "/eonce.v1.SlotData/HoldSlotData",
                              "/eonce.v1.Forwards/ForwardBatch", "/eonce.v1.FollowUps/AckFollowUps",
                              "/eonce.v1.FollowUps/PullFollowUps",
                              "/eonce.ledger.v1.Ledger/Transfer"}) {

@@ -190,6 +190,8 @@ class Inbox {
   absl::StatusOr<v1::ImportSlotDataResponse> ImportSlotData(
       const v1::ImportSlotDataRequest& request);
   absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request);
+  // The sidecar owns the slots at the request's epoch: SlotFences::Hold under their locks.
+  absl::StatusOr<v1::HoldSlotDataResponse> HoldSlotData(const v1::HoldSlotDataRequest& request);
   // Called after every write of ImportSlotData and DropSlotData, whatever its result: they
   // replace a business's rows without its entity locks, so what it keeps in memory of
   // them must go. Set before the inbox serves, or with nothing serving; empty: none.

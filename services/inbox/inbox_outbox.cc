@@ -76,7 +76,8 @@ absl::StatusOr<v1::PullFollowUpsResponse> Inbox::PullFollowUps(const std::string
   for (it->Seek(prefix);
        it->Valid() && it->key().starts_with(prefix) && response.follow_ups_size() < limit;
        it->Next()) {
-    // A slot handed off is its new owner's to send (a copy stays here until the drop).
+    // A slot handed off is its owner's to send (an exported copy stays here until the
+    // drop; an imported one is not sent until this shard holds the slot).
     FollowUpKeyParts parts;
     if (ParseFollowUpKey(absl::string_view(it->key().data(), it->key().size()), &parts) &&
         parts.slot.has_value() && *parts.slot < kSlotCount && fences_.handed_off(*parts.slot)) {

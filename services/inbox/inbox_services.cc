@@ -102,6 +102,12 @@ grpc::ServerUnaryReactor* SlotDataServiceImpl::DropSlotData(
   return FinishUnary(context, inbox_.DropSlotData(*request), response);
 }
 
+grpc::ServerUnaryReactor* SlotDataServiceImpl::HoldSlotData(
+    grpc::CallbackServerContext* context, const v1::HoldSlotDataRequest* request,
+    v1::HoldSlotDataResponse* response) {
+  return FinishUnary(context, inbox_.HoldSlotData(*request), response);
+}
+
 grpc::ServerUnaryReactor* RunMutation(grpc::CallbackServerContext* context, Inbox& inbox,
                                       const Mutation& mutation,
                                       google::protobuf::Message* response,

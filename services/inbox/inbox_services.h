@@ -67,6 +67,9 @@ class SlotDataServiceImpl : public v1::SlotData::CallbackService {
   grpc::ServerUnaryReactor* DropSlotData(grpc::CallbackServerContext* context,
                                          const v1::DropSlotDataRequest* request,
                                          v1::DropSlotDataResponse* response) override;
+  grpc::ServerUnaryReactor* HoldSlotData(grpc::CallbackServerContext* context,
+                                         const v1::HoldSlotDataRequest* request,
+                                         v1::HoldSlotDataResponse* response) override;
 
  private:
   Inbox& inbox_;

@@ -285,6 +285,17 @@ absl::Status Inbox::WriteSlotRows(rocksdb::WriteBatch* batch, const char* what) 
   return written;
 }
 
+absl::StatusOr<v1::HoldSlotDataResponse> Inbox::HoldSlotData(
+    const v1::HoldSlotDataRequest& request) {
+  EONCE_RETURN_IF_ERROR(CheckRange(request.first_slot(), request.last_slot()));
+  StripedLocks::Guard guard = LockSlots(request.first_slot(), request.last_slot());
+  EONCE_ASSIGN_OR_RETURN(int64_t held,
+                         fences_.Hold(request.first_slot(), request.last_slot(), request.epoch()));
+  v1::HoldSlotDataResponse response;
+  response.set_held(held);
+  return response;
+}
+
 absl::StatusOr<v1::DropSlotDataResponse> Inbox::DropSlotData(
     const v1::DropSlotDataRequest& request) {
   EONCE_RETURN_IF_ERROR(CheckRange(request.first_slot(), request.last_slot()));

@@ -209,6 +209,15 @@ TEST_F(InboxSlotsTest, AnEffectAndItsFollowUpsMoveWithTheirSlotOnce) {
     ASSERT_TRUE(imported.ok()) << imported.status();
   }
   EXPECT_EQ(b_.inbox->follow_ups_pending(), 1);
+  // Until the map gives b the slot, b's copy is not the slot's (an abort may leave it
+  // behind): not relayed, not listed.
+  EXPECT_EQ(b_.inbox->PullFollowUps("acme", 10)->follow_ups_size(), 0);
+  EXPECT_EQ(b_.inbox->ListEffects(0, 100)->effects_size(), 0);
+  v1::HoldSlotDataRequest hold;
+  hold.set_first_slot(slot);
+  hold.set_last_slot(slot);
+  hold.set_epoch(3);  // the flip's map
+  ASSERT_TRUE(b_.inbox->HoldSlotData(hold).ok());
   auto pulled = b_.inbox->PullFollowUps("acme", 10);
   ASSERT_TRUE(pulled.ok());
   ASSERT_EQ(pulled->follow_ups_size(), 1);
@@ -237,6 +246,8 @@ TEST_F(InboxSlotsTest, AnEffectAndItsFollowUpsMoveWithTheirSlotOnce) {
   *import_request.mutable_rows() = back->rows();
   ASSERT_TRUE(a_.inbox->ImportSlotData(import_request).ok());
   EXPECT_EQ(a_.inbox->follow_ups_pending(), 1);
+  hold.set_epoch(5);
+  ASSERT_TRUE(a_.inbox->HoldSlotData(hold).ok());
   EXPECT_EQ(a_.inbox->PullFollowUps("acme", 10)->follow_ups_size(), 1);
   EXPECT_EQ(a_.inbox->ListEffects(0, 100)->effects_size(), 1);
 }

@@ -143,6 +143,11 @@ absl::StatusOr<v1::ListEffectsResponse> InboxUpstream::ListEffects(
   return inbox_.ListEffects(request.after_seq(), request.limit(), tenant);
 }
 
+absl::StatusOr<v1::HoldSlotDataResponse> InboxUpstream::HoldSlotData(
+    const v1::HoldSlotDataRequest& request, int64_t /*deadline_ms*/) {
+  return inbox_.HoldSlotData(request);
+}
+
 absl::StatusOr<v1::DropSlotDataResponse> InboxUpstream::DropSlotData(
     const v1::DropSlotDataRequest& request, int64_t /*deadline_ms*/) {
   return inbox_.DropSlotData(request);

@@ -51,6 +51,8 @@ class InboxUpstream : public Upstream {
       const v1::ExportSlotDataRequest& request, int64_t deadline_ms) override;
   absl::StatusOr<v1::ImportSlotDataResponse> ImportSlotData(
       const v1::ImportSlotDataRequest& request, int64_t deadline_ms) override;
+  absl::StatusOr<v1::HoldSlotDataResponse> HoldSlotData(const v1::HoldSlotDataRequest& request,
+                                                        int64_t deadline_ms) override;
   absl::StatusOr<v1::DropSlotDataResponse> DropSlotData(const v1::DropSlotDataRequest& request,
                                                         int64_t deadline_ms) override;
   absl::StatusOr<v1::ListEffectsResponse> ListEffects(const std::string& tenant,

@@ -93,16 +93,41 @@ absl::Status SlotFences::AdmitRange(uint32_t first, uint32_t last, uint64_t epoc
   }
   for (uint32_t slot = first; slot <= last; ++slot) {
     if (fence(slot) > epoch) return Fenced(slot, epoch, fence(slot));
-    if (fence(slot) < epoch || handed_off(slot)) Put(batch, slot, epoch);
+    // Handed off: an abort may leave this copy behind, never to be the slot's; Hold takes
+    // it once the map gives the slot here.
+    if (fence(slot) < epoch || !handed_off(slot)) Put(batch, slot, epoch, /*handed_off=*/true);
   }
   return absl::OkStatus();
 }
 
 void SlotFences::KeepRange(uint32_t first, uint32_t last, uint64_t epoch) {
   for (uint32_t slot = first; slot <= last; ++slot) {
-    handed_off_[slot].store(false, std::memory_order_release);
+    handed_off_[slot].store(true, std::memory_order_release);
     fences_[slot].store(epoch, std::memory_order_release);
   }
+}
+
+absl::StatusOr<int64_t> SlotFences::Hold(uint32_t first, uint32_t last, uint64_t epoch) {
+  if (epoch == 0) {
+    return Error(absl::StatusCode::kInvalidArgument, "INVALID_FIELD",
+                 "epoch: required (the slot map's, for the slots' fence)");
+  }
+  rocksdb::WriteBatch batch;
+  for (uint32_t slot = first; slot <= last; ++slot) {
+    if (fence(slot) < epoch) Put(&batch, slot, epoch);
+  }
+  if (batch.Count() == 0) return 0;
+  // Synced like Raise: a slot counted again must not turn handed off after a power cut
+  // while its owner writes it.
+  EONCE_RETURN_IF_ERROR(store_.Write(&batch, /*sync=*/true, "hold slots"));
+  int64_t held = 0;
+  for (uint32_t slot = first; slot <= last; ++slot) {
+    if (fence(slot) >= epoch) continue;
+    handed_off_[slot].store(false, std::memory_order_release);
+    fences_[slot].store(epoch, std::memory_order_release);
+    ++held;
+  }
+  return held;
 }
 
 bool IsSlotFenced(const absl::Status& status) {

@@ -10,10 +10,12 @@
 // without an epoch is refused for a slot that has a fence: only unsharded deployments send
 // none, and they never raise one.
 //
-// A fence that an export or a drop raised also marks its slot handed off: this store's
-// copy of the slot is no longer the slot's (a business's totals leave it out; see the
-// ledger's GetTotal). A write or an import of a newer epoch takes the slot back (an abort
-// left it here, or it came back).
+// A fence that an export, a drop or an import raised also marks its slot handed off: this
+// store's copy of the slot is not the slot's (a business's totals leave it out, its relay
+// skips its follow-ups; see the ledger's GetTotal). An import too: the copy becomes the
+// slot's only once the map gives it here, and an abort may leave it behind. A write of a
+// newer epoch, or Hold (the sidecar owns the slot at a newer epoch: an abort gave it back,
+// or the flip gave it here), takes the slot back.
 //
 // Kept in the store (one key per fenced slot in column family kCf) and in memory, loaded
 // at construction. Thread-safety: reads are atomic; the caller serializes each slot's
@@ -67,11 +69,16 @@ class SlotFences {
   // epoch 0.
   absl::Status Raise(uint32_t first, uint32_t last, uint64_t epoch, const char* what);
   // Import, under the locks of [first, last]: SLOT_FENCED if a fence of the range is above
-  // `epoch`; otherwise adds the raise of every lower one, and the taking back of every
-  // slot handed off, to `batch` (KeepRange after).
+  // `epoch`; otherwise adds the raise of every lower one, every slot of the range handed
+  // off, to `batch` (KeepRange after).
   absl::Status AdmitRange(uint32_t first, uint32_t last, uint64_t epoch,
                           rocksdb::WriteBatch* batch) const;
   void KeepRange(uint32_t first, uint32_t last, uint64_t epoch);
+  // The sidecar owns [first, last] at `epoch`, under the locks of the range: every slot
+  // fenced below it is raised to it and held (not handed off), synced; a slot at it (held,
+  // or handed off by an export, drop or import of that epoch, which no owning map shares)
+  // or above it is left. Returns how many slots were taken; INVALID_ARGUMENT for epoch 0.
+  absl::StatusOr<int64_t> Hold(uint32_t first, uint32_t last, uint64_t epoch);
 
  private:
   void Put(rocksdb::WriteBatch* batch, uint32_t slot, uint64_t fence,

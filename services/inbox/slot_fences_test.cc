@@ -208,6 +208,66 @@ TEST_F(SlotFencesTest, AnExportHandsTheSlotOffUntilANewerEpochTakesItBack) {
   EXPECT_EQ(a_.inbox->fences().fence(slot), 3u);
 }
 
+v1::HoldSlotDataRequest Hold(uint32_t first, uint32_t last, uint64_t epoch) {
+  v1::HoldSlotDataRequest request;
+  request.set_first_slot(first);
+  request.set_last_slot(last);
+  request.set_epoch(epoch);
+  return request;
+}
+
+TEST_F(SlotFencesTest, AnAbortedExportIsTakenBackByTheOwnersHoldBeforeAnyWrite) {
+  const uint32_t slot = SlotOfAccount("alice");
+  ASSERT_TRUE(Write(*a_.inbox, Call("t1", "alice", 1), "90").ok());
+  ASSERT_TRUE(a_.inbox->ExportSlotData(Export(slot, 2)).ok());
+  ASSERT_TRUE(a_.inbox->fences().handed_off(slot));
+  // A map at the export's own epoch never gives the slot here: the hold leaves it.
+  EXPECT_EQ(a_.inbox->HoldSlotData(Hold(slot, slot, 2))->held(), 0);
+  EXPECT_TRUE(a_.inbox->fences().handed_off(slot));
+  // The abort's map (epoch 3) gives the slot back; no write to it has landed yet.
+  EXPECT_EQ(a_.inbox->HoldSlotData(Hold(slot, slot, 3))->held(), 1);
+  EXPECT_FALSE(a_.inbox->fences().handed_off(slot));
+  EXPECT_EQ(a_.inbox->fences().fence(slot), 3u);
+  a_.Open();  // synced and loaded
+  EXPECT_FALSE(a_.inbox->fences().handed_off(slot));
+  EXPECT_EQ(a_.inbox->fences().fence(slot), 3u);
+  // Writes of the owning epoch go on; a write of an older one does not.
+  EXPECT_TRUE(Write(*a_.inbox, Call("t2", "alice", 3), "80").ok());
+  EXPECT_TRUE(IsSlotFenced(Write(*a_.inbox, Call("t3", "alice", 2), "0").status()));
+  // A hold of an older epoch than the fence (the slot moved on) changes nothing.
+  ASSERT_TRUE(a_.inbox->DropSlotData(Drop(slot, 5)).ok());
+  EXPECT_EQ(a_.inbox->HoldSlotData(Hold(slot, slot, 4))->held(), 0);
+  EXPECT_TRUE(a_.inbox->fences().handed_off(slot));
+  EXPECT_EQ(a_.inbox->fences().fence(slot), 5u);
+  EXPECT_EQ(a_.inbox->HoldSlotData(Hold(slot, slot, 0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SlotFencesTest, AnImportLeavesItsSlotsHandedOffUntilTheOwnerHoldsThem) {
+  const uint32_t slot = SlotOfAccount("alice");
+  ASSERT_TRUE(Write(*a_.inbox, Call("t1", "alice", 1), "90").ok());
+  auto exported = a_.inbox->ExportSlotData(Export(slot, 2));
+  ASSERT_TRUE(exported.ok());
+  v1::ImportSlotDataRequest import;
+  import.set_first_slot(slot);
+  import.set_last_slot(slot);
+  import.set_epoch(2);
+  *import.mutable_rows() = exported->rows();
+  ASSERT_TRUE(b_.inbox->ImportSlotData(import).ok());
+  // The copy is not the slot's until the map gives it here: an abort may leave it behind.
+  EXPECT_EQ(b_.inbox->fences().fence(slot), 2u);
+  EXPECT_TRUE(b_.inbox->fences().handed_off(slot));
+  b_.Open();
+  EXPECT_TRUE(b_.inbox->fences().handed_off(slot));
+  // A retried page of the same copy keeps it so.
+  ASSERT_TRUE(b_.inbox->ImportSlotData(import).ok());
+  EXPECT_TRUE(b_.inbox->fences().handed_off(slot));
+  // The flip's map (epoch 3) gives the slot here.
+  EXPECT_EQ(b_.inbox->HoldSlotData(Hold(slot, slot, 3))->held(), 1);
+  EXPECT_FALSE(b_.inbox->fences().handed_off(slot));
+  EXPECT_EQ(b_.Row("alice"), "90");
+}
+
 TEST_F(SlotFencesTest, AnUnshardedDeploymentNeverMeetsAFence) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(Write(*a_.inbox, Call("u" + std::to_string(i), "alice", 0), "1").ok());

@@ -216,9 +216,10 @@ absl::StatusOr<ledger::v1::GetTotalResponse> LedgerCore::GetTotal(
     const ledger::v1::GetTotalRequest& request) {
   // Which slots are counted: the ones the caller names (those its slot map gives this
   // shard), else every slot this ledger has not handed off. A slot is handed off once an
-  // export or a drop raised its fence (SlotFences), until a write or an import of a newer
-  // epoch takes it back: from the import on, the new owner counts it and this one does
-  // not, so no slot is counted twice while both hold a copy.
+  // export, a drop or an import raised its fence (SlotFences), until a write of a newer
+  // epoch or the owner's HoldSlotData takes it back: the old owner stops counting it at
+  // the export, the new one starts once its sidecar holds the flip (an aborted copy is
+  // never counted), so no slot is counted twice while both hold a copy.
   std::vector<bool> counted(kSlotCount, request.slots().empty());
   for (uint32_t slot : request.slots()) {
     if (slot >= kSlotCount) {

@@ -56,7 +56,8 @@ class LedgerCore {
                                                  const std::string& id);
   // Read from one snapshot, so the totals are consistent with each other. Counts the
   // accounts and counters of the slots `request` names, else of every slot this ledger
-  // has not handed off (its fence raised by an export or a drop): see GetTotalRequest.
+  // has not handed off (an export, import or drop, until its sidecar holds it again or a
+  // newer write lands: SlotFences): see GetTotalRequest.
   absl::StatusOr<ledger::v1::GetTotalResponse> GetTotal(
       const ledger::v1::GetTotalRequest& request = {});
 

@@ -62,9 +62,9 @@ class LedgerShardsTest : public ::testing::Test {
     return id;
   }
 
-  // Moves `slot`'s rows from one shard to the other, as the mover does: freeze (the map one
-  // epoch on), copy, flip (one more), then drop the old copy.
-  void MoveSlot(LedgerShard& from, LedgerShard& to, uint32_t slot) {
+  // Freezes `slot` (the map one epoch on) and copies its rows from one shard to the other,
+  // as the mover does.
+  void CopySlot(LedgerShard& from, LedgerShard& to, uint32_t slot) {
     ++epoch_;
     v1::ExportSlotDataRequest out;
     out.set_first_slot(slot);
@@ -79,7 +79,24 @@ class LedgerShardsTest : public ::testing::Test {
     in.set_epoch(epoch_);
     *in.mutable_rows() = exported->rows();
     ASSERT_TRUE(to.inbox->ImportSlotData(in).ok());
+  }
+
+  // What the owner's sidecar tells its business once it holds a map at epoch_ that gives
+  // it `slot`.
+  void HoldSlot(LedgerShard& owner, uint32_t slot) {
+    v1::HoldSlotDataRequest hold;
+    hold.set_first_slot(slot);
+    hold.set_last_slot(slot);
+    hold.set_epoch(epoch_);
+    ASSERT_TRUE(owner.inbox->HoldSlotData(hold).ok());
+  }
+
+  // Moves `slot`'s rows from one shard to the other, as the mover does: freeze and copy,
+  // flip (one more epoch; the new owner holds the slot), then drop the old copy.
+  void MoveSlot(LedgerShard& from, LedgerShard& to, uint32_t slot) {
+    CopySlot(from, to, slot);
     ++epoch_;
+    HoldSlot(to, slot);
     v1::DropSlotDataRequest drop;
     drop.set_first_slot(slot);
     drop.set_last_slot(slot);
@@ -363,7 +380,12 @@ TEST_F(LedgerShardsTest, TheBooksCountEachSlotOnceWhileItMoves) {
   in.set_epoch(epoch_);
   *in.mutable_rows() = exported->rows();
   ASSERT_TRUE(b_.inbox->ImportSlotData(in).ok());
-  // Both hold alice's slot now; only b counts it.
+  // Both hold alice's slot now; neither counts it until the flip gives it to b (an abort
+  // could still leave b's copy behind).
+  EXPECT_EQ(Count().balances, 50);
+  ++epoch_;
+  HoldSlot(b_, slot);
+  // Only b counts it.
   EXPECT_EQ(Count().balances, 120);
   EXPECT_EQ(Count().minted, 150);
   ExpectConserved();
@@ -376,7 +398,6 @@ TEST_F(LedgerShardsTest, TheBooksCountEachSlotOnceWhileItMoves) {
   alices.add_slots(kSlotCount);
   EXPECT_EQ(b_.core->GetTotal(alices).status().code(), absl::StatusCode::kInvalidArgument);
 
-  ++epoch_;
   v1::DropSlotDataRequest drop;
   drop.set_first_slot(slot);
   drop.set_last_slot(slot);
@@ -394,6 +415,41 @@ TEST_F(LedgerShardsTest, TheBooksCountEachSlotOnceWhileItMoves) {
   EXPECT_EQ(Relay(a_, b_), 0);
   EXPECT_EQ(Relay(b_, b_), 1);
   EXPECT_EQ(Balance(b_, "bob"), 80);
+  ExpectConserved();
+}
+
+// A move aborted after its copy: the run is the exporter's again. Once its sidecar holds the
+// abort's map, a's business counts the run and relays its pending credit again; b's
+// partial copy (its sidecar was down at the abort, so nothing dropped it) is neither
+// counted nor relayed, so the books add up and the credit lands once.
+TEST_F(LedgerShardsTest, AnAbortAfterTheCopyGivesTheRunBackAndTheLeftCopyIsNotCounted) {
+  const uint32_t slot = SlotOf("acme", "account", "alice");
+  ASSERT_EQ(Transfer(a_, "t1", "alice", "bob", 30).code(), 0);
+  CopySlot(a_, b_, slot);
+  ++epoch_;  // the abort's map: alice's slot a's, not migrating
+  HoldSlot(a_, slot);
+  // Nobody counted or relayed twice: a holds the run, b's copy is left out.
+  EXPECT_EQ(Count().balances, 120);
+  EXPECT_EQ(Count().minted, 150);
+  EXPECT_EQ(Count().in_outboxes, 30);
+  ExpectConserved();
+  EXPECT_EQ(b_.inbox->PullFollowUps("acme", 10)->follow_ups_size(), 0);
+  ledger::v1::GetTotalRequest alices;
+  alices.add_slots(slot);
+  EXPECT_EQ(a_.core->GetTotal(alices)->total_balance(), 70);
+  // a's relay sends the pending credit, before any write to the run lands at the abort's
+  // epoch.
+  EXPECT_EQ(Relay(b_, b_), 0);
+  EXPECT_EQ(Relay(a_, b_), 1);
+  EXPECT_EQ(Balance(b_, "bob"), 80);
+  ExpectConserved();
+  // a writes the run again; b's copy stays out of the books.
+  ASSERT_EQ(Transfer(a_, "t2", "alice", "bob", 10).code(), 0);
+  EXPECT_EQ(Relay(a_, b_), 1);
+  EXPECT_EQ(Relay(b_, b_), 0);
+  EXPECT_EQ(Balance(a_, "alice"), 60);
+  EXPECT_EQ(Balance(b_, "bob"), 90);
+  EXPECT_EQ(Count().balances, 150);
   ExpectConserved();
 }
 

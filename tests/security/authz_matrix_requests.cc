@@ -203,6 +203,13 @@ std::string RequestFor(const std::string& method, int call) {
     r.set_last_slot(slot);
     return r.SerializeAsString();
   }
+  if (method == "/eonce.v1.SlotData/HoldSlotData") {
+    v1::HoldSlotDataRequest r;
+    r.set_first_slot(slot);
+    r.set_last_slot(slot);
+    r.set_epoch(1);
+    return r.SerializeAsString();
+  }
   if (method == "/eonce.v1.Forwards/ForwardBatch") {
     // A forward that names the victim's tenant: money into its account.
     ledger::v1::CreditRequest credit;

@@ -231,6 +231,7 @@ inline const Row kMatrix[] = {
     {"pass-through", "/eonce.v1.SlotData/ExportSlotData", kReserved, "eonce's own: every tenant's rows of a slot"},
     {"pass-through", "/eonce.v1.SlotData/ImportSlotData", kReserved, "eonce's own: every tenant's rows of a slot"},
     {"pass-through", "/eonce.v1.SlotData/DropSlotData", kReserved, "eonce's own: every tenant's rows of a slot"},
+    {"pass-through", "/eonce.v1.SlotData/HoldSlotData", kReserved, "eonce's own: every tenant's rows of a slot"},
     {"pass-through", "/eonce.v1.Forwards/ForwardBatch", kReserved, "eonce's own: each forward names its tenant"},
 
     // A business port.
@@ -246,6 +247,7 @@ inline const Row kMatrix[] = {
     {"business", "/eonce.v1.SlotData/ExportSlotData", kComponentCall, "a slot's rows of every tenant"},
     {"business", "/eonce.v1.SlotData/ImportSlotData", kComponentCall, "a slot's rows of every tenant"},
     {"business", "/eonce.v1.SlotData/DropSlotData", kComponentCall, "a slot's rows of every tenant"},
+    {"business", "/eonce.v1.SlotData/HoldSlotData", kComponentCall, "a slot's rows of every tenant"},
     {"business", "/eonce.v1.Forwards/ForwardBatch", kComponentCall, "each forward names its own tenant"},
     {"business", "/grpc.health.v1.Health/Check", kPublic, "probes"},
     {"business", "/grpc.health.v1.Health/Watch", kPublic, "probes"},
