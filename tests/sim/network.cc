@@ -320,7 +320,10 @@ class SimUpstream : public Upstream {
     // The negative control: the forward claims whatever epoch the slot's fence is at, so
     // that the business's check lets every write through, as if it were not there.
     if (w_.options_.no_business_fence && call.slot_epoch > 0) {
-      id.slot_epoch = std::max(call.slot_epoch, w_.inbox(shard_).fences().fence(call.slot));
+      // Past a handed-off slot's fence too, as if the fence were not checked at all.
+      const SlotFences& fences = w_.inbox(shard_).fences();
+      id.slot_epoch = std::max(call.slot_epoch,
+                               fences.fence(call.slot) + (fences.handed_off(call.slot) ? 1 : 0));
     }
     if (size_t slash = call.entity.find('/'); slash != std::string::npos) {
       id.entity_type = call.entity.substr(0, slash);

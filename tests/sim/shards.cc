@@ -97,6 +97,7 @@ void World::CoordTick(int shard) {
       if (held.ok() && sc.lease->Acknowledge(*held).ok()) {
         if (!sc.synced) Trace(absl::StrCat(id, " serves at epoch ", *held));
         sc.synced = true;
+        DeclareHeldSlots(shard);
       }
     }
   }
@@ -105,6 +106,32 @@ void World::CoordTick(int shard) {
   loop_.After(kLeaseRenewMs / 4, [this, shard, incarnation = nodes_[node].incarnation] {
     if (Alive(SidecarNode(shard), incarnation)) CoordTick(shard);
   });
+}
+
+// As the sidecar's coordinator does after each map it acknowledges: the business is told
+// which runs of slots this shard holds at the map's epoch (SlotData.HoldSlotData), so that
+// a run an abort gave back, or a run imported here, is counted and relayed again. Tried
+// again on later ticks while the business is down.
+void World::DeclareHeldSlots(int shard) {
+  Sidecar& sc = sidecars_[shard];
+  std::shared_ptr<const SlotMap> map = sc.gate->map();
+  if (map == nullptr || map->epoch() <= sc.held_declared) return;
+  if (!nodes_[BusinessNode(shard)].up) return;
+  const std::string id = absl::StrCat("s", shard);
+  auto held = [&](uint32_t slot) { return map->OwnerOf(slot) == id && !map->Migrating(slot); };
+  for (uint32_t first = 0; first < kSlotCount; ++first) {
+    if (!held(first)) continue;
+    uint32_t last = first;
+    while (last + 1 < kSlotCount && held(last + 1)) ++last;
+    v1::HoldSlotDataRequest run;
+    run.set_first_slot(first);
+    run.set_last_slot(last);
+    run.set_epoch(map->epoch());
+    if (!inbox(shard).HoldSlotData(run).ok()) return;  // the next tick tries again
+    first = last;
+  }
+  sc.held_declared = map->epoch();
+  Trace(absl::StrCat(id, " business holds its slots at epoch ", map->epoch()));
 }
 
 bool World::Leased(int shard) {

@@ -119,6 +119,11 @@ bool World::Settled() {
     }
     absl::StatusOr<SlotMap> map = coord_->Read();
     if (map.ok() && map->proto().migrations_size() > 0) return false;
+    // Each business holds the slots its sidecar owns in the store's map (HoldSlotData), so
+    // that what it counts and lists is its own.
+    for (int shard = 0; shard < 2; ++shard) {
+      if (!map.ok() || sidecars_[shard].held_declared < map->epoch()) return false;
+    }
     // Credits still in a business's outbox are money on its way.
     if (inbox(0).follow_ups_pending() > 0 || inbox(1).follow_ups_pending() > 0) return false;
   }

@@ -172,6 +172,7 @@ void World::StopSidecar(int shard) {
   sc.claims.reset();  // a crash forgets every claim
   // A crash does not give the lease back: the store lets it go once its TTL ran out.
   sc.lease.reset();
+  sc.held_declared = 0;  // a new process tells its business again
   // A dead process's calls still in the event loop hold passes of its gate: it is kept
   // until the world ends, so that they release into it and not into freed memory.
   if (sc.gate != nullptr) retired_gates_.push_back(std::move(sc.gate));

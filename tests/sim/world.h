@@ -301,6 +301,7 @@ class World {
   // Whether the sidecar of `shard` may serve now, on its own clock; and the check that it
   // never does past the store's expiry of its lease.
   bool Leased(int shard);
+  void DeclareHeldSlots(int shard);
   bool StorePartitioned(int shard);
   // Draws the moves of the run (some with a rival mover, some to abort) and schedules them.
   void ScheduleMoves();
@@ -362,6 +363,9 @@ class World {
     std::unique_ptr<SimShardLease> lease;  // sharded worlds only
     // Since it last took its lease, it read the store's map and adopted it: it may serve.
     bool synced = false;
+    // The newest epoch at which its business was told the slots this shard holds (the
+    // sidecar's HoldBusinessSlots after each acknowledged map); 0 since it last started.
+    uint64_t held_declared = 0;
     std::unique_ptr<InFlightClaims> claims;
     std::unique_ptr<Deduper> deduper;
     std::unique_ptr<Upstream> upstream;
