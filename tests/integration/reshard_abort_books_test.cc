@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "services/ledger/ledger_service.h"
 #include "tests/integration/ledger_calls.h"
+#include "tests/integration/sharded_sidecars.h"
 #include "tests/util/temp_dir.h"
 #include "tools/reshard/grpc_shard_admin.h"
 #include "tools/reshard/mover.h"
@@ -34,14 +35,6 @@ class ReshardAbortBooksTest : public ::testing::Test {
   void SetUp() override {
     const std::string dir = testing::FreshDir("reshard-abort");
     std::ofstream(dir + "/policy") << "act acme * *\nallow acme * *\nplatform acme root\n";
-    std::vector<v1::ShardInfo> shards;
-    for (int i = 0; i < 2; ++i) {
-      shards.emplace_back();
-      shards.back().set_id(absl::StrCat("s", i));
-      shards.back().set_address("pending:1");
-    }
-    absl::StatusOr<SlotMap> first = store_.CompareAndSwap(0, *SlotMap::Even(shards));
-    ASSERT_TRUE(first.ok());
     for (int i = 0; i < 2; ++i) {
       LedgerServerOptions ledger_options;
       ledger_options.data_dir = testing::FreshDir(absl::StrCat("abort-ledger", i));
@@ -49,29 +42,20 @@ class ReshardAbortBooksTest : public ::testing::Test {
       auto ledger = LedgerServer::Start(ledger_options, RealClock::Get());
       ASSERT_TRUE(ledger.ok()) << ledger.status();
       ledgers_[i] = std::move(*ledger);
-      SidecarServerOptions options = testing::SidecarOptionsFor(
-          ledgers_[i]->port(), testing::FreshDir(absl::StrCat("abort-s", i)));
-      options.policy_file = dir + "/policy";
-      options.shard_id = absl::StrCat("s", i);
-      options.move_business_data = true;
-      leases_[i] = store_.NewLease(MemoryLeaseOptions{60'000, 1'000});
-      options.map_store = &store_;
-      options.shard_lease = leases_[i].get();
-      auto sidecar = SidecarServer::Start(options, RealClock::Get());
-      ASSERT_TRUE(sidecar.ok()) << sidecar.status();
-      sidecars_[i] = std::move(*sidecar);
-      const std::string address = absl::StrCat("127.0.0.1:", sidecars_[i]->port());
-      shards[i].set_address(address);
-      stubs_[i] = v1::Sidecar::NewStub(
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     }
-    absl::StatusOr<SlotMap> named = store_.CompareAndSwap(first->epoch(), *SlotMap::Even(shards));
-    ASSERT_TRUE(named.ok());
+    absl::Status started = testing::StartShardedSidecars(
+        store_, 2,
+        [&](int i) {
+          SidecarServerOptions options = testing::SidecarOptionsFor(
+              ledgers_[i]->port(), testing::FreshDir(absl::StrCat("abort-s", i)));
+          options.policy_file = dir + "/policy";
+          options.move_business_data = true;
+          return options;
+        },
+        leases_, sidecars_, stubs_);
+    ASSERT_TRUE(started.ok()) << started;
     identity_.tenant = kTenant;
     identity_.operator_name = "root";
-    for (auto& sidecar : sidecars_) {
-      ASSERT_TRUE(sidecar->AwaitShardServing(named->epoch(), absl::Seconds(30)));
-    }
     x_ = AccountOn("s0");
     z_ = AccountOn("s1");
     slot_ = SlotOf(kTenant, "account", x_);

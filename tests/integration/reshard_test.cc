@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "services/ledger/ledger_service.h"
 #include "tests/integration/ledger_calls.h"
+#include "tests/integration/sharded_sidecars.h"
 #include "tests/util/temp_dir.h"
 #include "tools/reshard/grpc_shard_admin.h"
 #include "tools/reshard/mover.h"
@@ -68,38 +69,18 @@ class ReshardTest : public ::testing::Test {
     direct_ = ledger::v1::Ledger::NewStub(to_ledger);
     effects_ = v1::Effects::NewStub(to_ledger);
 
-    std::vector<v1::ShardInfo> shards;
-    for (int i = 0; i < 2; ++i) {
-      shards.emplace_back();
-      shards.back().set_id(absl::StrCat("s", i));
-      shards.back().set_address("pending:1");
-    }
-    absl::StatusOr<SlotMap> first = store_.CompareAndSwap(0, *SlotMap::Even(shards));
-    ASSERT_TRUE(first.ok());
-    for (int i = 0; i < 2; ++i) {
-      SidecarServerOptions options =
-          testing::SidecarOptionsFor(ledger_->port(), testing::FreshDir(absl::StrCat("s", i)));
-      options.policy_file = dir + "/policy";
-      options.shard_id = absl::StrCat("s", i);
-      leases_[i] = store_.NewLease(MemoryLeaseOptions{60'000, 1'000});
-      options.map_store = &store_;
-      options.shard_lease = leases_[i].get();
-      auto sidecar = SidecarServer::Start(options, RealClock::Get());
-      ASSERT_TRUE(sidecar.ok()) << sidecar.status();
-      sidecars_[i] = std::move(*sidecar);
-      const std::string address = absl::StrCat("127.0.0.1:", sidecars_[i]->port());
-      shards[i].set_address(address);
-      stubs_[i] = v1::Sidecar::NewStub(
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-    }
-    // The real addresses, read by the sidecars from the store.
-    absl::StatusOr<SlotMap> named = store_.CompareAndSwap(first->epoch(), *SlotMap::Even(shards));
-    ASSERT_TRUE(named.ok());
+    absl::Status started = testing::StartShardedSidecars(
+        store_, 2,
+        [&](int i) {
+          SidecarServerOptions options = testing::SidecarOptionsFor(
+              ledger_->port(), testing::FreshDir(absl::StrCat("s", i)));
+          options.policy_file = dir + "/policy";
+          return options;
+        },
+        leases_, sidecars_, stubs_);
+    ASSERT_TRUE(started.ok()) << started;
     identity_.tenant = kTenant;
     identity_.operator_name = "root";
-    for (auto& sidecar : sidecars_) {
-      ASSERT_TRUE(sidecar->AwaitShardServing(named->epoch(), absl::Seconds(30)));
-    }
     // Accounts in s0's slots: "x" is the one that moves, "y" stays.
     x_ = AccountOn("s0", 0);
     y_ = AccountOn("s0", SlotOf(kTenant, "account", x_) + 1, /*other_slot_than=*/x_);
