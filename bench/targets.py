@@ -4,8 +4,8 @@
 Reads the bench's latest.json and, when given, the peers' JSON (bench/peers.py). Prints
 one line per target (the figure, the bound, met or missed) and the peer comparison, adds
 both to latest.json ("targets", "peers") and to latest.txt, and writes latest.md, the
-table the README shows. Exit status 0 even when a target is missed: a benchmark reports,
-it does not gate.
+run's table, which the README's cost figures quote. Exit status 0 even when a target is
+missed: a benchmark reports, it does not gate.
 """
 import argparse
 import json

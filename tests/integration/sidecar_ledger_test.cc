@@ -199,7 +199,7 @@ TEST_P(SidecarLedgerTest, TransparentModeDedupesByHeaderAndRefusesUnkeyedMutatio
   t.set_to("b");
   t.set_amount(10);
   ledger::v1::TransferResponse first, second;
-  // README's key shape, '/' and ':' included: the command id is derived from it.
+  // The key shape of docs/design.md, '/' and ':' included: the command id is derived from it.
   const std::string key = "Transfer:account/a:pay-42";
   {
     grpc::ClientContext context;
