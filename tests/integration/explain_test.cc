@@ -127,9 +127,15 @@ class ExplainTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (agent_ != nullptr) EXPECT_TRUE(agent_->Shutdown(1000).ok());
-    if (sidecar_ != nullptr) EXPECT_TRUE(sidecar_->Shutdown(1000).ok());
-    if (ledger_ != nullptr) EXPECT_TRUE(ledger_->Shutdown(1000).ok());
+    if (agent_ != nullptr) {
+      EXPECT_TRUE(agent_->Shutdown(1000).ok());
+    }
+    if (sidecar_ != nullptr) {
+      EXPECT_TRUE(sidecar_->Shutdown(1000).ok());
+    }
+    if (ledger_ != nullptr) {
+      EXPECT_TRUE(ledger_->Shutdown(1000).ok());
+    }
   }
 
   // Opens accounts a (1000) and b (0) and pays 30 from a to b as command "pay-1".

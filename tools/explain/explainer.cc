@@ -45,6 +45,34 @@ v1::JourneyEvent* Add(v1::Journey* j, int64_t at_ms, const std::string& source,
   return e;
 }
 
+// What a sidecar's audit decision means, for the timeline (the decision stays its kind).
+std::string Meaning(const std::string& decision) {
+  static const auto* meanings = new std::map<std::string, std::string>{
+      {"committed", "first seen, forwarded, the business's answer stored"},
+      {"rejected", "first seen, forwarded, the business rejected it (stored)"},
+      {"duplicate_returned", "a duplicate, answered from the stored response"},
+      {"conflict", "the key is taken by another payload or command"},
+      {"in_progress", "a duplicate while the first was in flight"},
+      {"refused", "the business turned it away; key freed"},
+      {"parked_unknown", "outcome unknown and the business cannot tell: parked"},
+      {"recovered", "an unknown outcome settled by asking the business"},
+      {"resolved_applied", "an operator resolved it as applied"},
+      {"resolved_not_applied", "an operator resolved it as not applied; key freed"},
+      {"reconciled", "an agent asked what became of it"},
+  };
+  auto it = meanings->find(decision);
+  return it == meanings->end() ? "" : it->second + "; ";
+}
+
+// Within one millisecond, events go in the order they can happen: enqueued, the sidecar's
+// decisions and the effect they led to, then the agent's reading of the answer.
+int Rank(const v1::JourneyEvent& e) {
+  if (e.kind() == "enqueued") return 0;
+  if (e.kind() == "applied") return 1;
+  if (e.source().rfind("sidecar", 0) == 0) return 2;
+  return 3;
+}
+
 std::string CodeName(int code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
@@ -218,9 +246,9 @@ absl::StatusOr<v1::Journey> Explain(const std::string& query, const ExplainOptio
   for (const auto& [shard, a] : audit) {
     if (j.target_method().empty()) j.set_target_method(a.operation());
     Add(&j, a.at_ms(), absl::StrCat("sidecar ", shard), a.decision(), a.command_id(),
-        absl::StrCat(a.result(), a.fencing_token() > 0 ? absl::StrCat(", token ", a.fencing_token())
-                                                       : "",
-                     ", actor ", a.actor()));
+        absl::StrCat(Meaning(a.decision()), a.result(),
+                     a.fencing_token() > 0 ? absl::StrCat(", token ", a.fencing_token()) : "",
+                     a.actor().empty() ? "" : absl::StrCat(", actor ", a.actor())));
   }
   for (const auto& [id, found] : effects) {
     for (const auto& [shard, f] : found) {
@@ -238,12 +266,14 @@ absl::StatusOr<v1::Journey> Explain(const std::string& query, const ExplainOptio
   }
   std::stable_sort(j.mutable_events()->begin(), j.mutable_events()->end(),
                    [](const v1::JourneyEvent& a, const v1::JourneyEvent& b) {
-                     return a.at_ms() < b.at_ms();
+                     if (a.at_ms() != b.at_ms()) return a.at_ms() < b.at_ms();
+                     return Rank(a) < Rank(b);
                    });
 
   j.set_command_id(command_id);
   j.set_idempotency_key(key);
   j.set_effects(e.effects);
+  j.set_effects_read(e.effects_read);
   j.set_effect_seq(e.effect_seq);
   bool agree = e.effects_read && e.effects == 1;
   for (const v1::JourneyFollowUp& f : e.follow_ups) agree = agree && f.effects() == 1;

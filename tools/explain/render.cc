@@ -29,7 +29,7 @@ std::string RenderText(const v1::Journey& j) {
                     e.detail(), e.trace_id().empty() ? "" : absl::StrCat("  trace ", e.trace_id()),
                     "\n");
   }
-  absl::StrAppend(&out, "effects: ", j.effects());
+  absl::StrAppend(&out, "effects: ", j.effects(), j.effects_read() ? "" : " found (not all read)");
   if (j.effects() > 0) absl::StrAppend(&out, " (seq ", j.effect_seq(), ")");
   for (const v1::JourneyFollowUp& f : j.follow_ups()) {
     absl::StrAppend(&out, "; follow-up ", f.command_id(), ": ", f.effects(), " effect",

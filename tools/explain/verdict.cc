@@ -80,8 +80,14 @@ VerdictLine Judge(const std::string& command_id, const std::string& key, const E
                                               " is not applied yet)"));
       }
     }
+    const bool agent_says = e.record.has_value() && e.record->state() == v1::ACKED;
     std::string unconfirmed =
-        e.effects == 1 ? "" : " (as the agent and sidecar say; the business was not read)";
+        e.effects == 1 ? ""
+        : absl::StrCat(" (as ",
+                       agent_says && settling != nullptr ? "the agent and the sidecar say"
+                       : agent_says                      ? "the agent says"
+                                                         : "the sidecar says",
+                       "; the business was not read)");
     if (replayed) {
       return Line(v1::VERDICT_DUPLICATE,
                   absl::StrCat("duplicate (answered from the stored response; still applied "
