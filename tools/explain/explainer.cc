@@ -136,13 +136,13 @@ absl::StatusOr<v1::Journey> Explain(const std::string& query, const ExplainOptio
   // The sidecars' audit: by the command id, else the query as a command id, else as a key
   // (whose holder, the command that first used it, is the one explained).
   std::vector<std::pair<std::string, v1::AuditEvent>> audit;  // (shard, event)
-  std::vector<bool> audit_read(shards.size(), false);
+  std::vector<bool> audit_failed(shards.size(), false);
   auto read_audit = [&](const std::string& id, const std::string& by_key) {
     for (size_t i = 0; i < shards.size(); ++i) {
       auto events = shards[i]->Audit(id, by_key);
       if (!events.ok()) {
-        if (!audit_read[i]) j.add_unread(Unread("the audit", shards[i]->name(), events.status()));
-        audit_read[i] = true;  // said once
+        if (!audit_failed[i]) j.add_unread(Unread("the audit", shards[i]->name(), events.status()));
+        audit_failed[i] = true;  // said once
         continue;
       }
       for (v1::AuditEvent& a : *events) audit.emplace_back(shards[i]->name(), std::move(a));
