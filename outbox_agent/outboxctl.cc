@@ -78,6 +78,13 @@ void PrintRecord(const OutboxRecord& r) {
     std::cout << "  " << Time(t.at_ms()) << "  " << eonce::v1::OutboxState_Name(t.from())
               << " -> " << eonce::v1::OutboxState_Name(t.to()) << "  " << t.why() << "\n";
   }
+  if (r.attempts_size() > 0) std::cout << "attempts (the last 16):\n";
+  for (const auto& a : r.attempts()) {
+    std::cout << "  " << Time(a.at_ms()) << "  #" << a.attempt() << " code " << a.code() << " "
+              << a.reason() << " -> " << eonce::v1::OutboxState_Name(a.state());
+    if (a.backoff_ms() > 0) std::cout << ", next in " << a.backoff_ms() << " ms";
+    std::cout << "\n";
+  }
 }
 
 int Fail(const grpc::Status& status) {

@@ -12,6 +12,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "outbox_agent/attempt_log.h"
 #include "outbox_agent/replayer.h"
 #include "outbox_agent/replayer_attempt.h"
 #include "outbox_agent/states.h"
@@ -64,6 +65,8 @@ void Replayer::OnAnswer(std::shared_ptr<Attempt> attempt,
                                    "answer fenced off by a credential change"),
                           clock_.NowMs());
                  r->set_next_attempt_at_ms(clock_.NowMs() + backoff_.DelayMs(r->attempt()));
+                 LogAttempt(r, clock_.NowMs(), static_cast<int>(absl::StatusCode::kAborted),
+                            "STALE_RESPONSE");
                });
     return;
   }
@@ -82,6 +85,10 @@ void Replayer::OnAnswer(std::shared_ptr<Attempt> attempt,
                  error->set_message(result.message().substr(0, 512));
                  error->set_at_ms(clock_.NowMs());
                }
+               LogAttempt(r, clock_.NowMs(), result.code(),
+                          business_rejected ? RejectionReason(result)
+                          : replay.replayed() ? "REPLAYED"
+                                              : "APPLIED");
              });
   (business_rejected ? stats_.rejected : stats_.acked)++;
 }
@@ -143,6 +150,9 @@ void Replayer::OnFailure(const std::shared_ptr<Attempt>& attempt, const absl::St
         }
         break;
     }
+    LogAttempt(r, now, static_cast<int>(status.code()),
+               ReasonOf(status).empty() ? absl::StatusCodeToString(status.code())
+                                        : ReasonOf(status));
   });
 }
 
