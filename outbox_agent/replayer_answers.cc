@@ -12,6 +12,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "outbox_agent/replayer.h"
 #include "outbox_agent/replayer_attempt.h"
 #include "outbox_agent/states.h"
@@ -44,6 +45,25 @@ std::string RejectionReason(const v1::CallResult& result) {
   std::optional<v1::Rejection> rejection = RejectionOf(result.error_details());
   if (rejection.has_value() && !rejection->reason().empty()) return rejection->reason();
   return "BUSINESS_REJECTION";
+}
+
+// An attempt that did not end in ACKED: the line an operator follows a troubled command
+// by (with its trace, when it has one). Acked attempts are the common case and stay
+// quiet; the record's history holds them.
+void LogAttemptEnd(const OutboxRecord& record) {
+  LogFields fields = {{"command_id", record.command().command_id()},
+                      {"key", record.command().idempotency_key()},
+                      {"operation", record.command().target_method()},
+                      {"state", v1::OutboxState_Name(record.state())},
+                      {"attempt", absl::StrCat(record.attempt())},
+                      {"reason", record.last_error().reason()}};
+  AddTraceField(record.command().trace(), &fields);
+  if (!record.attempt_span_id().empty()) fields.emplace_back("span_id", record.attempt_span_id());
+  if (IsFinal(record.state())) {
+    LogWarn("command ended without being applied", fields);
+  } else {
+    LogInfo("attempt failed; will retry", fields);
+  }
 }
 
 }  // namespace
@@ -194,13 +214,16 @@ void Replayer::WriteTransitions() {
       // Not known to be durable: nobody is told (the store's breaker has tripped; the
       // agent is unready, and a restart reads what survived).
       LogError("outbox sync failed; a final state is not announced",
-               {{"command_id", attempt->command_id}, {"error", std::string(durable.message())}});
+               WithTrace({{"command_id", attempt->command_id},
+                          {"error", std::string(durable.message())}},
+                         attempt->record.command().trace()));
     } else if (moved[i]->state() == v1::ACKED &&
                !HitFault(faults_, FaultPoint::kAfterAckBeforeProjection).ok()) {
       // acked, but the notice is lost: watchers re-read the store
     } else {
       Publish(*moved[i]);
     }
+    if (moved[i].ok() && moved[i]->state() != v1::ACKED) LogAttemptEnd(*moved[i]);
     Done(attempt);
   }
 }
