@@ -146,6 +146,14 @@ std::string SpanIdOf(const v1::TraceContext& trace) {
   return parsed.has_value() ? parsed->parent_id : std::string();
 }
 
+bool Sampled(const v1::TraceContext& trace) {
+  std::optional<Traceparent> parsed = ParseTraceparent(trace.traceparent());
+  if (!parsed.has_value()) return false;
+  const char low = parsed->flags[1];
+  const int bits = low <= '9' ? low - '0' : low - 'a' + 10;
+  return (bits & 1) != 0;
+}
+
 v1::TraceContext ChildTrace(const v1::TraceContext& trace, const std::string& span_id) {
   v1::TraceContext child;
   std::optional<Traceparent> parsed = ParseTraceparent(trace.traceparent());

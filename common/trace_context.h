@@ -71,6 +71,11 @@ std::string TraceIdOf(const v1::TraceContext& trace);
 // The parent (span) id of a (sanitized) trace context; empty when it has none.
 std::string SpanIdOf(const v1::TraceContext& trace);
 
+// True when `trace`'s flags have the W3C "sampled" bit: its caller records this trace.
+// Components then log a traced command's ordinary steps too (otherwise only its
+// troubles), so that its path can be followed without logging every command.
+bool Sampled(const v1::TraceContext& trace);
+
 // `trace` as a child span `span_id` of itself: same trace id and flags, tracestate kept.
 // Empty when `trace` holds no valid traceparent.
 v1::TraceContext ChildTrace(const v1::TraceContext& trace, const std::string& span_id);

@@ -134,6 +134,17 @@ TEST(TraceContextTest, ChildSpansKeepTheTraceAndFlagsWithFreshIdsFromTheInjected
   EXPECT_EQ(ChildTrace(v1::TraceContext(), "00f067aa0ba902b7").ByteSizeLong(), 0u);
 }
 
+TEST(TraceContextTest, SampledIsTheLowFlagBit) {
+  v1::TraceContext trace;
+  EXPECT_FALSE(Sampled(trace));
+  trace.set_traceparent(kValid);
+  EXPECT_TRUE(Sampled(trace));
+  trace.set_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+  EXPECT_FALSE(Sampled(trace));
+  trace.set_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0b");
+  EXPECT_TRUE(Sampled(trace));
+}
+
 TEST(TraceContextTest, LogFieldOnlyWhenThereIsATrace) {
   v1::TraceContext trace;
   EXPECT_TRUE(WithTrace({}, trace).empty());

@@ -7,7 +7,9 @@
 #include "common/command.h"
 #include "common/error_details.h"
 #include "common/slots.h"
+#include "common/log.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "services/inbox/inbox_internal.h"
 
 namespace eonce {
@@ -262,6 +264,8 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     effect.set_command_id(identity.command_id);
     effect.set_tenant(identity.tenant);
     effect.set_applied_at_ms(now);
+    effect.set_trace_id(TraceIdOf(identity.trace));
+    effect.set_span_id(SpanIdOf(identity.trace));
     // Filed under its call's entity's slot, with its follow-ups: they move with the slot.
     if (placed) effect.set_slot(entity_slot);
     batch.Put(store_.cf(kEffectsCf), SeqKey(seq), effect.SerializeAsString());
@@ -299,6 +303,16 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
   }
   (applied.effect.has_value() ? applied_ : rejected_)++;
   follow_ups_pending_ += static_cast<int64_t>(applied.follow_ups.size());
+  // A sampled trace's ordinary steps are logged too (common/trace_context.h).
+  if (Sampled(identity.trace)) {
+    LogInfo(applied.effect.has_value() ? "effect applied" : "call rejected",
+            WithTrace({{"command_id", identity.command_id},
+                       {"tenant", identity.tenant},
+                       {"seq", absl::StrCat(seq)},
+                       {"follow_ups", absl::StrCat(applied.follow_ups.size())},
+                       {"span_id", SpanIdOf(identity.trace)}},
+                      identity.trace));
+  }
   ran.result = std::move(applied.result);
   return ran;
 }
