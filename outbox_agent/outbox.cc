@@ -10,13 +10,7 @@ namespace eonce {
 
 void Outbox::Publish(const OutboxRecord& record) {
   if (feed_ == nullptr) return;
-  v1::WatchEvent event;
-  event.set_command_id(record.command().command_id());
-  event.set_state(record.state());
-  event.set_at_ms(record.updated_at_ms());
-  event.set_trace_id(TraceIdOf(record.command().trace()));
-  event.set_span_id(record.attempt_span_id());
-  feed_->Publish(event);
+  feed_->Publish(StateFeed::EventOf(record));
 }
 
 void Outbox::Enqueue(v1::Command command, EnqueueDone done) {

@@ -83,11 +83,7 @@ bool Replayer::CanStart() const {
 
 void Replayer::Publish(const OutboxRecord& record) {
   if (feed_ == nullptr) return;
-  v1::WatchEvent event;
-  event.set_command_id(record.command().command_id());
-  event.set_state(record.state());
-  event.set_at_ms(record.updated_at_ms());
-  feed_->Publish(event);
+  feed_->Publish(StateFeed::EventOf(record));
 }
 
 bool Replayer::RetireIfTooOld(const OutboxRecord& record) {

@@ -47,9 +47,9 @@ std::string RejectionReason(const v1::CallResult& result) {
   return "BUSINESS_REJECTION";
 }
 
-// An attempt that did not end in ACKED: the line an operator follows a troubled command
-// by (with its trace, when it has one). Acked attempts are the common case and stay
-// quiet; the record's history holds them.
+// How an attempt ended: the line an operator follows a troubled command by (with its
+// trace, when it has one). Acked attempts are the common case and stay quiet (the record's
+// history holds them) unless their trace is sampled (common/trace_context.h).
 void LogAttemptEnd(const OutboxRecord& record) {
   LogFields fields = {{"command_id", record.command().command_id()},
                       {"key", record.command().idempotency_key()},
@@ -59,7 +59,9 @@ void LogAttemptEnd(const OutboxRecord& record) {
                       {"reason", record.last_error().reason()}};
   AddTraceField(record.command().trace(), &fields);
   if (!record.attempt_span_id().empty()) fields.emplace_back("span_id", record.attempt_span_id());
-  if (IsFinal(record.state())) {
+  if (record.state() == v1::ACKED) {
+    LogInfo("command acked", fields);
+  } else if (IsFinal(record.state())) {
     LogWarn("command ended without being applied", fields);
   } else {
     LogInfo("attempt failed; will retry", fields);
@@ -223,7 +225,10 @@ void Replayer::WriteTransitions() {
     } else {
       Publish(*moved[i]);
     }
-    if (moved[i].ok() && moved[i]->state() != v1::ACKED) LogAttemptEnd(*moved[i]);
+    if (moved[i].ok() &&
+        (moved[i]->state() != v1::ACKED || Sampled(moved[i]->command().trace()))) {
+      LogAttemptEnd(*moved[i]);
+    }
     Done(attempt);
   }
 }
