@@ -219,15 +219,17 @@ void Replayer::WriteTransitions() {
                WithTrace({{"command_id", attempt->command_id},
                           {"error", std::string(durable.message())}},
                          attempt->record.command().trace()));
-    } else if (moved[i]->state() == v1::ACKED &&
-               !HitFault(faults_, FaultPoint::kAfterAckBeforeProjection).ok()) {
-      // acked, but the notice is lost: watchers re-read the store
     } else {
-      Publish(*moved[i]);
-    }
-    if (moved[i].ok() &&
-        (moved[i]->state() != v1::ACKED || Sampled(moved[i]->command().trace()))) {
-      LogAttemptEnd(*moved[i]);
+      // Logged before anyone is told, so that a watcher that saw the state finds the line.
+      if (moved[i]->state() != v1::ACKED || Sampled(moved[i]->command().trace())) {
+        LogAttemptEnd(*moved[i]);
+      }
+      if (moved[i]->state() == v1::ACKED &&
+          !HitFault(faults_, FaultPoint::kAfterAckBeforeProjection).ok()) {
+        // acked, but the notice is lost: watchers re-read the store
+      } else {
+        Publish(*moved[i]);
+      }
     }
     Done(attempt);
   }
