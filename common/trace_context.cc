@@ -174,4 +174,12 @@ LogFields WithTrace(LogFields fields, const v1::TraceContext& trace) {
   return fields;
 }
 
+void LogSampledStep(absl::string_view message, LogFields fields, const v1::TraceContext& trace) {
+  std::optional<Traceparent> parsed = ParseTraceparent(trace.traceparent());
+  if (!parsed.has_value() || !Sampled(trace)) return;
+  fields.emplace_back("trace_id", parsed->trace_id);
+  fields.emplace_back("span_id", parsed->parent_id);
+  LogInfo(message, fields);
+}
+
 }  // namespace eonce

@@ -85,6 +85,10 @@ v1::TraceContext ChildTrace(const v1::TraceContext& trace, const std::string& sp
 void AddTraceField(const v1::TraceContext& trace, LogFields* fields);
 LogFields WithTrace(LogFields fields, const v1::TraceContext& trace);
 
+// An ordinary step of a command (applied, acked): logged at info, with its trace id and
+// span id, only when its trace is Sampled. Other commands log only their troubles.
+void LogSampledStep(absl::string_view message, LogFields fields, const v1::TraceContext& trace);
+
 }  // namespace eonce
 
 #endif  // EONCE_COMMON_TRACE_CONTEXT_H_

@@ -9,7 +9,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "common/callback_batch.h"
-#include "common/log.h"
 #include "common/status.h"
 #include "common/trace_context.h"
 #include "dedupe_sidecar/deduper.h"
@@ -135,17 +134,13 @@ void Deduper::FinishRound(std::vector<Finishing>& finishing,
       (code == 0 ? stats_.applied : stats_.rejected)++;
       if (std::string(f.decision) == "recovered") stats_.recovered++;
       Audit(*f.ctx, f.decision, CodeName(code), f.token);
-      // A sampled trace's ordinary steps are logged too (common/trace_context.h).
-      if (Sampled(f.ctx->command.trace())) {
-        LogInfo("command finished", WithTrace({{"command_id", f.ctx->command.command_id()},
-                                               {"key", f.ctx->command.idempotency_key()},
-                                               {"tenant", f.ctx->caller.tenant},
-                                               {"operation", f.ctx->command.target_method()},
-                                               {"decision", f.decision},
-                                               {"result", CodeName(code)},
-                                               {"span_id", SpanIdOf(f.ctx->command.trace())}},
-                                              f.ctx->command.trace()));
-      }
+      LogSampledStep("command finished",
+                     {{"command_id", f.ctx->command.command_id()},
+                      {"key", f.ctx->command.idempotency_key()},
+                      {"tenant", f.ctx->caller.tenant},
+                      {"decision", f.decision},
+                      {"result", CodeName(code)}},
+                     f.ctx->command.trace());
       s.answer = Response(*f.ctx, *s.record, v1::APPLIED);
       if (!f.kept) {
         s.await = s.record->state();

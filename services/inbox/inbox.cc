@@ -7,7 +7,6 @@
 #include "common/command.h"
 #include "common/error_details.h"
 #include "common/slots.h"
-#include "common/log.h"
 #include "common/status.h"
 #include "common/trace_context.h"
 #include "services/inbox/inbox_internal.h"
@@ -140,11 +139,6 @@ uint64_t Inbox::TakeSeq() {
 void Inbox::ReleaseSeq(uint64_t seq) {
   absl::MutexLock lock(&seq_mu_);
   uncommitted_seqs_.erase(seq);
-}
-
-uint64_t Inbox::CommittedWatermark() {
-  absl::MutexLock lock(&seq_mu_);
-  return uncommitted_seqs_.empty() ? next_effect_seq_ - 1 : *uncommitted_seqs_.begin() - 1;
 }
 
 absl::StatusOr<std::optional<internal::InboxEntry>> Inbox::Lookup(
@@ -303,16 +297,9 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
   }
   (applied.effect.has_value() ? applied_ : rejected_)++;
   follow_ups_pending_ += static_cast<int64_t>(applied.follow_ups.size());
-  // A sampled trace's ordinary steps are logged too (common/trace_context.h).
-  if (Sampled(identity.trace)) {
-    LogInfo(applied.effect.has_value() ? "effect applied" : "call rejected",
-            WithTrace({{"command_id", identity.command_id},
-                       {"tenant", identity.tenant},
-                       {"seq", absl::StrCat(seq)},
-                       {"follow_ups", absl::StrCat(applied.follow_ups.size())},
-                       {"span_id", SpanIdOf(identity.trace)}},
-                      identity.trace));
-  }
+  LogSampledStep(applied.effect.has_value() ? "effect applied" : "call rejected",
+                 {{"command_id", identity.command_id}, {"seq", absl::StrCat(seq)}},
+                 identity.trace);
   ran.result = std::move(applied.result);
   return ran;
 }

@@ -76,10 +76,7 @@ struct CallIdentity {
   // fence where the effect is written (SlotFences).
   uint32_t slot = 0;
   uint64_t slot_epoch = 0;
-  // The call's W3C trace context (traceparent / tracestate metadata, checked): recorded
-  // with the effect, and carried by the effect's follow-ups, so that a command and what
-  // it caused are one trace. Never part of the call's identity.
-  v1::TraceContext trace;
+  v1::TraceContext trace;  // W3C traceparent/tracestate metadata, checked; not identity
   // Run returns as soon as its write is in the store, before it is durable, and the caller
   // answers only once Inbox::WhenDurable says it is (RunMutation, so that no thread blocks
   // on an fsync). False: Run itself returns only once the write is durable.
