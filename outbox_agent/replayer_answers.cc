@@ -47,9 +47,21 @@ std::string RejectionReason(const v1::CallResult& result) {
   return "BUSINESS_REJECTION";
 }
 
-// How an attempt ended: the line an operator follows a troubled command by (with its
-// trace, when it has one). Acked attempts are the common case and stay quiet (the record's
-// history holds them) unless their trace is sampled (common/trace_context.h).
+// How an attempt ended, with the command's trace and the attempt's span. Logged for a
+// command whose trace is sampled (its ordinary steps too, common/trace_context.h), and for
+// any command that ends needing an operator; otherwise the record's history holds it: a
+// line per failed attempt would flood the log while a sidecar is down.
+bool LogsAttemptEnd(const OutboxRecord& record) {
+  switch (record.state()) {
+    case v1::CONFLICT:
+    case v1::DEAD_LETTERED:
+    case v1::EXPIRED:
+      return true;
+    default:
+      return Sampled(record.command().trace());
+  }
+}
+
 void LogAttemptEnd(const OutboxRecord& record) {
   LogFields fields = {{"command_id", record.command().command_id()},
                       {"key", record.command().idempotency_key()},
@@ -221,9 +233,7 @@ void Replayer::WriteTransitions() {
                          attempt->record.command().trace()));
     } else {
       // Logged before anyone is told, so that a watcher that saw the state finds the line.
-      if (moved[i]->state() != v1::ACKED || Sampled(moved[i]->command().trace())) {
-        LogAttemptEnd(*moved[i]);
-      }
+      if (LogsAttemptEnd(*moved[i])) LogAttemptEnd(*moved[i]);
       if (moved[i]->state() == v1::ACKED &&
           !HitFault(faults_, FaultPoint::kAfterAckBeforeProjection).ok()) {
         // acked, but the notice is lost: watchers re-read the store

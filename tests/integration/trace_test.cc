@@ -288,5 +288,46 @@ TEST(TraceTest, AMalformedTraceparentIsDroppedCountedAndTheCommandAppliedOnce) {
   EXPECT_EQ(listed.effects(0).trace_id(), "");
 }
 
+// The command's own field wins over the call's metadata; the metadata applies to every
+// command of a batch without one.
+TEST(TraceTest, TheFieldWinsOverTheMetadataAndABatchsMetadataFillsTheRest) {
+  AgentServerOptions options;
+  options.data_dir = testing::FreshDir("agent");
+  options.tenant = "acme";
+  options.default_sidecar = "127.0.0.1:1";  // nothing is sent: only what is stored matters
+  auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto stub = v1::Agent::NewStub(
+      grpc::CreateChannel(Address((*agent)->port()), grpc::InsecureChannelCredentials()));
+  const std::string field = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  ledger::v1::OpenAccountRequest open;
+  open.set_id("dave");
+
+  v1::Command both = Command("both", "/eonce.ledger.v1.Ledger/OpenAccount", open, "dave");
+  both.mutable_trace()->set_traceparent(field);
+  ASSERT_TRUE(Enqueue(*stub, both, kTraceparent).ok());
+
+  grpc::ClientContext context;
+  context.AddMetadata(kTraceparentHeader, kTraceparent);
+  v1::EnqueueBatchRequest batch;
+  *batch.add_commands() = Command("from-metadata", "/eonce.ledger.v1.Ledger/OpenAccount", open,
+                                  "erin");
+  v1::Command own = Command("own-field", "/eonce.ledger.v1.Ledger/OpenAccount", open, "fay");
+  own.mutable_trace()->set_traceparent(field);
+  *batch.add_commands() = own;
+  v1::EnqueueBatchResponse answered;
+  ASSERT_TRUE(stub->EnqueueBatch(&context, batch, &answered).ok());
+
+  for (const auto& [id, want] : std::vector<std::pair<std::string, std::string>>{
+           {"both", field}, {"from-metadata", kTraceparent}, {"own-field", field}}) {
+    grpc::ClientContext get_context;
+    v1::GetRequest get;
+    get.set_command_id(id);
+    v1::OutboxRecord record;
+    ASSERT_TRUE(stub->Get(&get_context, get, &record).ok()) << id;
+    EXPECT_EQ(record.command().trace().traceparent(), want) << id;
+  }
+}
+
 }  // namespace
 }  // namespace eonce
