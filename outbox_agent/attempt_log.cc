@@ -10,6 +10,7 @@ void LogAttempt(v1::OutboxRecord* record, int64_t now_ms, int code, const std::s
   a->set_at_ms(now_ms);
   a->set_code(code);
   a->set_reason(reason.substr(0, 128));
+  a->set_span_id(record->attempt_span_id());
   a->set_state(record->state());
   // Only a state that will be tried again has a backoff; a final one keeps the stale
   // next_attempt_at_ms of the attempt before.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "services/inbox/inbox.h"
 #include "tools/explain/verdict.h"
 
@@ -79,14 +80,17 @@ std::string CodeName(int code) {
 
 void AddAgentEvents(const v1::OutboxRecord& r, const std::string& source, v1::Journey* j) {
   const v1::Command& c = r.command();
+  const std::string trace_id = TraceIdOf(c.trace());
   Add(j, r.created_at_ms(), source, "enqueued", c.command_id(),
       absl::StrCat("key ", c.idempotency_key(), ", entity ", c.entity().type(), "/",
-                   c.entity().id(), ", ", c.target_method()));
+                   c.entity().id(), ", ", c.target_method()))
+      ->set_trace_id(trace_id);
   for (const v1::AttemptRecord& a : r.attempts()) {
     std::string detail = absl::StrCat("attempt ", a.attempt(), ": ", CodeName(a.code()), " ",
                                       a.reason(), " -> ", v1::OutboxState_Name(a.state()));
     if (a.backoff_ms() > 0) absl::StrAppend(&detail, ", next in ", a.backoff_ms(), " ms");
-    Add(j, a.at_ms(), source, "attempt", c.command_id(), detail);
+    if (!a.span_id().empty()) absl::StrAppend(&detail, ", span ", a.span_id());
+    Add(j, a.at_ms(), source, "attempt", c.command_id(), detail)->set_trace_id(trace_id);
   }
   // Moves no answer made: an operator's requeue or drop, a dead letter, an expiry; and
   // every move of a record kept before attempts were logged.
@@ -248,7 +252,8 @@ absl::StatusOr<v1::Journey> Explain(const std::string& query, const ExplainOptio
     Add(&j, a.at_ms(), absl::StrCat("sidecar ", shard), a.decision(), a.command_id(),
         absl::StrCat(Meaning(a.decision()), a.result(),
                      a.fencing_token() > 0 ? absl::StrCat(", token ", a.fencing_token()) : "",
-                     a.actor().empty() ? "" : absl::StrCat(", actor ", a.actor())));
+                     a.actor().empty() ? "" : absl::StrCat(", actor ", a.actor())))
+        ->set_trace_id(a.trace_id());
   }
   for (const auto& [id, found] : effects) {
     for (const auto& [shard, f] : found) {
@@ -256,13 +261,15 @@ absl::StatusOr<v1::Journey> Explain(const std::string& query, const ExplainOptio
       Add(&j, f.applied_at_ms(), absl::StrCat("business ", shard),
           id == command_id ? "applied" : "follow_up_applied", id,
           absl::StrCat("effect seq ", f.seq(), " on ", f.entity(), ", ", f.method(),
-                       f.amount() != 0 ? absl::StrCat(", amount ", f.amount()) : ""));
+                       f.amount() != 0 ? absl::StrCat(", amount ", f.amount()) : ""))
+          ->set_trace_id(f.trace_id());
     }
   }
   for (const auto& [id, r] : relayed) {
     Add(&j, r.created_at_ms(), agent_source, "follow_up_relayed", id,
         absl::StrCat(r.command().target_method(), " to ", r.command().entity().type(), "/",
-                     r.command().entity().id(), ", ", v1::OutboxState_Name(r.state())));
+                     r.command().entity().id(), ", ", v1::OutboxState_Name(r.state())))
+        ->set_trace_id(TraceIdOf(r.command().trace()));
   }
   std::stable_sort(j.mutable_events()->begin(), j.mutable_events()->end(),
                    [](const v1::JourneyEvent& a, const v1::JourneyEvent& b) {

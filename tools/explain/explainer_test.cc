@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "services/inbox/inbox.h"
 #include "tools/explain/render.h"
@@ -132,6 +133,27 @@ TEST_F(ExplainerTest, AppliedOnceInTimeOrder) {
   for (const auto& e : j.events()) EXPECT_TRUE(e.trace_id().empty());
   EXPECT_NE(RenderText(j).find("verdict: applied once\n"), std::string::npos) << RenderText(j);
   EXPECT_NE(RenderJson(j).find("\"verdict\":\"VERDICT_APPLIED_ONCE\""), std::string::npos);
+}
+
+TEST_F(ExplainerTest, ATracedCommandsEventsCarryItsTraceAndEachAttemptItsSpan) {
+  const std::string trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+  v1::OutboxRecord r = Record("c1", v1::ACKED);
+  r.mutable_command()->mutable_trace()->set_traceparent(
+      absl::StrCat("00-", trace, "-00f067aa0ba902b7-01"));
+  r.mutable_attempts(0)->set_span_id("b7ad6b7169203331");
+  agent_.records["c1"] = r;
+  v1::AuditEvent audit = Audit("c1", "committed", 1'200);
+  audit.set_trace_id(trace);
+  s0_.audit = {audit};
+  v1::Effect effect = Effect("c1", 7, 1'100);
+  effect.set_trace_id(trace);
+  s0_.effects = {effect};
+  v1::Journey j = Run("c1");
+  ASSERT_EQ(j.events_size(), 4);
+  for (const auto& e : j.events()) EXPECT_EQ(e.trace_id(), trace) << e.kind();
+  const std::string text = RenderText(j);
+  EXPECT_NE(text.find("span b7ad6b7169203331"), std::string::npos) << text;
+  EXPECT_NE(text.find(absl::StrCat("trace ", trace)), std::string::npos) << text;
 }
 
 TEST_F(ExplainerTest, FoundByKeyAtTheSidecarAlone) {
