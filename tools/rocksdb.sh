@@ -8,7 +8,7 @@
 # with extra key comparisons) and its test sync points. Its PORTABLE build also computes
 # CRC32C in software. This build sets NDEBUG and, where the CPU of the machine that builds
 # it has SSE 4.2, the hardware CRC32C (a binary built so needs SSE 4.2 where it runs).
-# docs/performance.md ("Then: RocksDB built for release") has the measurements.
+# docs/performance-history.md ("RocksDB built for release") has the measurements.
 #
 # Safe to run twice: a stamp names the source and flags the library was built from, and a
 # library built from the same ones is kept. Any failure (no network to deb.debian.org, a
