@@ -36,10 +36,11 @@
 #include "common/clock.h"
 #include "common/command.h"
 #include "common/fault.h"
-#include "common/metrics.h"
 #include "common/striped_lock.h"
 #include "common/trace_context.h"
 #include "dedupe_sidecar/audit_log.h"
+#include "dedupe_sidecar/deduper_options.h"
+#include "dedupe_sidecar/deduper_stats.h"
 #include "dedupe_sidecar/in_flight_claims.h"
 #include "dedupe_sidecar/inbox_methods.h"
 #include "dedupe_sidecar/pending_durability.h"
@@ -50,36 +51,6 @@
 #include "eonce/v1/sidecar.pb.h"
 
 namespace eonce {
-
-struct DeduperOptions {
-  // Time a lease keeps beyond the calls it covers: queueing on gRPC's threads and the
-  // fsyncs before and after them.
-  static constexpr int64_t kLeaseSlackMs = 500;
-  // How long a started record blocks duplicates. It covers the longest work done under
-  // one lease, a recovery: an outcome query, then a forward, plus kLeaseSlackMs (checked
-  // by ValidateDeduperOptions). Every call is also cut off before its lease ends, so a
-  // lease only runs out once its work is over (or the sidecar died).
-  int64_t lease_ms = 10'000;
-  // The longest a forward may take, whatever the caller's deadline.
-  int64_t forward_timeout_ms = 5'000;
-  int64_t outcome_query_timeout_ms = 2'000;
-  // Whether a duplicate of a command finished before its credential was revoked gets
-  // the stored answer (true) or a denial (false, the default). A duplicate is the same
-  // command id and payload as the key's record; any other command under the key is
-  // denied either way.
-  bool replay_after_revocation = false;
-  // For a method whose business says its inbox keeps the outcome (InboxMethods), the
-  // business's write is the commit point and the sidecar skips its own fsyncs on the
-  // path (docs/design.md). False: the sidecar syncs as for a legacy business, whatever
-  // the business says.
-  bool business_commit_point = true;
-  // Names this sidecar as the lease owner.
-  std::string instance_id = "sidecar";
-  CommandLimits limits;
-};
-
-// INVALID_ARGUMENT naming the flag to change when the lease does not cover its work.
-absl::Status ValidateDeduperOptions(const DeduperOptions& options);
 
 // Who is calling, from the authenticated connection.
 struct Caller {
@@ -104,39 +75,6 @@ struct Caller {
   // The call's traceparent/tracestate metadata, checked (Deduper::KeepTrace); a command's
   // own trace field comes first.
   v1::TraceContext trace;
-};
-
-// Counters the metrics endpoint exports.
-struct DeduperStats {
-  std::atomic<int64_t> applied{0};
-  std::atomic<int64_t> rejected{0};        // business rejections stored
-  std::atomic<int64_t> replayed{0};        // duplicates answered from the store
-  std::atomic<int64_t> conflicts{0};
-  std::atomic<int64_t> in_progress{0};
-  std::atomic<int64_t> expired{0};
-  std::atomic<int64_t> denied{0};
-  std::atomic<int64_t> invalid{0};
-  std::atomic<int64_t> recovered{0};
-  std::atomic<int64_t> parked{0};
-  std::atomic<int64_t> pending{0};          // unknown outcomes awaiting recovery
-  std::atomic<int64_t> upstream_unavailable{0};
-  std::atomic<int64_t> fenced{0};           // late answers refused by their token
-  std::atomic<int64_t> refused{0};          // turned away by the business, key freed
-  std::atomic<int64_t> store_errors{0};
-  // Refused before anything was decided because the audit log's writer is behind.
-  std::atomic<int64_t> audit_backlog{0};
-  std::atomic<int64_t> forwards{0};
-  // Forwards sent before their started record was synced (InboxMethods).
-  std::atomic<int64_t> forwards_before_sync{0};
-  // Of those, forwards whose started record was only claimed in memory (InFlightClaims).
-  std::atomic<int64_t> claimed_in_memory{0};
-  // Refused because another shard owns the slot (SLOT_MOVED) or it is moving.
-  std::atomic<int64_t> slot_moved{0};
-  std::atomic<int64_t> slot_migrating{0};
-  // Malformed W3C trace context dropped (the call went on without it).
-  std::atomic<int64_t> traceparents_dropped{0};
-  std::atomic<int64_t> tracestates_dropped{0};
-  LatencyHistogram forward_latency;
 };
 
 // The longest note an operator may leave on a resolution (it is audited).

@@ -159,4 +159,27 @@ void World::Check() {
   }
 }
 
+void World::ForwardIssued(const std::string& tenant, const std::string& command_id, int node) {
+  ForwardLog& log = forward_log_[{tenant, command_id}];
+  const int incarnation = nodes_[node].incarnation;
+  const bool forgotten_by_a_restart =
+      !config_.legacy && (log.incarnation != incarnation || log.node != node);
+  if (log.forwards > 0 && !log.proven_not_applied) {
+    if (forgotten_by_a_restart) {
+      Trace("forwarded again after a sidecar restart " + command_id);
+    } else {
+      Violation(absl::StrCat("forwarded again without proof that it was not applied: ",
+                             command_id, " (forward ", log.forwards + 1, ")"));
+    }
+  }
+  log.forwards++;
+  log.proven_not_applied = false;
+  log.incarnation = incarnation;
+  log.node = node;
+}
+
+void World::ProvenNotApplied(const std::string& tenant, const std::string& command_id) {
+  forward_log_[{tenant, command_id}].proven_not_applied = true;
+}
+
 }  // namespace eonce::sim::internal

@@ -15,6 +15,20 @@
 
 namespace eonce::sim::internal {
 
+bool World::Partitioned() {
+  if (!faults_active_) return false;
+  int64_t t = clock_.NowMs() - start_ms_;
+  for (auto [from, to] : config_.partitions) {
+    if (t >= from && t < to) return true;
+  }
+  return false;
+}
+
+int64_t World::Delay(const LinkFaults& link) {
+  int64_t spread = faults_active_ ? link.max_delay_ms - link.min_delay_ms : 2;
+  return link.min_delay_ms + static_cast<int64_t>(net_random_.Uniform(spread + 1));
+}
+
 // Answers that arrive in one millisecond are handed over back to back inside one
 // CallbackBatch, as a real client hands over the answers of one batched call: what they
 // start together (the agent's moves, the sidecar's outcome records) is written together,

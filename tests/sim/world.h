@@ -1,7 +1,8 @@
 // The simulated world: the three components (agent, sidecar, business) with their own
 // crash-able disks, the event loop, the trace, and the forward log the checker reads. The
-// world's parts live in their own files: the network (network.cc), starting and stopping
-// components and the run (world.cc), the workload (workload.cc) and the checks
+// world's parts live in their own files: the network (network.cc), the components as
+// processes, started, stopped and crashed on their disks (processes.cc), the run
+// (world.cc), the workload (workload.cc) and the checks with the forward log
 // (checker.cc).
 #ifndef EONCE_TESTS_SIM_WORLD_H_
 #define EONCE_TESTS_SIM_WORLD_H_
@@ -136,17 +137,7 @@ class World {
   void Run();
 
   // Called by NodeFaults: the component dies now.
-  absl::Status Fire(int node, FaultPoint point) {
-    // A process that is dying does nothing more.
-    if (!nodes_[node].up) return absl::AbortedError("the process is gone");
-    if (!faults_active_) return absl::OkStatus();
-    double p = config_.fault_probability[static_cast<int>(point)];
-    if (p <= 0 || !fault_random_.Chance(p)) return absl::OkStatus();
-    result_->fired[static_cast<int>(point)]++;
-    Trace(absl::StrCat("crash ", nodes_[node].name, " at ", FaultPointName(point)));
-    Crash(node);
-    return absl::AbortedError(absl::StrCat("crashed at ", FaultPointName(point)));
-  }
+  absl::Status Fire(int node, FaultPoint point);
 
  private:
   friend class SimSidecarClient;
@@ -179,41 +170,12 @@ class World {
   // restarted may have lost an unsynced record and forward again (the inbox answers it);
   // within one sidecar incarnation, and always for a legacy business, it is a violation.
   // Sharded, a forward by the other shard counts like one by another incarnation.
-  void ForwardIssued(const std::string& tenant, const std::string& command_id, int node) {
-    ForwardLog& log = forward_log_[{tenant, command_id}];
-    const int incarnation = nodes_[node].incarnation;
-    const bool forgotten_by_a_restart =
-        !config_.legacy && (log.incarnation != incarnation || log.node != node);
-    if (log.forwards > 0 && !log.proven_not_applied) {
-      if (forgotten_by_a_restart) {
-        Trace("forwarded again after a sidecar restart " + command_id);
-      } else {
-        Violation(absl::StrCat("forwarded again without proof that it was not applied: ",
-                               command_id, " (forward ", log.forwards + 1, ")"));
-      }
-    }
-    log.forwards++;
-    log.proven_not_applied = false;
-    log.incarnation = incarnation;
-    log.node = node;
-  }
-  void ProvenNotApplied(const std::string& tenant, const std::string& command_id) {
-    forward_log_[{tenant, command_id}].proven_not_applied = true;
-  }
+  void ForwardIssued(const std::string& tenant, const std::string& command_id, int node);
+  void ProvenNotApplied(const std::string& tenant, const std::string& command_id);
 
   // --- the network ---------------------------------------------------------------------
-  bool Partitioned() {
-    if (!faults_active_) return false;
-    int64_t t = clock_.NowMs() - start_ms_;
-    for (auto [from, to] : config_.partitions) {
-      if (t >= from && t < to) return true;
-    }
-    return false;
-  }
-  int64_t Delay(const LinkFaults& link) {
-    int64_t spread = faults_active_ ? link.max_delay_ms - link.min_delay_ms : 2;
-    return link.min_delay_ms + static_cast<int64_t>(net_random_.Uniform(spread + 1));
-  }
+  bool Partitioned();
+  int64_t Delay(const LinkFaults& link);
   bool Chance(double p) { return faults_active_ && net_random_.Chance(p); }
 
   // --- components ----------------------------------------------------------------------
@@ -222,48 +184,12 @@ class World {
     return nodes_[i].up && nodes_[i].incarnation == incarnation;
   }
 
-  void Crash(int i) {
-    Node& n = nodes_[i];
-    if (!n.up) return;
-    n.up = false;
-    n.incarnation++;
-    n.fs->Crash();  // from here on, nothing the dying process does reaches the disk
-    result_->crashes++;
-    loop_.After(0, [this, i] {
-      if (i == kAgent) StopAgent();
-      if (i == kSidecar || i == kSidecar2) StopSidecar(ShardOfNode(i));
-      if (IsBusiness(i)) StopBusiness(ShardOfNode(i));
-      nodes_[i].fs->Recover();
-      loop_.After(50 + static_cast<int64_t>(fault_random_.Uniform(500)), [this, i] { Start(i); });
-    });
-  }
-
-  void Start(int i) {
-    Node& n = nodes_[i];
-    if (n.up) return;
-    absl::Status started = i == kAgent       ? StartAgent()
-                           : IsBusiness(i) ? StartBusiness(ShardOfNode(i))
-                                           : StartSidecar(ShardOfNode(i));
-    if (!started.ok()) {
-      Violation(absl::StrCat(n.name, " could not restart: ", started.message()));
-      return;
-    }
-    n.up = true;
-    Trace(absl::StrCat("start ", n.name, " #", n.incarnation));
-  }
-
-  StoreOptions Store(int i) {
-    StoreOptions o;
-    o.inline_durability = true;  // one thread: a fsync and its callbacks run in place
-    o.env = nodes_[i].fs->env();
-    o.block_cache_bytes = 1 << 20;
-    // Small memtables: a run writes little, and the log is preallocated by this size at
-    // every open (most of a run's time, with 16 MiB).
-    o.write_buffer_bytes = 256 << 10;
-    o.periodic_compaction_seconds = 0;
-    o.discard_info_log = true;
-    return o;
-  }
+  // Kills component `i` where it stands (its disk loses what was not synced), then stops
+  // and restarts it later, as a supervisor would (processes.cc).
+  void Crash(int i);
+  void Start(int i);
+  // The store options of node `i`: on its crash-able disk, small, one thread.
+  StoreOptions Store(int i);
 
   // Opens node `node`'s store of `kind` ("agent", "sidecar", "business").
   absl::Status OpenStore(int node, const char* kind, const std::vector<ColumnFamilySpec>& families,
