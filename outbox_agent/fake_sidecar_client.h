@@ -2,7 +2,8 @@
 //
 // Submit answers from `submit_answers` (front first) or, when that is empty, APPLIED with
 // a fence that echoes the session; with `hold` set, answers wait for Release.
-// Reconcile answers from `reconcile_answers` or NOT_SEEN.
+// Reconcile answers from `reconcile_answers` or NOT_SEEN. SubmitMany is recorded (rounds())
+// and taken one Submit each.
 #ifndef EONCE_OUTBOX_AGENT_FAKE_SIDECAR_CLIENT_H_
 #define EONCE_OUTBOX_AGENT_FAKE_SIDECAR_CLIENT_H_
 
@@ -45,6 +46,15 @@ class FakeSidecarClient : public SidecarClient {
       }
     }
     done(std::move(answer));
+  }
+
+  // Records how many Submits came together, then takes each as Submit does.
+  void SubmitMany(const Session& session, std::vector<SubmitCall> calls) override {
+    {
+      absl::MutexLock lock(&mu_);
+      rounds_.push_back(static_cast<int>(calls.size()));
+    }
+    SidecarClient::SubmitMany(session, std::move(calls));
   }
 
   void Reconcile(const v1::Command& command, const Session& /*session*/, int64_t /*deadline_ms*/,
@@ -117,6 +127,8 @@ class FakeSidecarClient : public SidecarClient {
     return submitted_requests_;
   }
   std::vector<std::string> reconciled() { absl::MutexLock l(&mu_); return reconciled_; }
+  // The size of each SubmitMany, in order.
+  std::vector<int> rounds() { absl::MutexLock l(&mu_); return rounds_; }
   std::vector<v1::ReconcileRequest> reconcile_requests() {
     absl::MutexLock l(&mu_);
     return reconcile_requests_;
@@ -140,6 +152,7 @@ class FakeSidecarClient : public SidecarClient {
   std::vector<std::string> submitted_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<Session> sessions_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> reconciled_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> rounds_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ReconcileRequest> reconcile_requests_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,5 +1,6 @@
 #include "outbox_agent/grpc_sidecar_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iterator>
@@ -159,6 +160,38 @@ void GrpcSidecarClient::Submit(const v1::Command& command, const Session& sessio
     return;
   }
   BatcherFor(route, *stub, session)->Submit(command, deadline_ms, std::move(done));
+}
+
+void GrpcSidecarClient::SubmitMany(const Session& session, std::vector<SubmitCall> calls) {
+  // Grouped by sidecar, in the calls' order; a handful of sidecars at most, so a list. Each
+  // group's batcher is looked up just before it is used: an idle one may be dropped by
+  // BatcherFor meanwhile.
+  struct Group {
+    Route* route;
+    std::shared_ptr<v1::Sidecar::Stub> stub;
+    std::vector<SubmitBatcher::Entry> entries;
+  };
+  std::vector<Group> groups;
+  for (SubmitCall& call : calls) {
+    Route* route = RouteFor(call.command->target_method());
+    if (!batch_submits_ || route == nullptr || !route->batches.load()) {
+      SubmitOne(*call.command, session, call.deadline_ms, std::move(call.done));
+      continue;
+    }
+    absl::StatusOr<std::shared_ptr<v1::Sidecar::Stub>> stub = StubFor(*route, *call.command);
+    if (!stub.ok()) {
+      call.done(stub.status());
+      continue;
+    }
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&stub](const Group& g) { return g.stub == *stub; });
+    if (group == groups.end()) group = groups.insert(groups.end(), Group{route, *stub, {}});
+    group->entries.push_back(
+        SubmitBatcher::Entry{*call.command, call.deadline_ms, std::move(call.done)});
+  }
+  for (Group& group : groups) {
+    BatcherFor(group.route, group.stub, session)->AddMany(std::move(group.entries));
+  }
 }
 
 SubmitBatcher* GrpcSidecarClient::BatcherFor(Route* route,

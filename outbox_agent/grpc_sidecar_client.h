@@ -15,7 +15,8 @@
 //
 // Submits to one sidecar under one session go as SubmitBatch calls (common/submit_batcher.h:
 // a command alone goes at once; those that arrive while two calls are in flight share the
-// next), unless batching is turned off. A sidecar that answers SubmitBatch with
+// next; those handed over together by SubmitMany go together), unless batching is turned
+// off. A sidecar that answers SubmitBatch with
 // UNIMPLEMENTED (one from before it) gets one Submit per command from then on, starting
 // with that batch's commands: nothing is lost or sent twice by the switch, because the
 // batch was refused before any of its commands was looked at.
@@ -60,6 +61,8 @@ class GrpcSidecarClient : public SidecarClient {
 
   void Submit(const v1::Command& command, const Session& session, int64_t deadline_ms,
               std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) override;
+  // Those that go to one sidecar enter its batcher together (CommandBatcher::AddMany).
+  void SubmitMany(const Session& session, std::vector<SubmitCall> calls) override;
   void Reconcile(const v1::Command& command, const Session& session, int64_t deadline_ms,
                  std::function<void(absl::StatusOr<v1::ReconcileResponse>)> done) override;
   std::optional<int64_t> RetentionMs(const std::string& target_method) override;

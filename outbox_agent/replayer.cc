@@ -38,6 +38,10 @@ absl::Status CheckOwner(const v1::ReconcileResponse& answer, const v1::Command& 
   return absl::OkStatus();
 }
 
+bool SameSession(const Session& a, const Session& b) {
+  return a.tenant == b.tenant && a.actor == b.actor && a.epoch == b.epoch;
+}
+
 }  // namespace
 
 absl::Status ValidateReplayerOptions(const ReplayerOptions& o) {
@@ -135,6 +139,7 @@ int Replayer::Pump() {
     free_slots = options_.max_in_flight - in_flight_;
   }
   if (free_slots <= 0) return 0;
+  free_slots = std::min(free_slots, std::max(options_.max_round, 1));
   int64_t now = clock_.NowMs();
   auto due = store_.Due(now, free_slots * 4);
   if (!due.ok()) {
@@ -212,6 +217,10 @@ int Replayer::Pump() {
       return 0;
     }
   }
+  // The round's sends go to the client together, after every attempt is counted: a
+  // batching client then sends them as full batches (SidecarClient::SubmitMany), not the
+  // first alone.
+  std::vector<std::shared_ptr<Attempt>> sends;
   int started = 0;
   for (size_t i = 0; i < picked.size(); ++i) {
     if (!claimed[i].ok()) continue;
@@ -235,10 +244,11 @@ int Replayer::Pump() {
     }
     if (attempt->reconcile_first) {
       Reconcile(attempt);
-    } else {
-      Dispatch(attempt);
+    } else if (ReadyToSend(attempt)) {
+      sends.push_back(std::move(attempt));
     }
   }
+  Dispatch(std::move(sends));
   return started;
 }
 
@@ -311,36 +321,54 @@ void Replayer::Send(std::shared_ptr<Attempt> attempt) {
     Done(attempt);
     return;
   }
-  Dispatch(std::move(attempt));
+  if (ReadyToSend(attempt)) Dispatch({std::move(attempt)});
 }
 
-void Replayer::Dispatch(std::shared_ptr<Attempt> attempt) {
+bool Replayer::ReadyToSend(const std::shared_ptr<Attempt>& attempt) {
   if (!HitFault(faults_, FaultPoint::kBeforeNetworkSend).ok()) {
     Done(attempt);
-    return;
+    return false;
   }
-  int64_t deadline = CallDeadline(*attempt);
-  client_.Submit(attempt->record.command(), attempt->session, deadline,
-                 [this, attempt](absl::StatusOr<v1::SubmitResponse> answer) {
-                   if (!HitFault(faults_, FaultPoint::kAfterNetworkSendBeforeResponse).ok() ||
-                       !HitFault(faults_, FaultPoint::kAfterResponseBeforeAck).ok()) {
-                     // The answer is lost: the record stays SENDING until its claim
-                     // runs out, then reconciles.
-                     Done(attempt);
-                     return;
-                   }
-                   OnAnswer(attempt, std::move(answer));
-                 });
+  return true;
 }
 
-void Replayer::Done(const std::shared_ptr<Attempt>& attempt) {
+void Replayer::Dispatch(std::vector<std::shared_ptr<Attempt>> attempts) {
+  // A round's attempts share the session they were claimed under, unless the credential
+  // changed amid the round: each run of one session goes as one SubmitMany.
+  std::vector<SidecarClient::SubmitCall> calls;
+  calls.reserve(attempts.size());
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    std::shared_ptr<Attempt> attempt = attempts[i];
+    const v1::Command* command = &attempt->record.command();
+    const int64_t deadline = CallDeadline(*attempt);
+    calls.push_back(SidecarClient::SubmitCall{
+        command, deadline, [this, attempt](absl::StatusOr<v1::SubmitResponse> answer) {
+          if (!HitFault(faults_, FaultPoint::kAfterNetworkSendBeforeResponse).ok() ||
+              !HitFault(faults_, FaultPoint::kAfterResponseBeforeAck).ok()) {
+            // The answer is lost: the record stays SENDING until its claim runs out, then
+            // reconciles.
+            Done(attempt);
+            return;
+          }
+          OnAnswer(attempt, std::move(answer));
+        }});
+    const Session& session = attempt->session;
+    if (i + 1 == attempts.size() || !SameSession(attempts[i + 1]->session, session)) {
+      // `attempts` holds every command until SubmitMany returns.
+      client_.SubmitMany(session, std::move(calls));
+      calls.clear();
+    }
+  }
+}
+
+void Replayer::Done(const std::shared_ptr<Attempt>& attempt, bool wake) {
   {
     absl::MutexLock lock(&mu_);
     --in_flight_;
     busy_entities_.erase(attempt->entity);
   }
   // The slot is free before the wake, which asks CanStart.
-  if (wake_) wake_();
+  if (wake && wake_) wake_();
 }
 
 }  // namespace eonce

@@ -201,7 +201,7 @@ void Replayer::WriteTransitions() {
     } else {
       Publish(*moved[i]);
     }
-    Done(attempt);
+    Done(attempt, /*wake=*/i + 1 == pending.size());
   }
 }
 
