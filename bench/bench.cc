@@ -63,7 +63,7 @@ ABSL_FLAG(double, seconds, 2.0, "how long each run of a measurement lasts");
 ABSL_FLAG(std::string, only, "",
           "measure only these groups (comma-separated: limits, ledger, sidecar, in_process, "
           "shards, agent, large; first_seen and enqueue are the first rows of sidecar and "
-          "agent alone); "
+          "agent alone, drain its last); "
           "for profiling one path with perf");
 ABSL_FLAG(int32_t, runs, 3, "runs per measurement (the median is reported)");
 ABSL_FLAG(double, warmup_seconds, 0.5, "the warm-up before each measurement");
@@ -76,6 +76,9 @@ ABSL_FLAG(bool, agent_batch_submits, true,
           "the agent sends its attempts as SubmitBatch calls (false: one Submit each, for A/B)");
 ABSL_FLAG(int64_t, agent_idle_pump_ms, eonce::AgentServerOptions().idle_pump_ms,
           "how long the agent's loop sleeps when nothing wakes it (for A/B; the agent's default)");
+ABSL_FLAG(int32_t, agent_max_round, eonce::ReplayerOptions().max_round,
+          "attempts the agent claims and sends together per round (for A/B; the agent's "
+          "default)");
 ABSL_FLAG(int32_t, agent_max_in_flight, eonce::ReplayerOptions().max_in_flight,
           "attempts the agent keeps in flight while it drains (for A/B; the agent's default)");
 ABSL_FLAG(int64_t, finished_cache_mb, eonce::FinishedAnswers::kDefaultMaxBytes >> 20,
@@ -201,6 +204,7 @@ int Run() {
   agent_options.default_sidecar = Address((*sidecar)->port());
   agent_options.idle_pump_ms = absl::GetFlag(FLAGS_agent_idle_pump_ms);
   agent_options.replay.max_in_flight = absl::GetFlag(FLAGS_agent_max_in_flight);
+  agent_options.replay.max_round = absl::GetFlag(FLAGS_agent_max_round);
   agent_options.batch_submits = absl::GetFlag(FLAGS_agent_batch_submits);
   auto agent = AgentServer::Start(agent_options, RealClock::Get(), RealRandom::Get());
   if (!ledger.ok() || !sidecar.ok() || !agent.ok()) {
@@ -408,15 +412,31 @@ int Run() {
     add("agent enqueue, client", 64, f, "synced put (limit)");
   }
 
+  // Drain alone: fill the outbox first (unmeasured), as the agent rows above do.
+  if (want("drain") && !want("agent")) {
+    EnqueueBatcher::Options options = EnqueueBatcher::DefaultOptions();
+    options.max_calls = 2;
+    EnqueueBatcher batcher(options, *agent_stub, RealClock::Get());
+    ClosedLoop(64, 3 * measure.seconds, [&](int64_t i, std::function<void(bool)> done) {
+      v1::Command c = TransferCommand(absl::StrCat("enq-drain-", i), kAccounts, i);
+      c.clear_idempotency_key();
+      c.clear_payload_hash();
+      batcher.Enqueue(std::move(c), /*deadline_ms=*/0,
+                      [done](EnqueueBatcher::Answer answer) { done(answer.ok()); });
+    });
+  }
   // The whole pipeline: renew the credential and time the drain of what was enqueued. Its
-  // target compares it with first seen through the sidecar, measured right before and
-  // right after it (the ratio to the mean of the two runs), as the other targets' rows are
-  // paired with their limits: this VM's speed drifts within minutes.
+  // target compares it with first seen through the sidecar from a batching client (as the
+  // agent sends), measured right before and right after it (the ratio to the mean of the
+  // two runs), as the other targets' rows are paired with their limits: this VM's speed
+  // drifts within minutes.
   const int64_t enqueued = (*agent)->store().CountsByState()[v1::QUEUED];
-  if (want("agent")) {
+  if (want("agent") || want("drain")) {
+    BatchedSubmitter batched(*sidecar_stub);
     auto first_seen_run = [&](const char* prefix) {
       return ClosedLoop(64, measure.seconds, [&](int64_t i, std::function<void(bool)> done) {
-        submit(TransferCommand(absl::StrCat(prefix, i), kAccounts, i), done);
+        batched.Submit(TransferCommand(absl::StrCat(prefix, i), kAccounts, i), v1::APPLIED,
+                       std::move(done));
       }).ops_per_s;
     };
     const double first_seen_before = first_seen_run("fs-before-drain-");
@@ -441,7 +461,7 @@ int Run() {
     const double first_seen_around = (first_seen_before + first_seen_run("fs-after-drain-")) / 2;
     drain.paired_limit_ops_per_s = first_seen_around;
     drain.paired_ratio = first_seen_around > 0 ? drain.ops_per_s / first_seen_around : 0;
-    add("pipeline drain", agent_options.replay.max_in_flight, drain, "sidecar first-seen");
+    add("pipeline drain", agent_options.replay.max_in_flight, drain, "first-seen, batched");
   }
   agent->reset();
   sidecar->reset();
