@@ -6,7 +6,9 @@
 // directly, first-seen commands and duplicates through the sidecar, the agent's Enqueue,
 // and the whole pipeline's drain rate. Then duplicates against a sidecar holding a million
 // records, each run paired with one against the same sidecar binary holding a small store,
-// and that sidecar's memory and disk use after compaction. It prints a table with each
+// and that sidecar's memory and disk use after compaction. With the peers' servers running
+// (./eonce bench --peers), first seen and duplicates in pairs with Postgres and Redis. End
+// to end, from Enqueue to ACKED; and an idle sidecar's CPU. It prints a table with each
 // figure's ratio to its physical limit, and writes bench/results/latest.json, a table and
 // a PNG plot.
 #include <sys/resource.h>
@@ -31,11 +33,15 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/commands.h"
+#include "bench/e2e.h"
 #include "bench/echo.h"
+#include "bench/idle.h"
 #include "bench/in_process.h"
 #include "bench/large.h"
 #include "bench/loops.h"
+#include "bench/peer_pairs.h"
 #include "bench/plot.h"
+#include "bench/report.h"
 #include "bench/shards.h"
 #include "common/clock.h"
 #include "common/command.h"
@@ -62,8 +68,8 @@ ABSL_FLAG(std::string, in_flight, "1,16,64", "calls in flight to measure at (the
 ABSL_FLAG(double, seconds, 2.0, "how long each run of a measurement lasts");
 ABSL_FLAG(std::string, only, "",
           "measure only these groups (comma-separated: limits, ledger, sidecar, in_process, "
-          "shards, agent, large; first_seen and enqueue are the first rows of sidecar and "
-          "agent alone, drain its last); "
+          "shards, agent, e2e, large, idle, peers; first_seen and enqueue are the first rows "
+          "of sidecar and agent alone, drain its last); "
           "for profiling one path with perf");
 ABSL_FLAG(int32_t, runs, 3, "runs per measurement (the median is reported)");
 ABSL_FLAG(double, warmup_seconds, 0.5, "the warm-up before each measurement");
@@ -83,7 +89,14 @@ ABSL_FLAG(int32_t, agent_max_in_flight, eonce::ReplayerOptions().max_in_flight,
           "attempts the agent keeps in flight while it drains (for A/B; the agent's default)");
 ABSL_FLAG(int64_t, finished_cache_mb, eonce::FinishedAnswers::kDefaultMaxBytes >> 20,
           "the in-bench sidecar's memory of finished answers (for A/B; the sidecar's default)");
-ABSL_FLAG(std::string, bin_dir, "bazel-bin", "where the built binaries are (for the memory run)");
+ABSL_FLAG(std::string, bin_dir, "bazel-bin",
+          "where the built binaries are (for the memory and idle runs)");
+ABSL_FLAG(std::string, peers_state, "",
+          "the folder of the peers' running servers (`python3 bench/peers.py start --state "
+          "DIR`; ./eonce bench --peers does it); empty: no peers");
+ABSL_FLAG(std::string, peers_script, "bench/peers.py", "the script that measures the peers");
+ABSL_FLAG(int32_t, peer_pairs, 5, "pairs of runs (a peer's, then eonce's) per peer figure");
+ABSL_FLAG(double, idle_seconds, 10.0, "how long the idle sidecar's CPU is read over");
 
 namespace eonce::bench {
 namespace {
@@ -218,6 +231,10 @@ int Run() {
     grpc::ClientContext context;
     context.AddMetadata(kComponentHeader, "bench");  // a business port admits components
     context.AddMetadata(kCommandIdHeader, absl::StrCat("open-", a));
+    // The tenant whose commands move it, as a producer's own account is opened: an account
+    // that names no tenant (one opened before accounts named theirs) is read from the
+    // store on every call, not from the ledger's memory.
+    context.AddMetadata(kTenantHeader, "bench");
     ledger::v1::OpenAccountRequest open;
     open.set_id(absl::StrCat("a", a));
     open.set_initial_balance(LedgerCore::kMaxAmount);
@@ -228,20 +245,7 @@ int Run() {
   // A transfer called directly on the ledger, its command id `prefix` and its number.
   auto ledger_issue = [&](std::string prefix) -> IssueFn {
     return [&, prefix](int64_t i, std::function<void(bool)> done) {
-      struct Call {
-        grpc::ClientContext context;
-        ledger::v1::TransferRequest request;
-        ledger::v1::TransferResponse response;
-      };
-      auto call = std::make_shared<Call>();
-      call->context.AddMetadata(kComponentHeader, "bench");
-      call->context.AddMetadata(kCommandIdHeader, absl::StrCat(prefix, i));
-      call->context.AddMetadata(kTenantHeader, "bench");
-      call->request.set_from(absl::StrCat("a", i % kAccounts));
-      call->request.set_to(absl::StrCat("a", (i + 1) % kAccounts));
-      call->request.set_amount(1);
-      ledger_stub->async()->Transfer(&call->context, &call->request, &call->response,
-                                     [call, done](grpc::Status s) { done(s.ok()); });
+      TransferAsync(*ledger_stub, absl::StrCat(prefix, i), kAccounts, i, std::move(done));
     };
   };
   for (int n : want("ledger") ? points : std::vector<int>()) {
@@ -295,6 +299,20 @@ int Run() {
     dup_lookups = dup_memory_hits + answers.misses() - misses_before;
   }
 
+  // The peers (bench/peers.py's servers), each of their runs paired with one of first seen
+  // or of duplicates through this sidecar.
+  std::vector<PeerPair> peer_pairs;
+  if (want("peers") && !absl::GetFlag(FLAGS_peers_state).empty()) {
+    const PeerRunner peers(absl::GetFlag(FLAGS_peers_script), absl::GetFlag(FLAGS_peers_state));
+    if (absl::Status ran = BenchPeers(measure, points, absl::GetFlag(FLAGS_peer_pairs),
+                                      *sidecar_stub, kAccounts, peers, &peer_pairs);
+        !ran.ok()) {
+      std::fprintf(stderr, "bench: the peers did not run: %s\n", ran.ToString().c_str());
+      return 1;
+    }
+    std::printf("%s", PeerPairsText(peer_pairs).c_str());
+  }
+
   // The same commands sent as SubmitBatch calls by a batching client (two calls in
   // flight; the commands that arrive meanwhile share the next).
   if (want("sidecar")) {
@@ -341,20 +359,6 @@ int Run() {
     for (const auto& [n, f] : in_process) add("first-seen, in process", n, f, "grpc echo (limit)");
     for (const auto& [n, f] : in_process_batched) {
       add("first-seen, in process, batched", n, f, "grpc echo (limit)");
-    }
-  }
-
-  // Sharded: first-seen through 1, 2 and 4 shards (one ledger behind them all), and the
-  // pause of a run of slots while it moves.
-  ShardFigures sharded;
-  if (want("shards")) {
-    if (!BenchShards(measure, (*ledger)->port(), base + "/sharded", kAccounts, &sharded)) {
-      std::fprintf(stderr, "bench: the sharded stacks did not run\n");
-      return 1;
-    }
-    for (const auto& [shards, f] : sharded.first_seen) {
-      add(absl::StrCat("first-seen, ", shards, shards == 1 ? " shard" : " shards"),
-          sharded.in_flight, f, "grpc echo (limit)");
     }
   }
 
@@ -463,6 +467,39 @@ int Run() {
     drain.paired_ratio = first_seen_around > 0 ? drain.ops_per_s / first_seen_around : 0;
     add("pipeline drain", agent_options.replay.max_in_flight, drain, "first-seen, batched");
   }
+
+  // End to end, after the drain: at 1 in flight, and offered at half the drain's rate.
+  EndToEndFigures e2e;
+  if (want("e2e")) {
+    if (!want("agent")) (*agent)->credential().Set(3, false).IgnoreError();
+    double drain_per_s = 0;
+    for (const Row& r : rows) {
+      if (r.path == "pipeline drain") drain_per_s = r.figures.ops_per_s;
+    }
+    if (absl::Status ran = BenchEndToEnd(agent_options.listen_address,
+                                         Address((*ledger)->port()), kAccounts,
+                                         seconds * measure.runs, drain_per_s / 2, &e2e);
+        !ran.ok()) {
+      std::fprintf(stderr, "bench: end to end did not run: %s\n", ran.ToString().c_str());
+      return 1;
+    }
+  }
+  // Sharded: first-seen through 1, 2 and 4 shards (one ledger behind them all), and the
+  // pause of a run of slots while it moves. Last, after the drain and end to end: once
+  // its slots have moved, nothing the agent sends through the unsharded sidecar to the
+  // same ledger is acknowledged any more (a drain measured after it acknowledged none).
+  ShardFigures sharded;
+  if (want("shards")) {
+    if (!BenchShards(measure, (*ledger)->port(), base + "/sharded", kAccounts, &sharded)) {
+      std::fprintf(stderr, "bench: the sharded stacks did not run\n");
+      return 1;
+    }
+    for (const auto& [shards, f] : sharded.first_seen) {
+      add(absl::StrCat("first-seen, ", shards, shards == 1 ? " shard" : " shards"),
+          sharded.in_flight, f, "grpc echo (limit)");
+    }
+  }
+
   agent->reset();
   sidecar->reset();
   ledger->reset();
@@ -481,51 +518,31 @@ int Run() {
     add("sidecar dup, small store", 64, large.small, "grpc echo (limit)");
     add("sidecar dup, 1M records", 64, large.large, "sidecar dup, small store");
   }
+  IdleFigures idle;
+  if (want("idle")) {
+    if (absl::Status ran = BenchIdleSidecar(absl::GetFlag(FLAGS_bin_dir), base + "/idle",
+                                            /*settle_seconds=*/1, absl::GetFlag(FLAGS_idle_seconds),
+                                            &idle);
+        !ran.ok()) {
+      std::fprintf(stderr, "bench: the idle sidecar did not run: %s\n", ran.ToString().c_str());
+      return 1;
+    }
+  }
   const int64_t records = large.records, raw_bytes = large.raw_bytes;
   const int64_t sst_bytes = large.sst_bytes, rss_kb = large.rss_kb;
   const std::string large_cache =
       large_cache_mb > 0 ? absl::StrCat(large_cache_mb, " MiB") : std::string("the default");
 
   // --- report ------------------------------------------------------------------------------
-  std::map<std::pair<std::string, int>, double> limit;
-  for (const Row& r : rows) limit[{r.path, r.in_flight}] = r.figures.ops_per_s;
   std::string out_dir = absl::GetFlag(FLAGS_out_dir);
   fs::create_directories(out_dir);
-  std::string table = absl::StrFormat("%-28s %9s %12s %10s %10s %14s %11s %11s %8s\n", "path",
-                                      "in flight", "ops/s", "p50 us", "p99 us", "x its limit",
-                                      "cpu us/op", "switch/op", "steal %");
-  std::string json = "{\n  \"machine\": {\"cores\": " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) +
-                     "},\n  \"rows\": [\n";
-  std::string dat;
-  for (size_t k = 0; k < rows.size(); ++k) {
-    const Row& r = rows[k];
-    double lim = limit.count({r.limit, r.in_flight}) ? limit[{r.limit, r.in_flight}]
-                                                      : limit[{r.limit, 64}];
-    double ratio = r.figures.paired_ratio > 0 ? r.figures.paired_ratio
-                   : lim > 0                  ? r.figures.ops_per_s / lim
-                                              : 0;
-    absl::StrAppend(&table,
-                    absl::StrFormat("%-28s %9d %12.0f %10.0f %10.0f %14.2f %11.0f %11.1f %8.0f\n",
-                                    r.path, r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
-                                    r.figures.p99_us, ratio, r.figures.cpu_us_per_op,
-                                    r.figures.switches_per_op, r.figures.steal_pct));
-    absl::StrAppend(&json, absl::StrFormat(
-                               "    {\"path\": \"%s\", \"in_flight\": %d, \"ops_per_s\": %.1f, "
-                               "\"p50_us\": %.1f, \"p99_us\": %.1f, \"ratio_to_limit\": %.4f, "
-                               "\"cpu_us_per_op\": %.1f, \"switches_per_op\": %.2f, "
-                               "\"paired_ratio\": %.4f, "
-                               "\"paired_limit_ops_per_s\": %.1f, "
-                               "\"paired_ledger_ratio\": %.4f, \"steal_pct\": %.1f, "
-                               "\"limit\": \"%s\"}%s\n",
-                               r.path, r.in_flight, r.figures.ops_per_s, r.figures.p50_us,
-                               r.figures.p99_us, ratio, r.figures.cpu_us_per_op,
-                               r.figures.switches_per_op, r.figures.paired_ratio, r.figures.paired_limit_ops_per_s,
-                               r.figures.paired_reference_ratio, r.figures.steal_pct, r.limit,
-                               k + 1 < rows.size() ? "," : ""));
-  }
+  std::string table = RowsTable(rows);
+  std::string json = "{\n  \"machine\": {\"cores\": " +
+                     std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + "},\n  \"rows\": [\n" +
+                     RowsJson(rows);
   // Added latency at 1 in flight: a first seen's p50 through the sidecar (two hops, and
   // with the sidecar in the ledger's process) minus the ledger's p50.
-  double added_p50 = 0, added_in_process_p50 = 0, budget_p50 = 0;
+  double added_p50 = 0, added_in_process_p50 = 0, budget_p50 = 0, put_p50 = 0, relay_p50 = 0;
   for (const Row& r : rows) {
     if (r.in_flight != 1) continue;
     if (r.path == "sidecar first-seen") added_p50 += r.figures.p50_us;
@@ -535,7 +552,12 @@ int Run() {
       added_in_process_p50 -= r.figures.p50_us;
     }
     if (r.path == "grpc echo (limit)" || r.path == "synced put (limit)") budget_p50 += r.figures.p50_us;
+    if (r.path == "synced put (limit)") put_p50 = r.figures.p50_us;
+    if (r.path == "grpc echo, two hops (limit)") relay_p50 = r.figures.p50_us;
   }
+  const double e2e_budget_us = EndToEndBudgetUs(put_p50, relay_p50);
+  // (The peers' table is targets.py's, from latest.json.)
+  absl::StrAppend(&table, EndToEndText(e2e, e2e_budget_us), IdleText(idle));
   absl::StrAppend(&table, absl::StrFormat(
       "\nadded p50 at 1 in flight: %.0f us through the sidecar, %.0f us with the sidecar in the "
       "ledger's process (budget: echo + synced put = %.0f us)\n",
@@ -569,6 +591,7 @@ int Run() {
       "  \"sidecar_records\": %d,\n  \"sidecar_block_cache_mb\": %d,\n"
       "  \"sidecar_rss_mib\": %.1f,\n  \"sidecar_sst_bytes\": %d,\n"
       "  \"raw_key_hash_response_bytes\": %d,\n  \"disk_ratio\": %.3f,\n"
+      "  \"peer_pairs\": %s,\n  \"e2e\": %s,\n  \"idle\": %s,\n"
       "  \"move\": {\"slots\": %d, \"runs\": %d, \"copied\": %d, \"frozen_ms\": %d, \"commands\": %d, "
       "\"pause_p50_ms\": %.1f, \"pause_p99_ms\": %.1f, \"pause_max_ms\": %.1f, \"lost\": %d}\n}\n",
       added_p50, added_in_process_p50, budget_p50, forwards, forwards_before_sync,
@@ -576,14 +599,15 @@ int Run() {
       records, large_cache_mb,
       rss_kb / 1024.0,
       sst_bytes, raw_bytes,
-      raw_bytes > 0 ? static_cast<double>(sst_bytes) / raw_bytes : 0, sharded.moved_slots,
-      sharded.runs, sharded.copied, sharded.frozen_ms, sharded.moving_commands, sharded.pause_p50_ms,
+      raw_bytes > 0 ? static_cast<double>(sst_bytes) / raw_bytes : 0,
+      PeerPairsJson(peer_pairs), EndToEndJson(e2e, e2e_budget_us), IdleJson(idle),
+      sharded.moved_slots, sharded.runs, sharded.copied, sharded.frozen_ms, sharded.moving_commands, sharded.pause_p50_ms,
       sharded.pause_p99_ms, sharded.pause_max_ms, sharded.lost));
   std::printf("\n%s", table.c_str());
   std::ofstream(out_dir + "/latest.json") << json;
   std::ofstream(out_dir + "/latest.txt") << table;
 
-  if (WritePlot(rows, out_dir)) std::printf("plot: %s/latest.png\n", out_dir.c_str());
+  if (WritePlot(rows, RatiosToLimit(rows), PeerBarsOf(peer_pairs), out_dir)) std::printf("plot: %s/latest.png\n", out_dir.c_str());
   std::printf("figures: %s/latest.json\n", out_dir.c_str());
   std::error_code ignored;
   fs::remove_all(base, ignored);

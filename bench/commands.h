@@ -13,7 +13,7 @@
 #include "common/command.h"
 #include "common/grpc_status.h"
 #include "common/submit_batcher.h"
-#include "eonce/ledger/v1/ledger.pb.h"
+#include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/command.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 
@@ -39,6 +39,27 @@ inline v1::Command TransferCommand(const std::string& id, int accounts, int64_t 
 }  // namespace eonce::bench
 
 namespace eonce::bench {
+
+// Calls the ledger's Transfer directly (as a component, for tenant "bench") as command
+// `command_id`, the transfer TransferCommand's number `i` makes, without waiting;
+// `done(ok)` once it is answered.
+inline void TransferAsync(ledger::v1::Ledger::Stub& ledger, const std::string& command_id,
+                          int accounts, int64_t i, std::function<void(bool)> done) {
+  struct Call {
+    grpc::ClientContext context;
+    ledger::v1::TransferRequest request;
+    ledger::v1::TransferResponse response;
+  };
+  auto call = std::make_shared<Call>();
+  call->context.AddMetadata(kComponentHeader, "bench");  // a business port admits components
+  call->context.AddMetadata(kCommandIdHeader, command_id);
+  call->context.AddMetadata(kTenantHeader, "bench");
+  call->request.set_from(absl::StrCat("a", i % accounts));
+  call->request.set_to(absl::StrCat("a", (i + 1) % accounts));
+  call->request.set_amount(1);
+  ledger.async()->Transfer(&call->context, &call->request, &call->response,
+                           [call, done = std::move(done)](grpc::Status s) { done(s.ok()); });
+}
 
 // Submits `command` for tenant "bench" without waiting; `done(true)` once it is answered
 // with the disposition `want` (APPLIED for a first-seen command, REPLAYED for a duplicate).

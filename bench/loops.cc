@@ -83,6 +83,27 @@ MachineTicks ParseMachineTicks(const std::string& proc_stat) {
   return ticks;
 }
 
+int64_t ParseProcessCpuTicks(const std::string& proc_pid_stat) {
+  const size_t end_of_name = proc_pid_stat.rfind(')');
+  if (end_of_name == std::string::npos) return -1;
+  // After the name: state (field 3) ... utime (14), stime (15).
+  std::istringstream in(proc_pid_stat.substr(end_of_name + 1));
+  std::string field;
+  for (int k = 3; k <= 13; ++k) {
+    if (!(in >> field)) return -1;
+  }
+  int64_t utime = 0, stime = 0;
+  if (!(in >> utime >> stime) || utime < 0 || stime < 0) return -1;
+  return utime + stime;
+}
+
+int64_t ReadProcessCpuTicks(int pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(file, line)) return -1;
+  return ParseProcessCpuTicks(line);
+}
+
 MachineTicks ReadMachineTicks() {
   std::ifstream file("/proc/stat");
   std::string line;
@@ -210,7 +231,7 @@ namespace {
 Figures Paired(const MeasureOptions& options, const LimitRunFn& path, const LimitRunFn& limit,
                const LimitRunFn& reference) {
   std::vector<Figures> runs;
-  std::vector<double> ratios, limits, reference_ratios;
+  std::vector<double> ratios, limits, reference_ratios, references;
   for (int k = 1; k <= std::max(1, options.runs); ++k) {
     const Figures limit_run = limit ? limit(k * kRunStride) : Figures();
     const Figures reference_run = reference ? reference(k * kRunStride) : Figures();
@@ -220,9 +241,23 @@ Figures Paired(const MeasureOptions& options, const LimitRunFn& path, const Limi
       ratios.push_back(rate / limit_run.ops_per_s);
       limits.push_back(limit_run.ops_per_s);
     }
-    if (reference_run.ops_per_s > 0) reference_ratios.push_back(rate / reference_run.ops_per_s);
+    if (reference_run.ops_per_s > 0) {
+      reference_ratios.push_back(rate / reference_run.ops_per_s);
+      references.push_back(reference_run.ops_per_s);
+    }
   }
   Figures median = Median(std::move(runs));
+  if (!ratios.empty()) {
+    median.paired_ratio_min = *std::min_element(ratios.begin(), ratios.end());
+    median.paired_ratio_max = *std::max_element(ratios.begin(), ratios.end());
+  }
+  if (!reference_ratios.empty()) {
+    median.paired_reference_ratio_min =
+        *std::min_element(reference_ratios.begin(), reference_ratios.end());
+    median.paired_reference_ratio_max =
+        *std::max_element(reference_ratios.begin(), reference_ratios.end());
+  }
+  median.paired_reference_ops_per_s = MedianOf(std::move(references));
   median.paired_ratio = MedianOf(std::move(ratios));
   median.paired_limit_ops_per_s = MedianOf(std::move(limits));
   median.paired_reference_ratio = MedianOf(std::move(reference_ratios));

@@ -27,10 +27,16 @@ struct Figures {
   // just before it), and the limit's median rate.
   double paired_ratio = 0;
   double paired_limit_ops_per_s = 0;
+  // The smallest and largest of those pairs' ratios: how far the machine's noise moved it.
+  double paired_ratio_min = 0;
+  double paired_ratio_max = 0;
   // The same for MeasurePaired's `reference`, a second path run in each pair (the ledger
   // called directly, for the first-seen rows): the median of (this run's rate / the
   // reference's run just before it).
   double paired_reference_ratio = 0;
+  double paired_reference_ratio_min = 0;
+  double paired_reference_ratio_max = 0;
+  double paired_reference_ops_per_s = 0;  // the reference's median rate
   // The share of the machine's CPU time, in percent, that the hypervisor gave to other
   // guests during the run (steal); a VM's limits and rates fall with it.
   double steal_pct = 0;
@@ -40,6 +46,13 @@ struct Figures {
 double ProcessCpuUs();
 // The context switches of all of the process's threads so far (getrusage).
 int64_t ProcessSwitches();
+
+// The CPU time (user + system) of one process so far, in the kernel's clock ticks, from
+// its /proc/<pid>/stat line (fields 14 and 15, counted after the ")" that ends the command
+// name, which may itself hold spaces and parentheses); -1 for a line that is not one.
+int64_t ParseProcessCpuTicks(const std::string& proc_pid_stat);
+// The same read from /proc/<pid>/stat; -1 when the process is gone.
+int64_t ReadProcessCpuTicks(int pid);
 
 // The machine's CPU time so far, all CPUs, in the kernel's clock ticks: in all, and the
 // part stolen by the hypervisor.

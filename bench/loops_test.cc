@@ -3,6 +3,8 @@
 // operation; and the pairs of MeasurePaired.
 #include "bench/loops.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
@@ -38,6 +40,25 @@ TEST(MachineTicksTest, ThisMachineCountsItsTime) {
   MachineTicks ticks = ReadMachineTicks();
   EXPECT_GT(ticks.total, 0u);
   EXPECT_LE(ticks.steal, ticks.total);
+}
+
+// The idle sidecar's CPU is read from /proc/<pid>/stat: user and system time are fields
+// 14 and 15, counted after the command name, which may hold spaces and parentheses.
+TEST(ProcessCpuTicksTest, AreUserPlusSystemTimeAfterTheCommandName) {
+  EXPECT_EQ(ParseProcessCpuTicks("1234 (dedupe_sidecar) S 1 1234 1234 0 -1 4194560 2000 0 0 0 "
+                                 "37 12 0 0 20 0 9 0 100 1000 500"),
+            49);
+  // A name with ") " inside it does not shift the fields.
+  EXPECT_EQ(ParseProcessCpuTicks("99 (a) b (c) S 1 99 99 0 -1 0 0 0 0 0 5 7 0 0 20 0 1 0 1"), 12);
+  EXPECT_EQ(ParseProcessCpuTicks("99 (short) S 1 99"), -1);
+  EXPECT_EQ(ParseProcessCpuTicks(""), -1);
+}
+
+TEST(ProcessCpuTicksTest, ThisProcessCountsItsTime) {
+  volatile uint64_t sink = 0;
+  for (int k = 0; k < 50'000'000; ++k) sink = sink + k;  // some CPU time of its own
+  EXPECT_GT(ReadProcessCpuTicks(getpid()), 0);
+  EXPECT_EQ(ReadProcessCpuTicks(-1), -1);
 }
 
 // A call that ends a millisecond later, on a thread of its own.
@@ -89,6 +110,37 @@ TEST(MeasurePairedTest, EachRunOfThePathFollowsOneOfItsLimitAndOneOfItsReference
   ASSERT_GT(f.paired_ratio, 0);
   EXPECT_DOUBLE_EQ(f.paired_reference_ratio, 2 * f.paired_ratio);
   EXPECT_DOUBLE_EQ(f.paired_limit_ops_per_s, 1000);
+}
+
+// The peers' pairs report their spread: the least and the most of the pairs' ratios, and
+// the reference's median rate.
+TEST(MeasurePairedTest, ThePairsGiveTheirLeastAndMostRatio) {
+  MeasureOptions options;
+  options.warmup_seconds = 0.01;
+  options.seconds = 0.02;
+  options.runs = 3;
+  // Each pair's limit runs at a rate of its own (1000, 16000, 4000), the reference at 500.
+  const std::vector<double> limit_rates = {1000, 16000, 4000};
+  int pair = 0;
+  Figures f = MeasurePaired(options, 1, EndsSoon, [&](int64_t) {
+    Figures limit;
+    limit.ops_per_s = limit_rates[pair++ % limit_rates.size()];
+    return limit;
+  }, nullptr, [](int64_t) {
+    Figures reference;
+    reference.ops_per_s = 500;
+    return reference;
+  });
+  ASSERT_GT(f.paired_ratio_max, 0);
+  EXPECT_LE(f.paired_ratio_min, f.paired_ratio);
+  EXPECT_LE(f.paired_ratio, f.paired_ratio_max);
+  // The path's rate is about the same in each run, so the limit of 1000 gives the most and
+  // that of 16000 the least: about 16 times apart (the median is 4 times below the most).
+  EXPECT_GT(f.paired_ratio_max / f.paired_ratio_min, 8.0);
+  EXPECT_LE(f.paired_reference_ratio_min, f.paired_reference_ratio);
+  EXPECT_LE(f.paired_reference_ratio, f.paired_reference_ratio_max);
+  EXPECT_GT(f.paired_reference_ratio_min, 0);
+  EXPECT_DOUBLE_EQ(f.paired_reference_ops_per_s, 500);
 }
 
 TEST(MeasurePairedTest, WithoutAReferenceThereIsNoReferenceRatio) {

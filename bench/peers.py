@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Measures the two peers eonce is compared with, on this machine, in this run.
+"""Keeps the two peers eonce is compared with running, and measures them one run at a time.
 
 Postgres: a Stripe-like idempotency table (a `started` row, then `committed` with the
 response; two durable commits per first-seen command), driven by pgbench -M prepared over
 TCP. Redis: a claim with SET NX under appendfsync always, driven by redis-benchmark.
-Each server is a throwaway one: started on loopback in a temporary folder with fsync on,
-and stopped (and its folder removed) at the end, also when a measurement fails.
+Each server is a throwaway one: started on loopback in a temporary folder with fsync on.
 
-Writes a JSON file: {"postgres": {"first_seen": {"1": {...}, ...}, "duplicate": {...}},
-"redis": {...}}, each entry {"ops_per_s", "p50_us", "runs"}, the median of `--runs` runs.
+The bench pairs each peer run with a run of the eonce path it is compared with (A B A B),
+so the servers outlive one invocation of this script:
+
+  peers.py start --state DIR     starts both servers, prefills and warms them up, and
+                                 writes DIR/state.json (stops what it started on failure)
+  peers.py measure --state DIR postgres|redis first_seen|duplicate CLIENTS --seconds S
+                                 one run; prints "ops_per_s p50_us" on one line
+  peers.py stop --state DIR      stops both servers and removes DIR (idempotent)
 """
 import argparse
 import glob
@@ -17,18 +22,28 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ARGS.add_argument("--out", required=True, help="where the JSON goes")
-ARGS.add_argument("--clients", default="1,16,64", help="client counts to measure at")
-ARGS.add_argument("--seconds", type=float, default=4.0, help="length of one run")
-ARGS.add_argument("--runs", type=int, default=3, help="runs per figure (the median is kept)")
+ARGS.add_argument("action", choices=("start", "measure", "stop"))
+ARGS.add_argument("what", nargs="*", help="measure: PEER FLOW CLIENTS")
+ARGS.add_argument("--state", required=True, help="the servers' folder (made by start)")
+ARGS.add_argument("--clients", default="1,16,64", help="start: client counts to warm up at")
+ARGS.add_argument("--seconds", type=float, default=2.0, help="measure: length of the run")
 ARGS.add_argument("--prefill", type=int, default=100_000, help="committed keys for duplicates")
+
+# Redis first-seen keys come from 10^9 (redis-benchmark's -r wraps above 2^31: every SET
+# would hit one key); duplicates from a keyspace of this many, all present after start.
+REDIS_NEW_KEYSPACE = 10**9
+REDIS_DUPLICATE_KEYSPACE = 1000
+# redis-benchmark runs a number of requests, not a time: a run's count is the last run's
+# rate (kept in the state folder) times the seconds asked for; the first's from these.
+REDIS_RATE_GUESS = {1: 4_000, 16: 25_000, 64: 45_000}
+MAX_REDIS_REQUESTS = 2_000_000  # a bound on one run, whatever the last rate was
 
 TABLE = """
 CREATE TABLE idempotency_keys (
@@ -71,13 +86,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def median(runs):
-    ordered = sorted(runs, key=lambda r: r["ops_per_s"])
-    middle = dict(ordered[len(ordered) // 2])
-    middle["runs"] = [round(r["ops_per_s"], 1) for r in runs]
-    return middle
 
 
 def stop(server):
@@ -155,7 +163,7 @@ class Postgres:
         out = subprocess.run(
             [f"{self.bin}/pgbench", "-n", "-M", "prepared", "-h", "127.0.0.1", "-p",
              str(self.port), "-U", "postgres", "-c", str(clients), "-j", str(min(clients, 2)),
-             "-T", str(int(round(seconds))), "-f", path, "-l", "--log-prefix",
+             "-T", str(max(1, int(round(seconds)))), "-f", path, "-l", "--log-prefix",
              os.path.join(logs, "tx"), "postgres"],
             check=True, capture_output=True, text=True).stdout
         tps = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
@@ -217,60 +225,148 @@ class Redis:
         stop(self.server)
 
 
-def main():
-    options = ARGS.parse_args()
-    clients = [int(c) for c in options.clients.split(",")]
-    results = {"postgres": {"first_seen": {}, "duplicate": {}},
-               "redis": {"first_seen": {}, "duplicate": {}},
-               "seconds": options.seconds, "runs": options.runs}
-    work = tempfile.mkdtemp(prefix="eonce-peers-")
+def write_state(state_dir, state):
+    with open(os.path.join(state_dir, "state.json"), "w") as f:
+        json.dump(state, f)
+
+
+def read_state(state_dir):
     try:
-        pg = Postgres(work)
+        with open(os.path.join(state_dir, "state.json")) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {}
+
+
+def start(options):
+    os.makedirs(options.state, exist_ok=False)
+    clients = [int(c) for c in options.clients.split(",")]
+    state = {"prefill": options.prefill}
+    try:
+        pg = Postgres(options.state)
+        pg.start()
+        state["postgres"] = {"bin": pg.bin, "dir": pg.dir, "port": pg.port, "prefix": pg.prefix,
+                             "pid": pg.server.pid}
+        write_state(options.state, state)
+        pg.sql(TABLE)
+        pg.sql(PREFILL.format(prefill=options.prefill))
+        redis = Redis(options.state)
+        redis.start()
+        state["redis"] = {"port": redis.port, "pid": redis.server.pid}
+        write_state(options.state, state)
+        redis.bench(16, 20 * REDIS_DUPLICATE_KEYSPACE, REDIS_DUPLICATE_KEYSPACE)
+        for c in clients:  # warm-ups: the first runs after a start are slow
+            for flow in ("first_seen", "duplicate"):
+                measure(options.state, state, "postgres", flow, c, 1)
+                measure(options.state, state, "redis", flow, c, 0.5)
+        print("peers: Postgres on 127.0.0.1:%d, Redis on 127.0.0.1:%d" %
+              (pg.port, redis.port), flush=True)
+    except BaseException:
+        stop_all(options.state)
+        raise
+
+
+def postgres_from(state_dir, state):
+    pg = Postgres.__new__(Postgres)
+    pg.bin, pg.dir, pg.port = state["bin"], state["dir"], state["port"]
+    pg.prefix, pg.server = state["prefix"], None
+    return pg
+
+
+def redis_from(state_dir, state):
+    redis = Redis.__new__(Redis)
+    redis.dir, redis.port, redis.server = os.path.join(state_dir, "redis"), state["port"], None
+    return redis
+
+
+def measure(state_dir, state, peer, flow, clients, seconds):
+    if peer == "postgres":
+        script = FIRST_SEEN if flow == "first_seen" else DUPLICATE.format(
+            prefill=state["prefill"])
+        return postgres_from(state_dir, state["postgres"]).bench(script, clients, seconds)
+    redis = redis_from(state_dir, state["redis"])
+    rate_file = os.path.join(state_dir, "redis-%s-%d.rate" % (flow, clients))
+    try:
+        with open(rate_file) as f:
+            rate = float(f.read())
+    except (FileNotFoundError, ValueError):
+        rate = REDIS_RATE_GUESS.get(clients, 25_000) * (2 if flow == "duplicate" else 1)
+    n = int(min(MAX_REDIS_REQUESTS, max(1000, rate * seconds)))
+    if flow == "first_seen":
+        before = redis.keys()
+        result = redis.bench(clients, n, REDIS_NEW_KEYSPACE, "new-%d" % time.time_ns())
+        if redis.keys() - before < 0.99 * n:
+            raise RuntimeError("redis: the SETs did not create new keys; not first seen")
+    else:
+        result = redis.bench(clients, n, REDIS_DUPLICATE_KEYSPACE)
+    with open(rate_file, "w") as f:
+        f.write(str(result["ops_per_s"]))
+    return result
+
+
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    # A zombie (a child of this very process) is gone too.
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+def end(pid, sig):
+    """Sends `sig`, and SIGKILL if the process is still there after 30 s."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return
+    for _ in range(300):
+        if gone(pid):
+            return
+        time.sleep(0.1)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def stop_all(state_dir):
+    state = read_state(state_dir)
+    pg = state.get("postgres")
+    if pg:
+        # The postmaster's own pid (under runuser, the one started is runuser's).
         try:
-            pg.start()
-            pg.sql(TABLE)
-            pg.sql(PREFILL.format(prefill=options.prefill))
-            for flow, script in (("first_seen", FIRST_SEEN),
-                                 ("duplicate", DUPLICATE.format(prefill=options.prefill))):
-                for c in clients:
-                    pg.bench(script, c, 1)  # warm-up
-                    runs = [pg.bench(script, c, options.seconds) for _ in range(options.runs)]
-                    results["postgres"][flow][str(c)] = median(runs)
-                    print("  postgres %-10s %3d clients %9.0f ops/s" %
-                          (flow, c, results["postgres"][flow][str(c)]["ops_per_s"]), flush=True)
-        finally:
-            pg.stop()
-        redis = Redis(work)
-        try:
-            redis.start()
-            # Requests per run: about `seconds` worth at the rates such a server reaches. Keys
-            # come from 10^9 (redis-benchmark's -r wraps above 2^31: every SET would hit one key).
-            per_client_rate = {1: 4_000, 16: 25_000, 64: 45_000}
-            for c in clients:
-                n = int(per_client_rate.get(c, 25_000) * options.seconds)
-                redis.bench(c, max(1000, n // 4), 10**9, "warm-%d" % c)  # warm-up
-                before = redis.keys()
-                runs = [redis.bench(c, n, 10**9, "new-%d-%d" % (c, r))
-                        for r in range(options.runs)]
-                if redis.keys() - before < 0.99 * n * options.runs:
-                    raise RuntimeError("redis: the SETs did not create new keys; not first seen")
-                results["redis"]["first_seen"][str(c)] = median(runs)
-                print("  redis    first_seen %3d clients %9.0f ops/s" %
-                      (c, results["redis"]["first_seen"][str(c)]["ops_per_s"]), flush=True)
-            redis.bench(16, 20_000, 1000)  # every key of the duplicate keyspace exists
-            for c in clients:
-                n = int(per_client_rate.get(c, 25_000) * 2 * options.seconds)
-                runs = [redis.bench(c, n, 1000) for _ in range(options.runs)]
-                results["redis"]["duplicate"][str(c)] = median(runs)
-                print("  redis    duplicate  %3d clients %9.0f ops/s" %
-                      (c, results["redis"]["duplicate"][str(c)]["ops_per_s"]), flush=True)
-        finally:
-            redis.stop()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    with open(options.out, "w") as f:
-        json.dump(results, f, indent=2)
-    print("peers: " + options.out)
+            with open(os.path.join(pg["dir"], "data", "postmaster.pid")) as f:
+                end(int(f.readline()), signal.SIGINT)  # a fast shutdown
+        except (FileNotFoundError, ValueError):
+            pass
+        end(pg["pid"], signal.SIGTERM)
+    if state.get("redis"):
+        end(state["redis"]["pid"], signal.SIGTERM)
+    shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def main():
+    options = ARGS.parse_intermixed_args()
+    if options.action == "start":
+        start(options)
+    elif options.action == "stop":
+        stop_all(options.state)
+    else:
+        if len(options.what) != 3 or options.what[0] not in ("postgres", "redis") or \
+                options.what[1] not in ("first_seen", "duplicate"):
+            sys.exit("peers: measure PEER FLOW CLIENTS (postgres|redis, first_seen|duplicate)")
+        state = read_state(options.state)
+        if options.what[0] not in state:
+            sys.exit("peers: no %s in %s (peers.py start first)" % (options.what[0], options.state))
+        result = measure(options.state, state, options.what[0], options.what[1],
+                         int(options.what[2]), options.seconds)
+        print("%.1f %.1f" % (result["ops_per_s"], result["p50_us"]))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 # below, a latency, memory or disk bound from above, and the added latency at 1 in flight
 # is a first seen's p50 less the ledger's, through two hops and in process, each against
 # echo's p50 + a synced put's. Fed figures made up here, one side of each bound, then the
-# other (the negative control: the same figures past the bound are reported missed).
+# other (the negative control: the same figures past the bound are reported missed). The
+# same for CPU per command at 1 in flight, the idle sidecar, end to end against its budget,
+# and first seen against the Postgres flow in the runs the bench paired with it.
 set -euo pipefail
 targets="$(cd "$(dirname "$0")" && pwd)/targets.py"
 work="$(mktemp -d)"
@@ -141,4 +143,82 @@ expect "added p50 at 1 in flight, sidecar in process" MISSED
 expect "duplicates with 1M records, p99" MISSED
 # ... and is printed as the 0 it is, not with more places in search of a rounding.
 printed "duplicates with 1M records, p99" 0.00
+
+more() {  # more PYTHON: runs PYTHON on the figures `f` of latest.json, then checks them again
+  python3 - "$work/latest.json" "$1" <<'PY'
+import json, sys
+f = json.load(open(sys.argv[1]))
+f.pop("targets", None)
+def cpu(path, in_flight, us):  # sets a row's CPU per operation, adding the row if need be
+    for r in f["rows"]:
+        if r["path"] == path and r["in_flight"] == in_flight:
+            r["cpu_us_per_op"] = us
+            return
+    f["rows"].append({"path": path, "in_flight": in_flight, "ops_per_s": 1000.0,
+                      "p50_us": 100.0, "p99_us": 300.0, "ratio_to_limit": 1.0,
+                      "paired_ratio": 0, "cpu_us_per_op": us})
+def pair(flow, clients, pg, pg_min, pg_max):  # a peer pair: eonce over Postgres (and Redis)
+    f.setdefault("peer_pairs", []).append({
+        "flow": flow, "clients": clients, "pairs": 5, "eonce_ops_per_s": 5000.0,
+        "eonce_p50_us": 900.0,
+        "postgres": {"ops_per_s": 5000.0 / pg, "ratio": pg, "ratio_min": pg_min,
+                     "ratio_max": pg_max},
+        "redis": {"ops_per_s": 20000.0, "ratio": 0.25, "ratio_min": 0.2, "ratio_max": 0.3}})
+exec(sys.argv[2])
+json.dump(f, open(sys.argv[1], "w"))
+PY
+  : > "$work/latest.txt"
+  python3 "$targets" --results "$work" > /dev/null
+}
+
+# CPU per command at 1 in flight: a first seen against the two-hop echo's (500 / 400 =
+# 1.25, then 560 / 400 = 1.40 of a 1.3 bound), a duplicate against the one-hop echo's.
+figures 650 750 0.70 0.85
+more 'cpu("grpc echo, two hops (limit)", 1, 400); cpu("sidecar first-seen", 1, 500)
+cpu("grpc echo (limit)", 1, 200); cpu("sidecar duplicate", 1, 250)'
+expect "CPU per first seen at 1 in flight" met
+printed "CPU per first seen at 1 in flight" 1.25
+expect "CPU per duplicate at 1 in flight" met
+more 'cpu("sidecar first-seen", 1, 560); cpu("sidecar duplicate", 1, 300)'
+expect "CPU per first seen at 1 in flight" MISSED
+expect "CPU per duplicate at 1 in flight" MISSED
+# Without the two-hop echo's CPU there is no ratio, and no bound is met.
+more 'f["rows"] = [r for r in f["rows"] if r["path"] != "grpc echo, two hops (limit)"]'
+expect "CPU per first seen at 1 in flight" MISSED
+
+# The idle sidecar's share of a core, at most 1%: 0 is a figure (no tick in 10 s), a run
+# without the measurement is not.
+expect "idle sidecar, no traffic" MISSED
+more 'f["idle"] = {"seconds": 10.0, "sidecar_core_pct": 0.4, "ledger_core_pct": 0.2}'
+expect "idle sidecar, no traffic" met
+more 'f["idle"]["sidecar_core_pct"] = 0.0'
+expect "idle sidecar, no traffic" met
+more 'f["idle"]["sidecar_core_pct"] = 1.5'
+expect "idle sidecar, no traffic" MISSED
+
+# End to end at 1 in flight, Enqueue returned to ACKED, over its budget (at most 1.5x).
+expect "end to end p50 at 1 in flight" MISSED
+more 'f["e2e"] = {"budget_us": 1000.0, "one": {"commands": 500, "acked_p50_us": 1400.0}}'
+expect "end to end p50 at 1 in flight" met
+printed "end to end p50 at 1 in flight" 1.40
+more 'f["e2e"]["one"]["acked_p50_us"] = 1600.0'
+expect "end to end p50 at 1 in flight" MISSED
+more 'f["e2e"]["one"]["commands"] = 0'
+expect "end to end p50 at 1 in flight" MISSED
+
+# First seen against the Postgres flow at 1, 16 and 64 clients: the median of the pairs,
+# printed with their least and most, and the table of the peers.
+more 'pair("first_seen", 1, 1.30, 0.90, 1.60); pair("first_seen", 16, 1.10, 1.00, 1.25)
+pair("first_seen", 64, 2.50, 2.10, 3.00); pair("duplicate", 64, 1.80, 1.50, 2.00)'
+expect "first seen through the sidecar vs Postgres, 1" met
+grep -Eq "^  first seen through the sidecar vs Postgres, 1 +1\.30 x Postgres \(pairs 0\.90-1\.60\)" \
+  "$work/latest.txt" || { echo "FAIL: the pairs' spread"; cat "$work/latest.txt"; exit 1; }
+expect "first seen through the sidecar vs Postgres, 16" MISSED
+expect "first seen through the sidecar vs Postgres, 64" met
+# The in-process row (274.8/s at 64) against Postgres's median rate at 64 (2000/s).
+printed "first seen, sidecar in process, vs Postgres, 64" 0.14
+grep -q "^  duplicate  *64 .* 1.80 (1.50-2.00)" "$work/latest.txt" || {
+  echo "FAIL: the peers' table"; cat "$work/latest.txt"; exit 1; }
+grep -q "| Postgres, Stripe-like table (bookkeeping only, 2 commits) | 64 | 2,000 | 2.50 (2.10 - 3.00) |" \
+  "$work/latest.md" || { echo "FAIL: the peers in latest.md"; cat "$work/latest.md"; exit 1; }
 echo "PASS"

@@ -10,6 +10,7 @@
 #include "common/metadata.h"
 #include "common/status.h"
 #include "common/tls.h"
+#include "common/trace_context.h"
 
 namespace eonce {
 
@@ -51,6 +52,11 @@ absl::StatusOr<Caller> CallerOf(grpc::CallbackServerContext* context, Clock& clo
   constexpr int64_t kNoDeadlineMs = 365LL * 24 * 3600 * 1000;
   if (const int64_t left_ms = MsUntilWall(context->deadline()); left_ms < kNoDeadlineMs) {
     caller.deadline_ms = clock.NowMs() + left_ms;
+  }
+  caller.trace.set_traceparent(RequestMetadata(*context, kTraceparentHeader));
+  if (!caller.trace.traceparent().empty()) {
+    caller.trace.set_tracestate(RequestMetadata(*context, kTracestateHeader));
+    deduper.KeepTrace(&caller.trace);
   }
   caller.context = context;
   return caller;

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/slots.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "dedupe_sidecar/deduper_context.h"
 
 namespace eonce {
@@ -44,6 +45,13 @@ void Deduper::Submit(Caller caller_in, v1::Command command_in, SubmitDone done) 
   ctx->done = std::move(done);
   const Caller& caller = ctx->caller;
   const v1::Command& command = ctx->command;
+  // The command's own trace (the agent's attempt span); else the call's metadata (checked
+  // in CallerOf). Never part of the key, the hash or any decision below.
+  if (ctx->command.trace().traceparent().empty()) {
+    *ctx->command.mutable_trace() = caller.trace;
+  } else {
+    KeepTrace(ctx->command.mutable_trace());
+  }
 
   if (caller.tenant.empty()) {
     stats_.denied++;
@@ -343,6 +351,7 @@ void Deduper::Forward(const std::shared_ptr<Context>& ctx, uint64_t token, bool 
   call.tenant = ctx->caller.tenant;
   call.actor = ctx->actor;
   call.payload_sha256 = ctx->command.payload_hash().sha256();
+  call.trace = ctx->command.trace();
   // Whenever it is known, sharded or not: the business files the call's inbox entry under
   // the entity's slot, so that an entry written before the deployment was sharded moves
   // with its slot too (a duplicate on the new owner is then recognised).
@@ -408,11 +417,12 @@ void Deduper::OnForwardReply(const std::shared_ptr<Context>& ctx, uint64_t token
       } else {
         stats_.pending++;
         LogWarn("outcome unknown; recovery at the next attempt",
-                {{"command_id", ctx->command.command_id()},
-                 {"key", ctx->command.idempotency_key()},
-                 {"tenant", ctx->caller.tenant},
-                 {"operation", ctx->command.target_method()},
-                 {"detail", reply.detail}});
+                WithTrace({{"command_id", ctx->command.command_id()},
+                           {"key", ctx->command.idempotency_key()},
+                           {"tenant", ctx->caller.tenant},
+                           {"operation", ctx->command.target_method()},
+                           {"detail", reply.detail}},
+                          ctx->command.trace()));
         answer = Error(absl::StatusCode::kUnavailable, "OUTCOME_PENDING",
                        absl::StrCat("outcome unknown (", reply.detail,
                                     "); the next attempt recovers it"));

@@ -38,6 +38,7 @@
 #include "common/fault.h"
 #include "common/metrics.h"
 #include "common/striped_lock.h"
+#include "common/trace_context.h"
 #include "dedupe_sidecar/audit_log.h"
 #include "dedupe_sidecar/in_flight_claims.h"
 #include "dedupe_sidecar/inbox_methods.h"
@@ -100,6 +101,9 @@ struct Caller {
   grpc::CallbackServerContext* context = nullptr;
   // The call carries one command (Submit, not an item of SubmitBatch).
   bool one_command = false;
+  // The call's traceparent/tracestate metadata, checked (Deduper::KeepTrace); a command's
+  // own trace field comes first.
+  v1::TraceContext trace;
 };
 
 // Counters the metrics endpoint exports.
@@ -129,6 +133,9 @@ struct DeduperStats {
   // Refused because another shard owns the slot (SLOT_MOVED) or it is moving.
   std::atomic<int64_t> slot_moved{0};
   std::atomic<int64_t> slot_migrating{0};
+  // Malformed W3C trace context dropped (the call went on without it).
+  std::atomic<int64_t> traceparents_dropped{0};
+  std::atomic<int64_t> tracestates_dropped{0};
   LatencyHistogram forward_latency;
 };
 
@@ -170,6 +177,9 @@ class Deduper {
   ShardGate* shards() const { return shards_; }
   // Counts a caller refused at the transport boundary (identity, not policy).
   void CountDenied() { stats_.denied++; }
+  // Keeps what is valid of a caller's or a command's trace context, counting what it
+  // drops: tracing never turns a call away (common/trace_context.h).
+  void KeepTrace(v1::TraceContext* trace);
   // PERMISSION_DENIED (CREDENTIAL_REVOKED) for a named operator whose credential a
   // `revoke` rule names (every epoch, or those below the rule's), as for a workload;
   // checked for every call where its caller is settled (CallerOf), whatever it asks.

@@ -91,6 +91,7 @@ absl::StatusOr<v1::ReconcileResponse> Deduper::Reconcile(const Caller& caller,
   // the tenant may look up any key, as it may list parked records and read the audit.
   Context ctx;
   ctx.caller = caller;
+  *ctx.command.mutable_trace() = caller.trace;  // the asking attempt's, for the audit
   ctx.command.set_command_id(record.has_value() ? record->command_id() : request.command_id());
   ctx.command.set_idempotency_key(key);
   const uint64_t token = record.has_value() ? record->fencing_token() : 0;

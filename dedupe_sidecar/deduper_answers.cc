@@ -4,7 +4,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "dedupe_sidecar/deduper.h"
 #include "dedupe_sidecar/deduper_context.h"
 
@@ -23,7 +25,14 @@ void Deduper::Audit(const Context& ctx, const char* decision, const std::string&
   event.set_payload_hash(ctx.command.payload_hash().sha256());
   event.set_fencing_token(token);
   event.set_result(result);
+  event.set_trace_id(TraceIdOf(ctx.command.trace()));
   audit_.Append(std::move(event), &ctx.audit_room);
+}
+
+void Deduper::KeepTrace(v1::TraceContext* trace) {
+  TraceDrops drops = SanitizeTrace(trace);
+  if (drops.traceparent) stats_.traceparents_dropped++;
+  if (drops.tracestate) stats_.tracestates_dropped++;
 }
 
 void Deduper::RefuseInvalid(Context& ctx, absl::Status why) {

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "common/callback_batch.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "dedupe_sidecar/deduper.h"
 #include "dedupe_sidecar/deduper_context.h"
 
@@ -133,6 +134,13 @@ void Deduper::FinishRound(std::vector<Finishing>& finishing,
       (code == 0 ? stats_.applied : stats_.rejected)++;
       if (std::string(f.decision) == "recovered") stats_.recovered++;
       Audit(*f.ctx, f.decision, CodeName(code), f.token);
+      LogSampledStep("command finished",
+                     {{"command_id", f.ctx->command.command_id()},
+                      {"key", f.ctx->command.idempotency_key()},
+                      {"tenant", f.ctx->caller.tenant},
+                      {"decision", f.decision},
+                      {"result", CodeName(code)}},
+                     f.ctx->command.trace());
       s.answer = Response(*f.ctx, *s.record, v1::APPLIED);
       if (!f.kept) {
         s.await = s.record->state();

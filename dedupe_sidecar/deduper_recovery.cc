@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "dedupe_sidecar/deduper.h"
 #include "dedupe_sidecar/deduper_context.h"
 
@@ -110,10 +111,11 @@ void Deduper::OnOutcome(const std::shared_ptr<Context>& ctx, uint64_t token,
         stats_.parked++;
         Audit(*ctx, "parked_unknown", "OUTCOME_UNKNOWN", token);
         LogWarn("outcome unknown and the business cannot tell; parked",
-                {{"command_id", record.command_id()},
-                 {"key", record.idempotency_key()},
-                 {"tenant", record.tenant()},
-                 {"operation", record.operation()}});
+                WithTrace({{"command_id", record.command_id()},
+                           {"key", record.idempotency_key()},
+                           {"tenant", record.tenant()},
+                           {"operation", record.operation()}},
+                          ctx->command.trace()));
         answer = Error(absl::StatusCode::kFailedPrecondition, "OUTCOME_UNKNOWN",
                        "the outcome of this command is unknown and parked for an operator");
       }

@@ -9,6 +9,7 @@
 #include "common/command.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -371,6 +372,12 @@ void GrpcUpstream::ForwardOne(ForwardCall call, std::function<void(ForwardReply)
   }
   if (!call.payload_sha256.empty()) {
     state->context->AddMetadata(kPayloadHashHeader, absl::BytesToHexString(call.payload_sha256));
+  }
+  if (!call.trace.traceparent().empty()) {
+    state->context->AddMetadata(kTraceparentHeader, call.trace.traceparent());
+    if (!call.trace.tracestate().empty()) {
+      state->context->AddMetadata(kTracestateHeader, call.trace.tracestate());
+    }
   }
   grpc::Slice slice(call.request);
   state->request = grpc::ByteBuffer(&slice, 1);

@@ -27,6 +27,11 @@ std::vector<prometheus::MetricFamily> SidecarServer::Collect() const {
        {{{"outcome", "upstream_refused"}}, n(st.refused)},
        {{{"outcome", "store_error"}}, n(st.store_errors)},
        {{{"outcome", "audit_backlog"}}, n(st.audit_backlog)}}));
+  out.push_back(CounterFamily(
+      "eonce_sidecar_trace_context_dropped_total",
+      "Malformed W3C trace context dropped from calls and commands (never refused), by header.",
+      {{{{"header", "traceparent"}}, n(st.traceparents_dropped)},
+       {{{"header", "tracestate"}}, n(st.tracestates_dropped)}}));
   out.push_back(CounterFamily("eonce_sidecar_dedupe_hits_total",
                               "Duplicates answered from a stored record.", {{{}, n(st.replayed)}}));
   out.push_back(CounterFamily("eonce_sidecar_conflicts_total",

@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
       std::cout << e.seq() << " " << e.at_ms() << " " << e.decision() << " " << e.result()
                 << " command_id=" << e.command_id() << " key=" << e.idempotency_key()
                 << " actor=" << e.actor() << " token=" << e.fencing_token()
-                << " hash=" << absl::BytesToHexString(e.hash()).substr(0, 16) << "\n";
+                << " hash=" << absl::BytesToHexString(e.hash()).substr(0, 16)
+                << (e.trace_id().empty() ? "" : " trace=" + e.trace_id()) << "\n";
     }
     return 0;
   }

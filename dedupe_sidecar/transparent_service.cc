@@ -162,6 +162,7 @@ class TransparentReactor : public grpc::ServerGenericBidiReactor {
     if (!Admit(caller->tenant)) return;
     call.tenant = caller->tenant;
     call.actor = actor;
+    call.trace = caller->trace;  // passed through as the caller sent it (once checked)
     call.deadline_ms = clock_.NowMs() + forward_timeout_ms_;
     upstream_.Forward(std::move(call), [this](ForwardReply reply) {
       if (reply.kind == ForwardReply::Kind::kAnswered ||

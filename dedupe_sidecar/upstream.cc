@@ -94,6 +94,7 @@ v1::ForwardedCall ForwardedCallOf(const ForwardCall& call) {
   out.set_fencing_token(call.fencing_token);
   out.set_slot(call.slot);
   out.set_slot_epoch(call.slot_epoch);
+  if (!call.trace.traceparent().empty()) *out.mutable_trace() = call.trace;
   return out;
 }
 
@@ -110,6 +111,7 @@ ForwardCall ForwardCallOf(const v1::ForwardedCall& call) {
   out.fencing_token = call.fencing_token();
   out.slot = call.slot();
   out.slot_epoch = call.slot_epoch();
+  out.trace = call.trace();
   return out;
 }
 

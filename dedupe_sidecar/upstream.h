@@ -58,6 +58,9 @@ struct ForwardCall {
   // slot_epoch 0: unsharded, neither is sent.
   uint32_t slot = 0;
   uint64_t slot_epoch = 0;
+  // W3C trace context, sent as traceparent/tracestate metadata: the command's (the
+  // agent's attempt span), or a transparent caller's. Empty: none is sent.
+  v1::TraceContext trace;
   int64_t deadline_ms = 0;  // absolute, on the Deduper's clock
   // The caller's call, whose cancellation the forward follows; null when there is none.
   grpc::CallbackServerContext* parent = nullptr;

@@ -132,6 +132,11 @@ std::vector<prometheus::MetricFamily> AgentServer::Collect() {
   out.push_back(CounterFamily("eonce_agent_follow_ups_relayed_total",
                               "Follow-up commands taken from the business's outbox (--relay_from).",
                               {{{}, relay_ != nullptr ? static_cast<double>(relay_->relayed()) : 0.0}}));
+  out.push_back(CounterFamily(
+      "eonce_agent_trace_context_dropped_total",
+      "Malformed W3C trace context dropped from enqueued commands (never refused), by header.",
+      {{{{"header", "traceparent"}}, static_cast<double>(outbox_->traceparents_dropped())},
+       {{{"header", "tracestate"}}, static_cast<double>(outbox_->tracestates_dropped())}}));
   out.push_back(CounterFamily("eonce_agent_acked_total", "Commands acked.", {{{}, n(st.acked)}}));
   out.push_back(CounterFamily("eonce_agent_dead_letters_total", "Records dead-lettered.",
                               {{{}, n(st.dead_lettered)}}));

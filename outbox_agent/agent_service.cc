@@ -9,8 +9,10 @@
 #include "common/command.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/metadata.h"
 #include "common/status.h"
 #include "common/tls.h"
+#include "common/trace_context.h"
 
 namespace eonce {
 namespace {
@@ -25,6 +27,16 @@ absl::StatusOr<OutboxRecord> Found(absl::StatusOr<std::optional<OutboxRecord>> r
     return Error(absl::StatusCode::kNotFound, "NO_SUCH_COMMAND", absl::StrCat("no record ", id));
   }
   return std::move(**record);
+}
+
+// The call's traceparent/tracestate metadata, for a command that names no trace of its
+// own (the field wins). Checked and counted, like the field, by Outbox::Enqueue.
+void TakeTraceFromMetadata(const grpc::CallbackServerContext& context, v1::Command* command) {
+  if (!command->trace().traceparent().empty()) return;
+  std::string traceparent = RequestMetadata(context, kTraceparentHeader);
+  if (traceparent.empty()) return;
+  command->mutable_trace()->set_traceparent(std::move(traceparent));
+  command->mutable_trace()->set_tracestate(RequestMetadata(context, kTracestateHeader));
 }
 
 // One Watch stream. The feed wakes it through a weak pointer and under the stream's own
@@ -182,7 +194,9 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
       // On this callback thread: the write waits for no disk, and the answer goes from
       // the store's committer thread once the fsync shared by every waiting Enqueue is done.
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-      outbox_.Enqueue(request->command(), [this, context, response,
+      v1::Command command = request->command();
+      TakeTraceFromMetadata(*context, &command);
+      outbox_.Enqueue(std::move(command), [this, context, response,
                                            reactor](absl::StatusOr<v1::EnqueueResponse> result) {
         if (result.ok() && result->created()) kick_();
         if (result.ok()) {
@@ -221,7 +235,9 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
       batch->reactor = context->DefaultReactor();
       for (int i = 0; i < n; ++i) {
         v1::EnqueueBatchItem* item = response->mutable_items(i);
-        outbox_.Enqueue(request->commands(i), [this, batch,
+        v1::Command command = request->commands(i);
+        TakeTraceFromMetadata(*context, &command);
+        outbox_.Enqueue(std::move(command), [this, batch,
                                                item](absl::StatusOr<v1::EnqueueResponse> result) {
           if (result.ok()) {
             if (result->created()) batch->created.store(true, std::memory_order_relaxed);

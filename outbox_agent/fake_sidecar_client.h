@@ -29,6 +29,7 @@ class FakeSidecarClient : public SidecarClient {
       absl::MutexLock lock(&mu_);
       submitted_.push_back(command.command_id());
       submitted_requests_.push_back(command.request());
+      submitted_traces_.push_back(command.trace());
       sessions_.push_back(session);
       if (hold_) {
         held_.push_back(std::move(done));
@@ -64,6 +65,7 @@ class FakeSidecarClient : public SidecarClient {
       absl::MutexLock lock(&mu_);
       reconciled_.push_back(command.command_id());
       reconcile_requests_.push_back(ReconcileRequestFor(command));
+      reconciled_traces_.push_back(command.trace());
       if (!reconcile_answers_.empty()) {
         answer = reconcile_answers_.front();
         reconcile_answers_.pop_front();
@@ -126,6 +128,15 @@ class FakeSidecarClient : public SidecarClient {
     absl::MutexLock l(&mu_);
     return submitted_requests_;
   }
+  // The trace context each Submit and Reconcile carried, in call order.
+  std::vector<v1::TraceContext> submitted_traces() {
+    absl::MutexLock l(&mu_);
+    return submitted_traces_;
+  }
+  std::vector<v1::TraceContext> reconciled_traces() {
+    absl::MutexLock l(&mu_);
+    return reconciled_traces_;
+  }
   std::vector<std::string> reconciled() { absl::MutexLock l(&mu_); return reconciled_; }
   // The size of each SubmitMany, in order.
   std::vector<int> rounds() { absl::MutexLock l(&mu_); return rounds_; }
@@ -150,6 +161,8 @@ class FakeSidecarClient : public SidecarClient {
   std::deque<std::string> held_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> submitted_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> submitted_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::TraceContext> submitted_traces_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::TraceContext> reconciled_traces_ ABSL_GUARDED_BY(mu_);
   std::vector<Session> sessions_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> reconciled_ ABSL_GUARDED_BY(mu_);
   std::vector<int> rounds_ ABSL_GUARDED_BY(mu_);

@@ -16,6 +16,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -133,6 +134,14 @@ void GrpcSidecarClient::Call(const v1::Command& command, const Session& session,
   }
   state->context.set_deadline(WallDeadline(clock_, deadline_ms));
   AddSession(&state->context, session);
+  // The attempt's span, for a mesh between here and the sidecar; the sidecar's Submit
+  // reads the command's own field.
+  if (!command.trace().traceparent().empty()) {
+    state->context.AddMetadata(kTraceparentHeader, command.trace().traceparent());
+    if (!command.trace().tracestate().empty()) {
+      state->context.AddMetadata(kTracestateHeader, command.trace().tracestate());
+    }
+  }
   state->request = std::move(request);
   issue(**stub, &state->context, &state->request, &state->response,
         [this, state, route, done = std::move(done)](grpc::Status status) {

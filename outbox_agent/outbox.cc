@@ -4,16 +4,13 @@
 #include "absl/synchronization/notification.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 
 namespace eonce {
 
 void Outbox::Publish(const OutboxRecord& record) {
   if (feed_ == nullptr) return;
-  v1::WatchEvent event;
-  event.set_command_id(record.command().command_id());
-  event.set_state(record.state());
-  event.set_at_ms(record.updated_at_ms());
-  feed_->Publish(event);
+  feed_->Publish(StateFeed::EventOf(record));
 }
 
 void Outbox::Enqueue(v1::Command command, EnqueueDone done) {
@@ -74,6 +71,18 @@ absl::Status Outbox::Complete(v1::Command* command) {
                  absl::StrCat("idempotency_key: the derived key is longer than ",
                               limits_.max_key_bytes, " bytes; supply a shorter one"));
   }
+  // Not part of the hash, the key or the duplicate check (outbox_store compares the hash
+  // and method only): the trace a command arrived with never makes it another command.
+  TraceDrops drops = SanitizeTrace(command->mutable_trace());
+  if (drops.traceparent) {
+    traceparents_dropped_.fetch_add(1, std::memory_order_relaxed);
+    LogWarn("malformed traceparent dropped", {{"command_id", command->command_id()}});
+  }
+  if (drops.tracestate) {
+    tracestates_dropped_.fetch_add(1, std::memory_order_relaxed);
+    LogWarn("malformed tracestate dropped",
+            WithTrace({{"command_id", command->command_id()}}, command->trace()));
+  }
   FillPayloadHash(command);
   command->set_created_at_ms(clock_.NowMs());
   command->set_credential_epoch(session.epoch);
@@ -106,10 +115,11 @@ absl::StatusOr<OutboxRecord> Outbox::Requeue(const std::string& command_id) {
                       return absl::OkStatus();
                     },
                     /*sync=*/true));
-  LogInfo("requeued", {{"command_id", command_id},
-                       {"key", record.command().idempotency_key()},
-                       {"tenant", record.command().tenant()},
-                       {"operation", record.command().target_method()}});
+  LogInfo("requeued", WithTrace({{"command_id", command_id},
+                                 {"key", record.command().idempotency_key()},
+                                 {"tenant", record.command().tenant()},
+                                 {"operation", record.command().target_method()}},
+                                record.command().trace()));
   Publish(record);
   return record;
 }
@@ -128,11 +138,12 @@ absl::StatusOr<OutboxRecord> Outbox::Drop(const std::string& command_id, const s
                       return absl::OkStatus();
                     },
                     /*sync=*/true));
-  LogWarn("dropped", {{"command_id", command_id},
-                      {"key", record.command().idempotency_key()},
-                      {"tenant", record.command().tenant()},
-                      {"operation", record.command().target_method()},
-                      {"why", why.substr(0, 200)}});
+  LogWarn("dropped", WithTrace({{"command_id", command_id},
+                                {"key", record.command().idempotency_key()},
+                                {"tenant", record.command().tenant()},
+                                {"operation", record.command().target_method()},
+                                {"why", why.substr(0, 200)}},
+                               record.command().trace()));
   Publish(record);
   return record;
 }

@@ -4,10 +4,15 @@
 // Enqueue completes the command (a command id if the producer gave none, the derived
 // idempotency key, the payload hash, the time and the credential epoch) and answers only
 // once it is synced to the outbox. The same command id with the same payload returns the
-// existing record; with another payload it is ALREADY_EXISTS. Thread-safe.
+// existing record; with another payload it is ALREADY_EXISTS. The command's trace context
+// is kept with it but is no part of that decision: a duplicate with another traceparent
+// returns the existing record, trace and all. A malformed traceparent is dropped and
+// counted, never refused. Thread-safe.
 #ifndef EONCE_OUTBOX_AGENT_OUTBOX_H_
 #define EONCE_OUTBOX_AGENT_OUTBOX_H_
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 
 #include "absl/status/statusor.h"
@@ -43,6 +48,11 @@ class Outbox {
   // The same, returning when `done` would be called (tests, tools).
   absl::StatusOr<v1::EnqueueResponse> Enqueue(v1::Command command);
 
+  // Malformed trace context dropped from enqueued commands (common/trace_context.h),
+  // by what was dropped.
+  int64_t traceparents_dropped() const { return traceparents_dropped_.load(); }
+  int64_t tracestates_dropped() const { return tracestates_dropped_.load(); }
+
   // Operator calls. Requeue keeps the command id and starts its attempts afresh.
   absl::StatusOr<OutboxRecord> Requeue(const std::string& command_id);
   absl::StatusOr<OutboxRecord> Drop(const std::string& command_id, const std::string& why);
@@ -59,6 +69,8 @@ class Outbox {
   const CommandLimits limits_;
   StateFeed* const feed_;
   FaultInjector* const faults_;
+  std::atomic<int64_t> traceparents_dropped_{0};
+  std::atomic<int64_t> tracestates_dropped_{0};
 };
 
 }  // namespace eonce

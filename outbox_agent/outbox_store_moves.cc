@@ -113,12 +113,16 @@ absl::StatusOr<OutboxStore::Prepared> OutboxStore::PrepareLocked(const Change& c
   EONCE_RETURN_IF_ERROR(c.change(&after));
   int64_t now = clock_.NowMs();
   after.set_updated_at_ms(now);
-  if (after.state() != before->state()) {
+  // A new attempt's span is a step of the history even when the state stays (a claim
+  // taken over from a lost worker is CLAIMED again): the history names every attempt.
+  const bool new_span = after.attempt_span_id() != before->attempt_span_id();
+  if (after.state() != before->state() || new_span) {
     v1::Transition* t = after.add_history();
     t->set_from(before->state());
     t->set_to(after.state());
     t->set_at_ms(now);
     t->set_why(c.why);
+    if (new_span) t->set_span_id(after.attempt_span_id());
     int excess = after.history_size() - options_.history_limit;
     if (excess > 0) after.mutable_history()->DeleteSubrange(0, excess);
   }

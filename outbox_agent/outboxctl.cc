@@ -64,6 +64,9 @@ void PrintRecord(const OutboxRecord& r) {
             << "updated:         " << Time(r.updated_at_ms()) << "\n"
             << "next attempt:    " << Time(r.next_attempt_at_ms()) << "\n"
             << "credential epoch " << c.credential_epoch() << "\n";
+  if (!c.trace().traceparent().empty()) {
+    std::cout << "traceparent:     " << c.trace().traceparent() << "\n";
+  }
   if (r.last_error().code() != 0) {
     std::cout << "last error:      code " << r.last_error().code() << " "
               << r.last_error().reason() << ": " << r.last_error().message() << "\n";
@@ -76,7 +79,15 @@ void PrintRecord(const OutboxRecord& r) {
   std::cout << "history:\n";
   for (const auto& t : r.history()) {
     std::cout << "  " << Time(t.at_ms()) << "  " << eonce::v1::OutboxState_Name(t.from())
-              << " -> " << eonce::v1::OutboxState_Name(t.to()) << "  " << t.why() << "\n";
+              << " -> " << eonce::v1::OutboxState_Name(t.to()) << "  " << t.why()
+              << (t.span_id().empty() ? "" : "  span " + t.span_id()) << "\n";
+  }
+  if (r.attempts_size() > 0) std::cout << "attempts (the last 16):\n";
+  for (const auto& a : r.attempts()) {
+    std::cout << "  " << Time(a.at_ms()) << "  #" << a.attempt() << " code " << a.code() << " "
+              << a.reason() << " -> " << eonce::v1::OutboxState_Name(a.state());
+    if (a.backoff_ms() > 0) std::cout << ", next in " << a.backoff_ms() << " ms";
+    std::cout << "\n";
   }
 }
 

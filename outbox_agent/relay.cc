@@ -5,6 +5,7 @@
 #include "common/command.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/trace_context.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/client_context.h"
 
@@ -86,8 +87,9 @@ absl::StatusOr<int> FollowUpRelay::RelayOnce() {
       // Not acknowledged, so pulled again next round; a command this agent can never take
       // (invalid, or its id taken by another payload) is logged each time.
       LogError("follow-up not taken into the outbox",
-               {{"command_id", page->follow_ups(i).command().command_id()},
-                {"error", std::string(results[i].message())}});
+               WithTrace({{"command_id", page->follow_ups(i).command().command_id()},
+                          {"error", std::string(results[i].message())}},
+                         page->follow_ups(i).command().trace()));
       if (first_error.ok()) first_error = results[i];
       continue;
     }

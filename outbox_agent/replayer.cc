@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "outbox_agent/replayer_attempt.h"
 
 namespace eonce {
@@ -86,11 +87,7 @@ bool Replayer::CanStart() const {
 
 void Replayer::Publish(const OutboxRecord& record) {
   if (feed_ == nullptr) return;
-  v1::WatchEvent event;
-  event.set_command_id(record.command().command_id());
-  event.set_state(record.state());
-  event.set_at_ms(record.updated_at_ms());
-  feed_->Publish(event);
+  feed_->Publish(StateFeed::EventOf(record));
 }
 
 bool Replayer::RetireIfTooOld(const OutboxRecord& record) {
@@ -188,6 +185,11 @@ int Replayer::Pump() {
           if (r->state() != state || r->claim().token() != token) {
             return absl::AbortedError("changed meanwhile");
           }
+          // Each attempt is a child span of the producer's: kept in the record (and in
+          // the claim's transition) before anything is sent under it.
+          if (!r->command().trace().traceparent().empty()) {
+            r->set_attempt_span_id(NewSpanId(random_));
+          }
           r->set_state(reconcile_first ? v1::CLAIMED : v1::SENDING);
           if (!reconcile_first) r->set_ever_sent(true);
           r->mutable_claim()->set_owner(options_.owner);
@@ -226,6 +228,11 @@ int Replayer::Pump() {
     if (!claimed[i].ok()) continue;
     std::shared_ptr<Attempt>& attempt = picked[i];
     attempt->record = *std::move(claimed[i]);
+    // What goes to the sidecar: the producer's trace, under this attempt's span.
+    if (!attempt->record.attempt_span_id().empty()) {
+      *attempt->record.mutable_command()->mutable_trace() =
+          ChildTrace(attempt->record.command().trace(), attempt->record.attempt_span_id());
+    }
     {
       absl::MutexLock lock(&mu_);
       ++in_flight_;

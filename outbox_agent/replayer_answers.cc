@@ -12,6 +12,8 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/trace_context.h"
+#include "outbox_agent/attempt_log.h"
 #include "outbox_agent/replayer.h"
 #include "outbox_agent/replayer_attempt.h"
 #include "outbox_agent/states.h"
@@ -46,6 +48,39 @@ std::string RejectionReason(const v1::CallResult& result) {
   return "BUSINESS_REJECTION";
 }
 
+// How an attempt ended, with the command's trace and the attempt's span. Logged for a
+// command whose trace is sampled (its ordinary steps too, common/trace_context.h), and for
+// any command that ends needing an operator; otherwise the record's history holds it: a
+// line per failed attempt would flood the log while a sidecar is down.
+bool LogsAttemptEnd(const OutboxRecord& record) {
+  switch (record.state()) {
+    case v1::CONFLICT:
+    case v1::DEAD_LETTERED:
+    case v1::EXPIRED:
+      return true;
+    default:
+      return Sampled(record.command().trace());
+  }
+}
+
+void LogAttemptEnd(const OutboxRecord& record) {
+  LogFields fields = {{"command_id", record.command().command_id()},
+                      {"key", record.command().idempotency_key()},
+                      {"operation", record.command().target_method()},
+                      {"state", v1::OutboxState_Name(record.state())},
+                      {"attempt", absl::StrCat(record.attempt())},
+                      {"reason", record.last_error().reason()}};
+  AddTraceField(record.command().trace(), &fields);
+  if (!record.attempt_span_id().empty()) fields.emplace_back("span_id", record.attempt_span_id());
+  if (record.state() == v1::ACKED) {
+    LogInfo("command acked", fields);
+  } else if (IsFinal(record.state())) {
+    LogWarn("command ended without being applied", fields);
+  } else {
+    LogInfo("attempt failed; will retry", fields);
+  }
+}
+
 }  // namespace
 
 void Replayer::OnAnswer(std::shared_ptr<Attempt> attempt,
@@ -64,6 +99,8 @@ void Replayer::OnAnswer(std::shared_ptr<Attempt> attempt,
                                    "answer fenced off by a credential change"),
                           clock_.NowMs());
                  r->set_next_attempt_at_ms(clock_.NowMs() + backoff_.DelayMs(r->attempt()));
+                 LogAttempt(r, clock_.NowMs(), static_cast<int>(absl::StatusCode::kAborted),
+                            "STALE_RESPONSE");
                });
     return;
   }
@@ -82,6 +119,10 @@ void Replayer::OnAnswer(std::shared_ptr<Attempt> attempt,
                  error->set_message(result.message().substr(0, 512));
                  error->set_at_ms(clock_.NowMs());
                }
+               LogAttempt(r, clock_.NowMs(), result.code(),
+                          business_rejected ? RejectionReason(result)
+                          : replay.replayed() ? "REPLAYED"
+                                              : "APPLIED");
              });
   (business_rejected ? stats_.rejected : stats_.acked)++;
 }
@@ -143,6 +184,9 @@ void Replayer::OnFailure(const std::shared_ptr<Attempt>& attempt, const absl::St
         }
         break;
     }
+    LogAttempt(r, now, static_cast<int>(status.code()),
+               ReasonOf(status).empty() ? absl::StatusCodeToString(status.code())
+                                        : ReasonOf(status));
   });
 }
 
@@ -194,12 +238,18 @@ void Replayer::WriteTransitions() {
       // Not known to be durable: nobody is told (the store's breaker has tripped; the
       // agent is unready, and a restart reads what survived).
       LogError("outbox sync failed; a final state is not announced",
-               {{"command_id", attempt->command_id}, {"error", std::string(durable.message())}});
-    } else if (moved[i]->state() == v1::ACKED &&
-               !HitFault(faults_, FaultPoint::kAfterAckBeforeProjection).ok()) {
-      // acked, but the notice is lost: watchers re-read the store
+               WithTrace({{"command_id", attempt->command_id},
+                          {"error", std::string(durable.message())}},
+                         attempt->record.command().trace()));
     } else {
-      Publish(*moved[i]);
+      // Logged before anyone is told, so that a watcher that saw the state finds the line.
+      if (LogsAttemptEnd(*moved[i])) LogAttemptEnd(*moved[i]);
+      if (moved[i]->state() == v1::ACKED &&
+          !HitFault(faults_, FaultPoint::kAfterAckBeforeProjection).ok()) {
+        // acked, but the notice is lost: watchers re-read the store
+      } else {
+        Publish(*moved[i]);
+      }
     }
     Done(attempt, /*wake=*/i + 1 == pending.size());
   }

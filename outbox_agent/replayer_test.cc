@@ -3,6 +3,7 @@
 #include "outbox_agent/replayer.h"
 
 #include "common/callback_batch.h"
+#include "outbox_agent/attempt_log.h"
 #include "outbox_agent/replayer_test_fixture.h"
 
 namespace eonce {
@@ -72,6 +73,37 @@ TEST_F(ReplayerTest, RetryableAnswerWaitsAtLeastTheServerDelay) {
   EXPECT_EQ(replayer_->Pump(), 1);
   EXPECT_EQ(StateOf("c1"), v1::ACKED);
   EXPECT_EQ(sidecar_.submitted().size(), 2u);
+}
+
+// Each answer is kept in the record's attempt log with the backoff it set, oldest first,
+// and the log keeps only the last kAttemptLogLimit.
+TEST_F(ReplayerTest, AttemptLogKeepsEachAnswerAndItsBackoffBounded) {
+  options_.retry.max_attempts = 40;
+  replayer_ = std::make_unique<Replayer>(*store_, sidecar_, *credential_, clock_, random_,
+                                         options_, &feed_);
+  Enqueue("c1", "a");
+  const int retries = kAttemptLogLimit + 3;
+  for (int i = 0; i < retries; ++i) {
+    sidecar_.AnswerSubmit(Fail(absl::StatusCode::kUnavailable, "IN_PROGRESS", 5'000));
+    ASSERT_EQ(replayer_->Pump(), 1) << i;
+    clock_.AdvanceMs(options_.retry.max_backoff_ms + 5'000);
+  }
+  replayer_->Pump();
+  OutboxRecord r = Get("c1");
+  ASSERT_EQ(r.state(), v1::ACKED);
+  ASSERT_EQ(r.attempts_size(), kAttemptLogLimit);
+  const v1::AttemptRecord& retried = r.attempts(0);
+  EXPECT_EQ(retried.attempt(), static_cast<uint32_t>(retries + 1 - kAttemptLogLimit + 1));
+  EXPECT_EQ(retried.code(), static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(retried.reason(), "IN_PROGRESS");
+  EXPECT_EQ(retried.state(), v1::RETRYABLE_FAILED);
+  EXPECT_GE(retried.backoff_ms(), 5'000);
+  const v1::AttemptRecord& last = r.attempts(kAttemptLogLimit - 1);
+  EXPECT_EQ(last.attempt(), static_cast<uint32_t>(retries + 1));
+  EXPECT_EQ(last.code(), 0);
+  EXPECT_EQ(last.reason(), "APPLIED");
+  EXPECT_EQ(last.state(), v1::ACKED);
+  EXPECT_EQ(last.backoff_ms(), 0);
 }
 
 TEST_F(ReplayerTest, UnknownOutcomeReconcilesBeforeSending) {

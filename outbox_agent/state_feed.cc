@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/time/time.h"
+#include "common/trace_context.h"
 
 namespace eonce {
 
@@ -55,6 +56,16 @@ void StateFeed::Publish(const v1::WatchEvent& event) {
     }
   }
   for (auto& wake : wakes) wake();
+}
+
+v1::WatchEvent StateFeed::EventOf(const v1::OutboxRecord& record) {
+  v1::WatchEvent event;
+  event.set_command_id(record.command().command_id());
+  event.set_state(record.state());
+  event.set_at_ms(record.updated_at_ms());
+  event.set_trace_id(TraceIdOf(record.command().trace()));
+  event.set_span_id(record.attempt_span_id());
+  return event;
 }
 
 }  // namespace eonce

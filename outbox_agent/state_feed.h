@@ -39,6 +39,8 @@ class StateFeed {
   std::shared_ptr<Subscription> Subscribe(std::function<void()> wake = nullptr);
   void Unsubscribe(const std::shared_ptr<Subscription>& subscription);
   void Publish(const v1::WatchEvent& event);
+  // The notice for `record`'s current state, with its trace id and current attempt's span.
+  static v1::WatchEvent EventOf(const v1::OutboxRecord& record);
 
  private:
   const size_t max_queue_;

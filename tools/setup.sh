@@ -27,6 +27,7 @@ PACKAGES=(
   python3-grpcio
   python3-protobuf
   gnuplot-nox
+  graphviz
   prometheus
   iproute2
   procps

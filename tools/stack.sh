@@ -4,6 +4,7 @@
 #
 #   tools/stack.sh up       start it in the background (or show it, if it runs)
 #   tools/stack.sh status   what runs, and the outbox's records by state
+#   tools/stack.sh address NAME   the address a running component listens on
 #   tools/stack.sh down     stop exactly what `up` started, then delete its data folder
 #                           (--keep-data keeps it)
 #
@@ -98,6 +99,23 @@ Try:
   ./eonce status
   ./eonce down
 EOF
+  local id
+  id="$(cat "$DIR/example_id" 2>/dev/null || true)"
+  if [ -n "$id" ]; then
+    cat <<EOF
+
+A transfer the example producer just sent; its journey through agent, sidecar and ledger:
+  ./eonce explain $id
+EOF
+  fi
+}
+
+# One transfer through the fresh stack, so that `up` can name a command to explain.
+example() {
+  local producer="$BIN/outbox_agent/example/example_producer" out
+  [ -x "$producer" ] || return 0
+  out="$("$producer" --agent="$(address agent)" --transfers=1 --timeout_s=20 2>/dev/null)" || return 0
+  sed -n 's/^last transfer \(.*\)$/\1/p' <<< "$out" > "$DIR/example_id"
 }
 
 up() {
@@ -110,6 +128,7 @@ up() {
   mkdir -p "$DIR"
   : > "$PIDS"
   for name in "${components[@]}"; do start "$name"; done
+  example
   show
 }
 
@@ -171,5 +190,6 @@ case "${1:-}" in
   up) up ;;
   status) status ;;
   down) shift; down "$@" ;;
-  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  address) [ -n "$(running_pid "${2:-}")" ] && address "${2:-}" ;;
+  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -9,6 +9,11 @@ business rejections, the eonce.v1.Rejection.
 
     producer.py --agent=127.0.0.1:7000 --transfers=5
 
+Every Enqueue carries W3C trace context (the `traceparent` gRPC metadata): one trace per
+run (--traceparent, or a fresh sampled one), a fresh span id per call. The agent keeps it
+with the command across retries, and the agent's, the sidecar's and the ledger's log lines
+and records name its trace id (docs/operations.md, "Tracing").
+
 Stubs: generated from proto/ by //examples/python:producer_stubs (bazel-bin), or any
 folder named by --stubs. Exit codes: 0 every outcome known, 1 not, 2 bad arguments.
 """
@@ -43,6 +48,9 @@ ARGS.add_argument("--transfers", type=int, default=5, help="transfers of 1 from 
 ARGS.add_argument("--timeout_s", type=float, default=60, help="give up after this long")
 ARGS.add_argument("--stubs", default="", help="folder of the generated Python stubs")
 ARGS.add_argument("--prefix", default="py", help="prefix of this run's account names")
+ARGS.add_argument("--traceparent", default="",
+                  help="W3C traceparent of this run (00-<32 hex>-<16 hex>-<2 hex>); "
+                       "empty: a fresh sampled one")
 OPTIONS = ARGS.parse_args()
 if OPTIONS.transfers < 0 or OPTIONS.transfers > 10_000:
     ARGS.error("--transfers must be within 0..10000")
@@ -96,12 +104,33 @@ class ErrorDetails:
         return text
 
 
+def new_trace(given):
+    """This run's trace: (trace id, flags), from --traceparent or fresh and sampled."""
+    if not given:
+        return os.urandom(16).hex(), "01"
+    parts = given.split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        ARGS.error("--traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>")
+    return parts[1], parts[3]
+
+
+TRACE_ID, TRACE_FLAGS = new_trace(OPTIONS.traceparent)
+
+
+def traceparent():
+    """A child span of this run's trace for one call: the same trace id, a fresh span id.
+    Trace context is not part of the command: a retry under another span is the same
+    command, and the agent keeps the first one's."""
+    return f"00-{TRACE_ID}-{os.urandom(8).hex()}-{TRACE_FLAGS}"
+
+
 def enqueue(stub, command):
     """Enqueues with retries. The command id is fixed before the first attempt, so a
     retry after a lost answer is the same command, never a second one."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
-            return stub.Enqueue(agent_pb2.EnqueueRequest(command=command), timeout=5)
+            return stub.Enqueue(agent_pb2.EnqueueRequest(command=command), timeout=5,
+                                metadata=[("traceparent", traceparent())])
         except grpc.RpcError as error:
             why = ErrorDetails.of_rpc_error(error)
             if error.code() not in RETRYABLE or attempt == MAX_ATTEMPTS:
@@ -153,6 +182,7 @@ class Projection:
 
 
 def main():
+    print(f"trace: {TRACE_ID}", flush=True)
     channel = grpc.insecure_channel(OPTIONS.agent)
     stub = agent_pb2_grpc.AgentStub(channel)
     events = queue.Queue()

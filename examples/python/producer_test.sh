@@ -2,7 +2,8 @@
 # The Python producer against the real binaries (tools/stack.sh starts the ledger, its
 # sidecar and an agent): its commands apply once, its projection matches the ledger, a
 # business rejection is decoded from the standard error details, and a full outbox's
-# RESOURCE_EXHAUSTED is read with its ErrorInfo and RetryInfo.
+# RESOURCE_EXHAUSTED is read with its ErrorInfo and RetryInfo. Its W3C trace id shows up in
+# the agent's, the sidecar's and the ledger's log lines.
 set -uo pipefail
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
@@ -26,6 +27,12 @@ echo "$out"
 grep -q "outcomes: acked 6, rejected 1 (INSUFFICIENT_FUNDS), pending 0" <<< "$out" ||
   fail "not every outcome came back as expected"
 grep -q "projection: py-a=996 py-b=4" <<< "$out" || fail "the projection is wrong"
+trace="$(sed -n 's/^trace: \([0-9a-f]\{32\}\)$/\1/p' <<< "$out")"
+[ -n "$trace" ] || fail "the producer named no trace id"
+for log in agent sidecar ledger; do
+  grep -q "\"trace_id\":\"$trace\"" "$EONCE_STACK_DIR/$log.log" ||
+    fail "the $log's log has no line with trace id $trace"
+done
 
 # Again, the same accounts: the opens carry fixed command ids and are not applied twice.
 out="$(timeout 120 "$PY" examples/python/producer.py --agent="$agent" --transfers=4 \

@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
   }
 
   std::set<std::string> pending;
+  std::string last_transfer;
   for (int i = 0; i < absl::GetFlag(FLAGS_transfers); ++i) {
     eonce::ledger::v1::TransferRequest t;
     t.set_from("a");
@@ -97,10 +98,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     pending.insert(record->command().command_id());
+    last_transfer = record->command().command_id();
   }
   settle(pending);
   watch_context.TryCancel();
   std::cout << "transfers acked " << projection.transfers() << ", amount moved "
             << projection.amount_moved() << ", still pending " << pending.size() << "\n";
+  // One command to follow through the stack (`eonce explain`).
+  if (!last_transfer.empty()) std::cout << "last transfer " << last_transfer << "\n";
   return pending.empty() ? 0 : 1;
 }

@@ -73,7 +73,9 @@ int main(int argc, char** argv) {
       if (!absl::GetFlag(FLAGS_counts)) {
         std::cout << e.seq() << " " << (e.command_id().empty() ? "-" : e.command_id()) << " "
                   << e.tenant() << " " << e.entity() << " " << e.method() << " amount="
-                  << e.amount() << " revision=" << e.revision() << "\n";
+                  << e.amount() << " revision=" << e.revision()
+                  << (e.trace_id().empty() ? "" : " trace=" + e.trace_id() + " span=" + e.span_id())
+                  << "\n";
       }
     }
     if (response.effects_size() < 10'000) break;

@@ -8,6 +8,7 @@
 #include "common/error_details.h"
 #include "common/slots.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "services/inbox/inbox_internal.h"
 
 namespace eonce {
@@ -140,11 +141,6 @@ void Inbox::ReleaseSeq(uint64_t seq) {
   uncommitted_seqs_.erase(seq);
 }
 
-uint64_t Inbox::CommittedWatermark() {
-  absl::MutexLock lock(&seq_mu_);
-  return uncommitted_seqs_.empty() ? next_effect_seq_ - 1 : *uncommitted_seqs_.begin() - 1;
-}
-
 absl::StatusOr<std::optional<internal::InboxEntry>> Inbox::Lookup(
     const std::string& tenant, const std::string& command_id) {
   return GetFramed<internal::InboxEntry>(store_, kInboxCf, InboxKey(tenant, command_id),
@@ -262,6 +258,8 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
     effect.set_command_id(identity.command_id);
     effect.set_tenant(identity.tenant);
     effect.set_applied_at_ms(now);
+    effect.set_trace_id(TraceIdOf(identity.trace));
+    effect.set_span_id(SpanIdOf(identity.trace));
     // Filed under its call's entity's slot, with its follow-ups: they move with the slot.
     if (placed) effect.set_slot(entity_slot);
     batch.Put(store_.cf(kEffectsCf), SeqKey(seq), effect.SerializeAsString());
@@ -299,6 +297,9 @@ absl::StatusOr<Inbox::Ran> Inbox::RunLocked(const CallIdentity& identity,
   }
   (applied.effect.has_value() ? applied_ : rejected_)++;
   follow_ups_pending_ += static_cast<int64_t>(applied.follow_ups.size());
+  LogSampledStep(applied.effect.has_value() ? "effect applied" : "call rejected",
+                 {{"command_id", identity.command_id}, {"seq", absl::StrCat(seq)}},
+                 identity.trace);
   ran.result = std::move(applied.result);
   return ran;
 }

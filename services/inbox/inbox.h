@@ -76,6 +76,7 @@ struct CallIdentity {
   // fence where the effect is written (SlotFences).
   uint32_t slot = 0;
   uint64_t slot_epoch = 0;
+  v1::TraceContext trace;  // W3C traceparent/tracestate metadata, checked; not identity
   // Run returns as soon as its write is in the store, before it is durable, and the caller
   // answers only once Inbox::WhenDurable says it is (RunMutation, so that no thread blocks
   // on an fsync). False: Run itself returns only once the write is durable.

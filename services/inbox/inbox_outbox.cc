@@ -49,6 +49,8 @@ absl::Status Inbox::WriteFollowUps(const CallIdentity& identity, uint64_t seq,
     command.mutable_entity()->set_type(follow_up.entity_type);
     command.mutable_entity()->set_id(follow_up.entity_id);
     command.set_created_at_ms(now);
+    // Caused by the span that applied the parent: a cross-shard transfer is one trace.
+    if (!identity.trace.traceparent().empty()) *command.mutable_trace() = identity.trace;
     const std::string key = FollowUpKey(identity.tenant, seq, static_cast<uint32_t>(i), slot);
     batch->Put(store_.cf(kFollowUpsCf), key, command.SerializeAsString());
     // Filed under the parent's slot: the credit a debit owes moves with the debit.

@@ -14,6 +14,11 @@ using inbox_internal::kEffectsCf;
 using inbox_internal::SeqKey;
 using inbox_internal::SeqOfKey;
 
+uint64_t Inbox::CommittedWatermark() {
+  absl::MutexLock lock(&seq_mu_);
+  return uncommitted_seqs_.empty() ? next_effect_seq_ - 1 : *uncommitted_seqs_.begin() - 1;
+}
+
 absl::StatusOr<v1::QueryOutcomeResponse> Inbox::QueryOutcome(const std::string& tenant,
                                                             const std::string& command_id) {
   if (legacy_mode_) {

@@ -7,6 +7,7 @@
 #include "common/grpc_status.h"
 #include "common/metadata.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "services/inbox/caller_gate.h"
 
 namespace eonce {
@@ -44,6 +45,12 @@ CallIdentity IdentityFromMetadata(const grpc::ServerContextBase& context) {
       absl::SimpleAtoi(RequestMetadata(context, kSlotHeader), &slot)) {
     identity.slot = slot;
     identity.slot_epoch = slot_epoch;
+  }
+  // A malformed one is dropped (the sidecar counts those it was sent).
+  identity.trace.set_traceparent(RequestMetadata(context, kTraceparentHeader));
+  if (!identity.trace.traceparent().empty()) {
+    identity.trace.set_tracestate(RequestMetadata(context, kTracestateHeader));
+    SanitizeTrace(&identity.trace);
   }
   uint64_t token = 0;
   if (absl::SimpleAtoi(RequestMetadata(context, kFencingTokenHeader), &token)) {

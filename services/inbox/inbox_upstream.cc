@@ -15,6 +15,7 @@ CallIdentity InboxUpstream::IdentityOf(const ForwardCall& call) {
   identity.fencing_token = call.fencing_token;
   identity.slot = call.slot;
   identity.slot_epoch = call.slot_epoch;
+  identity.trace = call.trace;  // checked by the sidecar that made the call
   if (size_t slash = call.entity.find('/'); slash != std::string::npos && slash > 0) {
     identity.entity_type = call.entity.substr(0, slash);
     identity.entity_id = call.entity.substr(slash + 1);

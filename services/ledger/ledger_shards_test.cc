@@ -219,6 +219,35 @@ TEST_F(LedgerShardsTest, ATransferToAnotherSlotIsADebitHereAndOneCreditThere) {
   ExpectConserved();
 }
 
+TEST_F(LedgerShardsTest, ACrossShardTransferIsOneTrace) {
+  constexpr char kTraceparent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  ledger::v1::TransferRequest request;
+  request.set_from("alice");
+  request.set_to("bob");
+  request.set_amount(30);
+  CallIdentity id = Sharded(Id("t1"), "alice");
+  id.trace.set_traceparent(kTraceparent);
+  auto result = a_.core->Transfer(id, request);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->code(), 0) << result->message();
+  // The credit the debit owes carries the trace, under the span that applied the debit.
+  auto pulled = a_.inbox->PullFollowUps("acme", 100);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  ASSERT_EQ(pulled->follow_ups_size(), 1);
+  EXPECT_EQ(pulled->follow_ups(0).command().trace().traceparent(), kTraceparent);
+  // So the debit's effect and (once relayed with it) the credit's share the trace id.
+  auto effects = a_.inbox->ListEffects(0, 100, "acme");
+  ASSERT_TRUE(effects.ok()) << effects.status();
+  bool found = false;
+  for (const v1::Effect& e : effects->effects()) {
+    if (e.command_id() != "t1") continue;
+    found = true;
+    EXPECT_EQ(e.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+    EXPECT_EQ(e.span_id(), "00f067aa0ba902b7");
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST_F(LedgerShardsTest, NegativeControlACreditResentUnderNewIdsBreaksConservation) {
   ASSERT_EQ(Transfer(a_, "t1", "alice", "bob", 30).code(), 0);
   Relay(a_, b_, /*times=*/2, /*fresh_ids=*/true);

@@ -18,6 +18,7 @@ programs=(
   "outbox_agent/example/example_producer|transfers|--transfers=many|no"
   "tools/demo/demo|commands|--commands=all|no"
   "tools/reshard/reshard|slots|--drain_timeout_ms=long|no"
+  "tools/explain/explain|sidecar|--timeout_ms=long|no"
   "bench/bench|records|--seconds=long|no"
   "tests/sim/sim_main|seeds|--seeds=lots|no"
 )

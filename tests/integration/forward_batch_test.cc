@@ -183,6 +183,27 @@ TEST_F(ForwardBatchTest, EachCallRunsOnceAndIsAnsweredInItsOwnPlace) {
   EXPECT_EQ(testing::EffectsOf(*effects_, "c5"), 0);
 }
 
+TEST_F(ForwardBatchTest, EachItemCarriesItsOwnTraceToItsEffect) {
+  ForwardCall traced = OpenAccount("t1", "ta");
+  traced.trace.set_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  const std::vector<ForwardCall> calls = {traced, OpenAccount("t2", "tb")};
+  v1::ForwardBatchResponse response;
+  grpc::Status status = Batch(calls, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  grpc::ClientContext context;
+  context.AddMetadata(kComponentHeader, "checker");
+  v1::ListEffectsRequest request;
+  request.set_limit(100);
+  v1::ListEffectsResponse listed;
+  ASSERT_TRUE(effects_->ListEffects(&context, request, &listed).ok());
+  ASSERT_EQ(listed.effects_size(), 2);
+  for (const v1::Effect& e : listed.effects()) {
+    const bool is_traced = e.command_id() == "t1";
+    EXPECT_EQ(e.trace_id(), is_traced ? "4bf92f3577b34da6a3ce929d0e0e4736" : "") << e.command_id();
+    EXPECT_EQ(e.span_id(), is_traced ? "00f067aa0ba902b7" : "") << e.command_id();
+  }
+}
+
 TEST_F(ForwardBatchTest, AMalformedBatchIsRefusedWholeBeforeAnythingRuns) {
   v1::ForwardBatchResponse response;
   EXPECT_EQ(Batch({}, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);

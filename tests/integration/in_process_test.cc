@@ -127,6 +127,26 @@ TEST_P(InProcessTest, SixtyFourConcurrentDuplicatesApplyOnce) {
   EXPECT_EQ(Balance("b"), 1010);
 }
 
+// The embedded path (InboxUpstream, no gRPC hop to the business) carries the command's
+// trace to its effect, as the sidecar's binary does over gRPC.
+TEST_P(InProcessTest, ACommandsTraceReachesItsEffect) {
+  v1::Command traced = testing::TransferCommand("traced", 1);
+  traced.mutable_trace()->set_traceparent(
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  auto answer = Submit(traced);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  auto page = inbox_->ListEffects(0, 10000);
+  ASSERT_TRUE(page.ok()) << page.status();
+  int found = 0;
+  for (const auto& e : page->effects()) {
+    if (e.command_id() != "traced") continue;
+    ++found;
+    EXPECT_EQ(e.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+    EXPECT_EQ(e.span_id(), "00f067aa0ba902b7");
+  }
+  EXPECT_EQ(found, 1);
+}
+
 TEST_P(InProcessTest, ARejectionIsReplayedAndAnUnknownMethodIsRefusedBeforeAnyWrite) {
   auto too_much = Submit(testing::TransferCommand("big", 5000));
   ASSERT_TRUE(too_much.ok()) << too_much.status();

@@ -193,13 +193,47 @@ TEST_P(SidecarLedgerTest, ConflictAndTenantScope) {
             absl::StatusCode::kPermissionDenied);
 }
 
+// Transparent mode passes the caller's W3C trace context through to the business, which
+// records it with the effect; a retry under another span is still the same command.
+TEST_P(SidecarLedgerTest, TransparentModePassesTheCallersTraceThrough) {
+  ledger::v1::TransferRequest t;
+  t.set_from("a");
+  t.set_to("b");
+  t.set_amount(10);
+  const std::string key = "Transfer:account/a:traced";
+  for (const char* span : {"00f067aa0ba902b7", "b7ad6b7169203331"}) {
+    grpc::ClientContext context;
+    context.AddMetadata("idempotency-key", key);
+    context.AddMetadata(kTenantHeader, "acme");
+    context.AddMetadata("traceparent",
+                        std::string("00-4bf92f3577b34da6a3ce929d0e0e4736-") + span + "-01");
+    ledger::v1::TransferResponse response;
+    grpc::Status status = transparent_->Transfer(&context, t, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  grpc::ClientContext context;
+  context.AddMetadata(kComponentHeader, "checker");
+  v1::ListEffectsRequest request;
+  request.set_limit(1000);
+  v1::ListEffectsResponse listed;
+  ASSERT_TRUE(effects_->ListEffects(&context, request, &listed).ok());
+  int applied = 0;
+  for (const v1::Effect& e : listed.effects()) {
+    if (e.command_id() != CommandIdOfKey(key)) continue;
+    ++applied;
+    EXPECT_EQ(e.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+    EXPECT_EQ(e.span_id(), "00f067aa0ba902b7");  // the call that applied it
+  }
+  EXPECT_EQ(applied, 1);
+}
+
 TEST_P(SidecarLedgerTest, TransparentModeDedupesByHeaderAndRefusesUnkeyedMutations) {
   ledger::v1::TransferRequest t;
   t.set_from("a");
   t.set_to("b");
   t.set_amount(10);
   ledger::v1::TransferResponse first, second;
-  // README's key shape, '/' and ':' included: the command id is derived from it.
+  // The key shape of docs/design.md, '/' and ':' included: the command id is derived from it.
   const std::string key = "Transfer:account/a:pay-42";
   {
     grpc::ClientContext context;

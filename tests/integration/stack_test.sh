@@ -14,6 +14,13 @@ out="$(stack up)" || fail "up exits $?: $out"
 agent="$(sed -n 's/^  agent *\([0-9.:]*\).*/\1/p' <<< "$out")"
 [ -n "$agent" ] || fail "up printed no agent address: $out"
 grep -q "example_producer --agent=$agent" <<< "$out" || fail "up printed no commands to try"
+# up sends one transfer and names it: explain follows it through the running stack.
+example_id="$(sed -n 's/^  \.\/eonce explain \(.*\)$/\1/p' <<< "$out")"
+[ -n "$example_id" ] || fail "up printed no command to explain: $out"
+sidecar="$(stack address sidecar)" || fail "address sidecar exits $?"
+journey="$(tools/explain/explain --agent="$agent" --sidecar="$sidecar" "$example_id")" ||
+  fail "explain exits $?: $journey"
+grep -q "^verdict: applied once$" <<< "$journey" || fail "explain's verdict is not applied once: $journey"
 ledger_pid="$(pid_of ledger)"
 
 again="$(stack up)" || fail "a second up exits $?"
@@ -29,7 +36,8 @@ outbox_agent/example/example_producer --agent="$agent" --transfers=3 --timeout_s
   fail "the producer's commands did not go through the stack"
 status="$(stack status)" || fail "status exits $? while everything runs: $status"
 [ "$(grep -c ' running ' <<< "$status")" = 3 ] || fail "status does not show three running: $status"
-grep -q "ACKED 5" <<< "$status" || fail "status does not count the 5 acked commands: $status"
+# Two opens and a transfer by up, three transfers here.
+grep -q "ACKED 6" <<< "$status" || fail "status does not count the 6 acked commands: $status"
 
 pids="$(awk '{print $2}' "$EONCE_STACK_DIR/pids")"
 stack down > /dev/null || fail "down exits $?"
