@@ -32,9 +32,8 @@ constexpr int kMaxMessageBytes = 8 << 20;
 // sets (its max_request_bytes plus 1 MiB), so a batch of commands it takes one by one
 // fits in one message too. A command larger than this goes alone.
 constexpr size_t kMaxBatchBytes = 1 << 20;
-// SubmitBatch calls in flight to one sidecar under one session, and the batchers kept.
+// SubmitBatch calls in flight to one sidecar under one session.
 constexpr int kBatchCallsInFlight = 2;
-constexpr size_t kMaxBatchers = 64;
 
 constexpr char kShardedPrefix[] = "sharded:";
 // How often a sharded route's slot map is asked again without a refusal to prompt it.
@@ -172,9 +171,7 @@ void GrpcSidecarClient::Submit(const v1::Command& command, const Session& sessio
 }
 
 void GrpcSidecarClient::SubmitMany(const Session& session, std::vector<SubmitCall> calls) {
-  // Grouped by sidecar, in the calls' order; a handful of sidecars at most, so a list. Each
-  // group's batcher is looked up just before it is used: an idle one may be dropped by
-  // BatcherFor meanwhile.
+  // Grouped by sidecar, in the calls' order; a handful of sidecars at most, so a list.
   struct Group {
     Route* route;
     std::shared_ptr<v1::Sidecar::Stub> stub;
@@ -203,31 +200,22 @@ void GrpcSidecarClient::SubmitMany(const Session& session, std::vector<SubmitCal
   }
 }
 
-SubmitBatcher* GrpcSidecarClient::BatcherFor(Route* route,
-                                             std::shared_ptr<v1::Sidecar::Stub> stub,
-                                             const Session& session) {
-  BatcherKey key{stub.get(), session.tenant, session.actor, session.epoch};
-  absl::MutexLock lock(&batchers_mu_);
-  auto it = batchers_.find(key);
-  if (it != batchers_.end()) return it->second.get();
-  if (batchers_.size() >= kMaxBatchers) {
-    // Sessions change with each credential epoch and stubs with the slot map: the idle
-    // batchers of earlier ones go.
-    for (auto old = batchers_.begin(); old != batchers_.end();) {
-      old = old->second->Idle() ? batchers_.erase(old) : std::next(old);
-    }
-  }
-  SubmitBatcher::Options options;
-  options.max_calls = kBatchCallsInFlight;
-  options.max_batch_bytes = kMaxBatchBytes;
-  auto batcher = std::make_unique<SubmitBatcher>(
-      options, [this, route, stub, session](std::vector<v1::Command> commands,
-                                            int64_t deadline_ms, SubmitBatcher::BatchDone done) {
-        SendBatch(route, stub, session, std::move(commands), deadline_ms, std::move(done));
+std::shared_ptr<SubmitBatcher> GrpcSidecarClient::BatcherFor(
+    Route* route, std::shared_ptr<v1::Sidecar::Stub> stub, const Session& session) {
+  return batchers_.For(
+      SubmitBatcherRegistry::Key{stub.get(), session.tenant, session.actor, session.epoch},
+      [this, route, &stub, &session] {
+        SubmitBatcher::Options options;
+        options.max_calls = kBatchCallsInFlight;
+        options.max_batch_bytes = kMaxBatchBytes;
+        return std::make_unique<SubmitBatcher>(
+            options, [this, route, stub, session](std::vector<v1::Command> commands,
+                                                  int64_t deadline_ms,
+                                                  SubmitBatcher::BatchDone done) {
+              SendBatch(route, stub, session, std::move(commands), deadline_ms,
+                        std::move(done));
+            });
       });
-  SubmitBatcher* out = batcher.get();
-  batchers_[key] = std::move(batcher);
-  return out;
 }
 
 void GrpcSidecarClient::SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stub> stub,

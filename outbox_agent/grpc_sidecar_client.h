@@ -33,7 +33,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -44,6 +43,7 @@
 #include "common/tls.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "outbox_agent/sidecar_client.h"
+#include "outbox_agent/submit_batcher_registry.h"
 
 namespace eonce {
 
@@ -94,15 +94,12 @@ class GrpcSidecarClient : public SidecarClient {
     // Set once a batch past the sidecar's message limit was sent again one by one.
     std::atomic<bool> split_logged{false};
   };
-  // A batcher per sidecar and session: (stub, tenant, actor, epoch).
-  using BatcherKey = std::tuple<const v1::Sidecar::Stub*, std::string, std::string, int64_t>;
-
   GrpcSidecarClient(Clock& clock, TlsFiles tls) : clock_(clock), tls_(std::move(tls)) {}
   absl::StatusOr<std::unique_ptr<Route>> NewRoute(const std::string& target);
   // One Submit call for one command.
   void SubmitOne(const v1::Command& command, const Session& session, int64_t deadline_ms,
                  std::function<void(absl::StatusOr<v1::SubmitResponse>)> done);
-  SubmitBatcher* BatcherFor(Route* route, std::shared_ptr<v1::Sidecar::Stub> stub,
+  std::shared_ptr<SubmitBatcher> BatcherFor(Route* route, std::shared_ptr<v1::Sidecar::Stub> stub,
                             const Session& session);
   // One SubmitBatch call; on UNIMPLEMENTED, or when the batch or its answer was past the
   // sidecar's message limit, the commands again one Submit each.
@@ -138,9 +135,11 @@ class GrpcSidecarClient : public SidecarClient {
   std::map<std::string, std::unique_ptr<Route>> routes_;
   std::unique_ptr<Route> default_route_;
   bool batch_submits_ = true;
-  absl::Mutex batchers_mu_;
-  // Destroyed before the call registry above: by then every call has ended.
-  std::map<BatcherKey, std::unique_ptr<SubmitBatcher>> batchers_ ABSL_GUARDED_BY(batchers_mu_);
+  // Batchers kept (more while callers hold them).
+  static constexpr size_t kMaxBatchers = 64;
+  // A batcher per sidecar and session. Destroyed before the call registry above: by then
+  // every call has ended.
+  SubmitBatcherRegistry batchers_{kMaxBatchers};
 };
 
 }  // namespace eonce

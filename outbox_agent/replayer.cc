@@ -224,6 +224,7 @@ int Replayer::Pump() {
   // first alone.
   std::vector<std::shared_ptr<Attempt>> sends;
   int started = 0;
+  bool crashed = false;
   for (size_t i = 0; i < picked.size(); ++i) {
     if (!claimed[i].ok()) continue;
     std::shared_ptr<Attempt>& attempt = picked[i];
@@ -247,13 +248,23 @@ int Replayer::Pump() {
       // claimed with this one stay claimed until their claims run out, as a crash would
       // leave them).
       Done(attempt);
+      crashed = true;
       break;
     }
     if (attempt->reconcile_first) {
       Reconcile(attempt);
     } else if (ReadyToSend(attempt)) {
       sends.push_back(std::move(attempt));
+    } else {
+      crashed = true;  // as above: the process is going down before this send
+      break;
     }
+  }
+  if (crashed) {
+    // The round's sends not yet handed to the client stay unsent and claimed, as a crash
+    // leaves them: only their slots are freed, for the simulation's process to go on.
+    for (const std::shared_ptr<Attempt>& attempt : sends) Done(attempt);
+    return started;
   }
   Dispatch(std::move(sends));
   return started;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/callback_batch.h"
+#include "common/fault.h"
 #include "outbox_agent/replayer_test_fixture.h"
 
 namespace eonce {
@@ -114,6 +115,40 @@ TEST_F(ReplayerTest, BatchedRoundsKeepEachEntitysOrderAndReconcileTheUnknown) {
   const auto last_b0 = std::find(submitted.rbegin(), submitted.rend(), "b0").base();
   EXPECT_EQ(std::find(submitted.begin(), last_b0, "b1"), last_b0) << "b1 went before b0's resend";
 }
+
+// Fails one fault point from its nth hit on: this process is going down there.
+class CrashAt : public FaultInjector {
+ public:
+  CrashAt(FaultPoint point, int nth) : point_(point), nth_(nth) {}
+  absl::Status Hit(FaultPoint point) override {
+    if (point != point_ || ++hits_ < nth_) return absl::OkStatus();
+    return absl::AbortedError("scripted crash");
+  }
+
+ private:
+  const FaultPoint point_;
+  const int nth_;
+  int hits_ = 0;
+};
+
+// A crash amid a round sends nothing more: not even the round's attempts claimed before
+// it, which a batching replayer holds back until the round is complete.
+class ReplayerCrashTest : public ReplayerTest {
+ protected:
+  void CrashAmidARound(FaultPoint point) {
+    CrashAt crash(point, 3);
+    replayer_ = std::make_unique<Replayer>(*store_, sidecar_, *credential_, clock_, random_,
+                                           options_, &feed_, &crash);
+    for (int i = 0; i < 5; ++i) Enqueue(absl::StrCat("c", i), absl::StrCat("e", i));
+    replayer_->Pump();
+    EXPECT_EQ(sidecar_.submitted(), std::vector<std::string>{}) << "sent after the crash";
+    EXPECT_EQ(replayer_->in_flight(), 0);
+    replayer_.reset();
+  }
+};
+
+TEST_F(ReplayerCrashTest, AfterClaim) { CrashAmidARound(FaultPoint::kAfterClaim); }
+TEST_F(ReplayerCrashTest, BeforeNetworkSend) { CrashAmidARound(FaultPoint::kBeforeNetworkSend); }
 
 }  // namespace
 }  // namespace eonce
