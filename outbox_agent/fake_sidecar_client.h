@@ -9,6 +9,7 @@
 
 #include <deque>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,9 +79,15 @@ class FakeSidecarClient : public SidecarClient {
     done(std::move(answer));
   }
 
-  std::optional<int64_t> RetentionMs(const std::string& /*target_method*/) override {
+  std::optional<int64_t> RetentionMs(const std::string& target_method) override {
     absl::MutexLock lock(&mu_);
+    if (unknown_retention_.count(target_method) > 0) return std::nullopt;
     return retention_ms_;
+  }
+  // A route whose sidecar has not told its retention yet.
+  void set_retention_unknown(const std::string& target_method) {
+    absl::MutexLock l(&mu_);
+    unknown_retention_.insert(target_method);
   }
 
   static v1::SubmitResponse Applied(const Session& session, const std::string& command_id,
@@ -154,6 +161,7 @@ class FakeSidecarClient : public SidecarClient {
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
   std::string failing_entity_ ABSL_GUARDED_BY(mu_);
   std::optional<int64_t> retention_ms_ ABSL_GUARDED_BY(mu_) = 7LL * 24 * 3600 * 1000;
+  std::set<std::string> unknown_retention_ ABSL_GUARDED_BY(mu_);
   std::deque<absl::StatusOr<v1::SubmitResponse>> submit_answers_ ABSL_GUARDED_BY(mu_);
   std::deque<absl::StatusOr<v1::ReconcileResponse>> reconcile_answers_ ABSL_GUARDED_BY(mu_);
   std::deque<SubmitDone> held_ ABSL_GUARDED_BY(mu_);

@@ -9,6 +9,9 @@
 namespace eonce {
 namespace {
 
+// Due heads one Pump reads at most, whatever it skips: past it, the next Pump reads again.
+constexpr int kMaxDueScan = 4096;
+
 bool Sendable(const OutboxRecord& record, int64_t now) {
   switch (record.state()) {
     case v1::QUEUED:
@@ -46,6 +49,15 @@ bool SameSession(const Session& a, const Session& b) {
 }  // namespace
 
 absl::Status ValidateReplayerOptions(const ReplayerOptions& o) {
+  if (o.max_in_flight < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_in_flight: ", o.max_in_flight, " must be at least 1"));
+  }
+  if (o.max_round < 1 || o.max_round > o.max_in_flight) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_round: ", o.max_round, " must be between 1 and --max_in_flight (",
+        o.max_in_flight, "): a round is attempts in flight at once"));
+  }
   if (o.submit_timeout_ms <= 0) {
     return absl::InvalidArgumentError("submit_timeout_ms: must be positive");
   }
@@ -138,32 +150,26 @@ int Replayer::Pump() {
   if (free_slots <= 0) return 0;
   free_slots = std::min(free_slots, std::max(options_.max_round, 1));
   int64_t now = clock_.NowMs();
-  auto due = store_.Due(now, free_slots * 4);
-  if (!due.ok()) {
-    LogError("outbox scan failed", {{"error", std::string(due.status().message())}});
-    return 0;
-  }
   // Pick what to send, then claim it all in one write: nothing is sent before its claim
   // is written, and nothing happens between picking and claiming that anyone could act on.
   std::vector<std::shared_ptr<Attempt>> picked;
   std::vector<OutboxStore::Change> claims;
   std::vector<bool> first_sends;  // the claim marks the record ever_sent for the first time
   absl::flat_hash_set<std::string> picked_entities;
-  for (const std::string& id : *due) {
-    if (static_cast<int>(picked.size()) >= free_slots) break;
+  auto consider = [&](const std::string& id) {
     auto found = store_.GetState(id);
-    if (!found.ok() || !found->has_value()) continue;
+    if (!found.ok() || !found->has_value()) return;
     const OutboxRecord& record = **found;
-    if (!Sendable(record, now)) continue;
+    if (!Sendable(record, now)) return;
     std::string entity = LaneOf(record);
-    if (picked_entities.contains(entity)) continue;
+    if (picked_entities.contains(entity)) return;
     {
       absl::MutexLock lock(&mu_);
-      if (busy_entities_.contains(entity)) continue;
+      if (busy_entities_.contains(entity)) return;
     }
-    if (RetireIfTooOld(record)) continue;
+    if (RetireIfTooOld(record)) return;
     // The retention must be known before anything is sent to that sidecar.
-    if (!client_.RetentionMs(record.command().target_method()).has_value()) continue;
+    if (!client_.RetentionMs(record.command().target_method()).has_value()) return;
 
     auto attempt = std::make_shared<Attempt>();
     attempt->command_id = id;
@@ -202,6 +208,29 @@ int Replayer::Pump() {
     first_sends.push_back(!reconcile_first && !record.ever_sent());
     picked.push_back(std::move(attempt));
     picked_entities.insert(std::move(entity));
+  };
+  // Heads whose route has no known retention yet are skipped but stay due: the read goes on
+  // in growing pages until the round is full, the due heads run out or kMaxDueScan were
+  // read, so a few hundred such heads sorting first cannot starve every other route. The
+  // scan is bounded because each head read costs a store lookup on the replay loop.
+  size_t scanned = 0;
+  for (int limit = free_slots * 4;; limit = std::min(limit * 2, kMaxDueScan)) {
+    auto due = store_.Due(now, limit);
+    if (!due.ok()) {
+      LogError("outbox scan failed", {{"error", std::string(due.status().message())}});
+      if (picked.empty()) return 0;
+      break;
+    }
+    // Ids already read are passed over: a page starts where the index does, earliest first.
+    for (size_t k = scanned; k < due->size(); ++k) {
+      if (static_cast<int>(picked.size()) >= free_slots) break;
+      consider((*due)[k]);
+    }
+    scanned = due->size();
+    if (static_cast<int>(picked.size()) >= free_slots ||
+        due->size() < static_cast<size_t>(limit) || limit >= kMaxDueScan) {
+      break;
+    }
   }
   // Not synced in general: a lost claim only means the record is claimed again. But the
   // claim that first marks a record ever_sent is durable before its command leaves the

@@ -20,8 +20,9 @@
 // the SidecarClient's threads. `wake`, if given, is called whenever an attempt ends, since
 // its slot, and maybe the next command of its entity, are then free for the next Pump: a
 // backlog drains at the pace of the answers, not of the caller's idle timer. It runs
-// under the Replayer's lock (so it is done before in_flight() can read 0) and must not
-// call the Replayer. The answers of one batch (a CallbackBatch) wake it once, after the
+// after the slot is freed and the Replayer's lock released (so it may ask CanStart, and
+// in_flight() can read 0 while it still runs: what it calls must outlive the Replayer's
+// last attempt); it must not Pump on the answering thread. The answers of one batch (a CallbackBatch) wake it once, after the
 // last of them, so the next Pump takes every slot they freed as one round. Thread-safe.
 // Collaborators must outlive the Replayer, and every attempt must have finished
 // (in_flight() == 0) before it is destroyed.
@@ -51,7 +52,7 @@ struct ReplayerOptions {
   static constexpr int64_t kClaimSlackMs = 500;
   int max_in_flight = 64;
   // Attempts one Pump claims (one synced write) and hands to the client together (one
-  // SubmitBatch per sidecar). Below max_in_flight, so that one round's claim is written
+  // SubmitBatch per sidecar); 1 to max_in_flight (ValidateReplayerOptions, --max_round). Below max_in_flight, so that one round's claim is written
   // while the round before is at the sidecar, rather than every attempt waiting in step.
   int max_round = 32;
   // Covers the longest work under one claim, a Reconcile then a Submit, plus

@@ -116,6 +116,41 @@ TEST_F(ReplayerTest, BatchedRoundsKeepEachEntitysOrderAndReconcileTheUnknown) {
   EXPECT_EQ(std::find(submitted.begin(), last_b0, "b1"), last_b0) << "b1 went before b0's resend";
 }
 
+// Heads whose route has no known retention are skipped but stay due; however many sort
+// first, the heads of a healthy route behind them are still sent.
+TEST_F(ReplayerTest, HeadsOfARouteWithoutRetentionDoNotStarveTheOthers) {
+  replayer_.reset();
+  options_.max_round = 2;
+  replayer_ = std::make_unique<Replayer>(*store_, sidecar_, *credential_, clock_, random_,
+                                         options_, &feed_);
+  const std::string stalled = "/eonce.case.v1.Cases/Open";
+  sidecar_.set_retention_unknown(stalled);
+  for (int i = 0; i < 40; ++i) {
+    v1::Command c;
+    c.set_command_id(absl::StrCat("s", i));
+    c.set_target_method(stalled);
+    c.set_request("req");
+    c.mutable_entity()->set_type("case");
+    c.mutable_entity()->set_id(absl::StrCat("s", i));
+    ASSERT_TRUE(outbox_->Enqueue(c).ok());
+    clock_.AdvanceMs(1);
+  }
+  Enqueue("healthy", "e1");
+  EXPECT_EQ(replayer_->Pump(), 1);
+  EXPECT_EQ(StateOf("healthy"), v1::ACKED);
+}
+
+TEST(ReplayerOptionsTest, ARoundIsOneToMaxInFlightAttempts) {
+  ReplayerOptions options;
+  EXPECT_TRUE(ValidateReplayerOptions(options).ok());
+  options.max_round = 0;
+  EXPECT_EQ(ValidateReplayerOptions(options).code(), absl::StatusCode::kInvalidArgument);
+  options.max_round = options.max_in_flight + 1;
+  EXPECT_EQ(ValidateReplayerOptions(options).code(), absl::StatusCode::kInvalidArgument);
+  options.max_round = options.max_in_flight;
+  EXPECT_TRUE(ValidateReplayerOptions(options).ok());
+}
+
 // Fails one fault point from its nth hit on: this process is going down there.
 class CrashAt : public FaultInjector {
  public:
