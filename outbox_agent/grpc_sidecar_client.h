@@ -13,6 +13,8 @@
 // itself goes back to the replayer, which retries the command (still first in its
 // entity's lane, so the entity's order holds across the change) to the new owner.
 //
+// The slot maps are kept in grpc_sidecar_client_slots.cc.
+//
 // Submits to one sidecar under one session go as SubmitBatch calls (common/submit_batcher.h:
 // a command alone goes at once; those that arrive while two calls are in flight share the
 // next; those handed over together by SubmitMany go together), unless batching is turned
@@ -135,6 +137,9 @@ class GrpcSidecarClient : public SidecarClient {
   std::map<std::string, std::unique_ptr<Route>> routes_;
   std::unique_ptr<Route> default_route_;
   bool batch_submits_ = true;
+  // Every sidecar's message limit, both ways; how long GetInfo and GetSlotMap may take.
+  static constexpr int kMaxMessageBytes = 8 << 20;
+  static constexpr int64_t kInfoTimeoutMs = 2'000;
   // Batchers kept (more while callers hold them).
   static constexpr size_t kMaxBatchers = 64;
   // A batcher per sidecar and session. Destroyed before the call registry above: by then
