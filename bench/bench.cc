@@ -33,6 +33,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/commands.h"
+#include "bench/drain.h"
 #include "bench/e2e.h"
 #include "bench/echo.h"
 #include "bench/idle.h"
@@ -417,55 +418,10 @@ int Run() {
   }
 
   // Drain alone: fill the outbox first (unmeasured), as the agent rows above do.
-  if (want("drain") && !want("agent")) {
-    EnqueueBatcher::Options options = EnqueueBatcher::DefaultOptions();
-    options.max_calls = 2;
-    EnqueueBatcher batcher(options, *agent_stub, RealClock::Get());
-    ClosedLoop(64, 3 * measure.seconds, [&](int64_t i, std::function<void(bool)> done) {
-      v1::Command c = TransferCommand(absl::StrCat("enq-drain-", i), kAccounts, i);
-      c.clear_idempotency_key();
-      c.clear_payload_hash();
-      batcher.Enqueue(std::move(c), /*deadline_ms=*/0,
-                      [done](EnqueueBatcher::Answer answer) { done(answer.ok()); });
-    });
-  }
-  // The whole pipeline: renew the credential and time the drain of what was enqueued. Its
-  // target compares it with first seen through the sidecar from a batching client (as the
-  // agent sends), measured right before and right after it (the ratio to the mean of the
-  // two runs), as the other targets' rows are paired with their limits: this VM's speed
-  // drifts within minutes.
-  const int64_t enqueued = (*agent)->store().CountsByState()[v1::QUEUED];
+  if (want("drain") && !want("agent")) FillOutbox(*agent_stub, measure, kAccounts);
   if (want("agent") || want("drain")) {
-    BatchedSubmitter batched(*sidecar_stub);
-    auto first_seen_run = [&](const char* prefix) {
-      return ClosedLoop(64, measure.seconds, [&](int64_t i, std::function<void(bool)> done) {
-        batched.Submit(TransferCommand(absl::StrCat(prefix, i), kAccounts, i), v1::APPLIED,
-                       std::move(done));
-      }).ops_per_s;
-    };
-    const double first_seen_before = first_seen_run("fs-before-drain-");
-    auto drain_start = Clock::now();
-    const RunStart drain_run;
-    (*agent)->credential().Set(2, false).IgnoreError();
-    (*agent)->Kick();
-    int64_t acked = 0;
-    for (int i = 0; i < 6000; ++i) {  // at most 10 minutes
-      acked = (*agent)->store().CountsByState()[v1::ACKED];
-      if (acked >= enqueued) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    double drain_s = std::chrono::duration<double>(Clock::now() - drain_start).count();
-    Figures drain;
-    drain.ops = acked;
-    drain.ops_per_s = acked / drain_s;
-    drain.cpu_us_per_op = acked > 0 ? drain_run.CpuUsSince() / acked : 0;
-    drain.switches_per_op =
-        acked > 0 ? static_cast<double>(drain_run.SwitchesSince()) / acked : 0;
-    drain.steal_pct = drain_run.StealPctSince();
-    const double first_seen_around = (first_seen_before + first_seen_run("fs-after-drain-")) / 2;
-    drain.paired_limit_ops_per_s = first_seen_around;
-    drain.paired_ratio = first_seen_around > 0 ? drain.ops_per_s / first_seen_around : 0;
-    add("pipeline drain", agent_options.replay.max_in_flight, drain, "first-seen, batched");
+    add("pipeline drain", agent_options.replay.max_in_flight,
+        MeasureDrain(**agent, *sidecar_stub, measure, kAccounts), "first-seen, batched");
   }
 
   // End to end, after the drain: at 1 in flight, and offered at half the drain's rate.
