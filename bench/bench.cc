@@ -33,6 +33,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/commands.h"
+#include "bench/drain.h"
 #include "bench/e2e.h"
 #include "bench/echo.h"
 #include "bench/idle.h"
@@ -69,7 +70,7 @@ ABSL_FLAG(double, seconds, 2.0, "how long each run of a measurement lasts");
 ABSL_FLAG(std::string, only, "",
           "measure only these groups (comma-separated: limits, ledger, sidecar, in_process, "
           "shards, agent, e2e, large, idle, peers; first_seen and enqueue are the first rows "
-          "of sidecar and agent alone); "
+          "of sidecar and agent alone, drain its last); "
           "for profiling one path with perf");
 ABSL_FLAG(int32_t, runs, 3, "runs per measurement (the median is reported)");
 ABSL_FLAG(double, warmup_seconds, 0.5, "the warm-up before each measurement");
@@ -82,6 +83,9 @@ ABSL_FLAG(bool, agent_batch_submits, true,
           "the agent sends its attempts as SubmitBatch calls (false: one Submit each, for A/B)");
 ABSL_FLAG(int64_t, agent_idle_pump_ms, eonce::AgentServerOptions().idle_pump_ms,
           "how long the agent's loop sleeps when nothing wakes it (for A/B; the agent's default)");
+ABSL_FLAG(int32_t, agent_max_round, eonce::ReplayerOptions().max_round,
+          "attempts the agent claims and sends together per round (for A/B; the agent's "
+          "default)");
 ABSL_FLAG(int32_t, agent_max_in_flight, eonce::ReplayerOptions().max_in_flight,
           "attempts the agent keeps in flight while it drains (for A/B; the agent's default)");
 ABSL_FLAG(int64_t, finished_cache_mb, eonce::FinishedAnswers::kDefaultMaxBytes >> 20,
@@ -214,6 +218,7 @@ int Run() {
   agent_options.default_sidecar = Address((*sidecar)->port());
   agent_options.idle_pump_ms = absl::GetFlag(FLAGS_agent_idle_pump_ms);
   agent_options.replay.max_in_flight = absl::GetFlag(FLAGS_agent_max_in_flight);
+  agent_options.replay.max_round = absl::GetFlag(FLAGS_agent_max_round);
   agent_options.batch_submits = absl::GetFlag(FLAGS_agent_batch_submits);
   auto agent = AgentServer::Start(agent_options, RealClock::Get(), RealRandom::Get());
   if (!ledger.ok() || !sidecar.ok() || !agent.ok()) {
@@ -412,40 +417,11 @@ int Run() {
     add("agent enqueue, client", 64, f, "synced put (limit)");
   }
 
-  // The whole pipeline: renew the credential and time the drain of what was enqueued. Its
-  // target compares it with first seen through the sidecar, measured right before and
-  // right after it (the ratio to the mean of the two runs), as the other targets' rows are
-  // paired with their limits: this VM's speed drifts within minutes.
-  const int64_t enqueued = (*agent)->store().CountsByState()[v1::QUEUED];
-  if (want("agent")) {
-    auto first_seen_run = [&](const char* prefix) {
-      return ClosedLoop(64, measure.seconds, [&](int64_t i, std::function<void(bool)> done) {
-        submit(TransferCommand(absl::StrCat(prefix, i), kAccounts, i), done);
-      }).ops_per_s;
-    };
-    const double first_seen_before = first_seen_run("fs-before-drain-");
-    auto drain_start = Clock::now();
-    const RunStart drain_run;
-    (*agent)->credential().Set(2, false).IgnoreError();
-    (*agent)->Kick();
-    int64_t acked = 0;
-    for (int i = 0; i < 6000; ++i) {  // at most 10 minutes
-      acked = (*agent)->store().CountsByState()[v1::ACKED];
-      if (acked >= enqueued) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    double drain_s = std::chrono::duration<double>(Clock::now() - drain_start).count();
-    Figures drain;
-    drain.ops = acked;
-    drain.ops_per_s = acked / drain_s;
-    drain.cpu_us_per_op = acked > 0 ? drain_run.CpuUsSince() / acked : 0;
-    drain.switches_per_op =
-        acked > 0 ? static_cast<double>(drain_run.SwitchesSince()) / acked : 0;
-    drain.steal_pct = drain_run.StealPctSince();
-    const double first_seen_around = (first_seen_before + first_seen_run("fs-after-drain-")) / 2;
-    drain.paired_limit_ops_per_s = first_seen_around;
-    drain.paired_ratio = first_seen_around > 0 ? drain.ops_per_s / first_seen_around : 0;
-    add("pipeline drain", agent_options.replay.max_in_flight, drain, "sidecar first-seen");
+  // Drain alone: fill the outbox first (unmeasured), as the agent rows above do.
+  if (want("drain") && !want("agent")) FillOutbox(*agent_stub, measure, kAccounts);
+  if (want("agent") || want("drain")) {
+    add("pipeline drain", agent_options.replay.max_in_flight,
+        MeasureDrain(**agent, *sidecar_stub, measure, kAccounts), "first-seen, batched");
   }
 
   // End to end, after the drain: at 1 in flight, and offered at half the drain's rate.

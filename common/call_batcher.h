@@ -59,6 +59,13 @@ class CallBatcher {
     std::function<Answer(const absl::Status&)> refused;
   };
 
+  // One item with its deadline and its answer's callback.
+  struct Waiting {
+    Item item;
+    int64_t deadline_ms;  // 0: none
+    Done done;
+  };
+
   // `peer` names the peer in errors ("the sidecar").
   CallBatcher(std::string peer, CallBatcherOptions options, Hooks hooks)
       : peer_(std::move(peer)), options_(options), hooks_(std::move(hooks)) {}
@@ -83,14 +90,31 @@ class CallBatcher {
       }
     }
     if (full) {
-      done(hooks_.refused(WithRetryAfter(
-          Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
-                absl::StrCat(options_.max_waiting, " calls already wait for a call to ", peer_,
-                             "; nothing was sent")),
-          10)));
+      done(hooks_.refused(Overloaded()));
       return;
     }
     if (!batch.empty()) Send(std::move(batch));
+  }
+
+  // Adds several items at once, as one Add each, but lets none of them go before all are
+  // queued: items handed over together (a replayer's round of attempts) leave as full
+  // batches instead of a first batch of one. Those past max_waiting are refused as Add
+  // refuses them.
+  void AddMany(std::vector<Waiting> items) {
+    std::vector<std::vector<Waiting>> batches;
+    size_t taken = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      for (; taken < items.size() && waiting_.size() < options_.max_waiting; ++taken) {
+        waiting_.push_back(std::move(items[taken]));
+      }
+      // At most max_calls batches go now; the rest wait for the first free call.
+      for (std::vector<Waiting> batch = TakeBatch(); !batch.empty(); batch = TakeBatch()) {
+        batches.push_back(std::move(batch));
+      }
+    }
+    for (size_t i = taken; i < items.size(); ++i) items[i].done(hooks_.refused(Overloaded()));
+    for (std::vector<Waiting>& batch : batches) Send(std::move(batch));
   }
 
   // Nothing waits and no call is in flight.
@@ -100,11 +124,13 @@ class CallBatcher {
   }
 
  private:
-  struct Waiting {
-    Item item;
-    int64_t deadline_ms;
-    Done done;
-  };
+  absl::Status Overloaded() const {
+    return WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "OVERLOADED",
+                                absl::StrCat(options_.max_waiting,
+                                             " calls already wait for a call to ", peer_,
+                                             "; nothing was sent")),
+                          10);
+  }
 
   // Takes the next batch from the queue and counts its call; empty when none may go.
   std::vector<Waiting> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

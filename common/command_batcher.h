@@ -81,6 +81,11 @@ class CommandBatcher {
     batcher_.Add(std::move(command), deadline_ms, std::move(done));
   }
 
+  // Several commands handed over together, which leave together (CallBatcher::AddMany):
+  // each `done` runs exactly once, as Add's does.
+  using Entry = typename Batcher::Waiting;
+  void AddMany(std::vector<Entry> entries) { batcher_.AddMany(std::move(entries)); }
+
   // Nothing waits and no call is in flight.
   bool Idle() { return batcher_.Idle(); }
 

@@ -52,6 +52,11 @@ bool CredentialState::Fits(const Session& sent_under, const v1::Fence& fence) co
          fence.credential_epoch() == epoch_;
 }
 
+bool CredentialState::Current(const Session& sent_under) const {
+  absl::MutexLock lock(&mu_);
+  return sent_under.epoch == epoch_;
+}
+
 absl::Status CredentialState::Set(int64_t epoch, bool revoked) {
   {
     absl::MutexLock lock(&mu_);

@@ -31,6 +31,8 @@ class CredentialState {
   bool paused() const;
   // Whether an answer given to `sent_under` may still be applied.
   bool Fits(const Session& sent_under, const v1::Fence& fence) const;
+  // Whether `sent_under` is still the credential replay runs under (its epoch).
+  bool Current(const Session& sent_under) const;
 
   // INVALID_ARGUMENT if `epoch` goes backwards. A higher epoch clears a pause.
   absl::Status Set(int64_t epoch, bool revoked);

@@ -2,12 +2,14 @@
 //
 // Submit answers from `submit_answers` (front first) or, when that is empty, APPLIED with
 // a fence that echoes the session; with `hold` set, answers wait for Release.
-// Reconcile answers from `reconcile_answers` or NOT_SEEN.
+// Reconcile answers from `reconcile_answers` or NOT_SEEN. SubmitMany is recorded (rounds())
+// and taken one Submit each.
 #ifndef EONCE_OUTBOX_AGENT_FAKE_SIDECAR_CLIENT_H_
 #define EONCE_OUTBOX_AGENT_FAKE_SIDECAR_CLIENT_H_
 
 #include <deque>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,15 @@ class FakeSidecarClient : public SidecarClient {
     done(std::move(answer));
   }
 
+  // Records how many Submits came together, then takes each as Submit does.
+  void SubmitMany(const Session& session, std::vector<SubmitCall> calls) override {
+    {
+      absl::MutexLock lock(&mu_);
+      rounds_.push_back(static_cast<int>(calls.size()));
+    }
+    SidecarClient::SubmitMany(session, std::move(calls));
+  }
+
   void Reconcile(const v1::Command& command, const Session& /*session*/, int64_t /*deadline_ms*/,
                  std::function<void(absl::StatusOr<v1::ReconcileResponse>)> done) override {
     absl::StatusOr<v1::ReconcileResponse> answer;
@@ -68,9 +79,15 @@ class FakeSidecarClient : public SidecarClient {
     done(std::move(answer));
   }
 
-  std::optional<int64_t> RetentionMs(const std::string& /*target_method*/) override {
+  std::optional<int64_t> RetentionMs(const std::string& target_method) override {
     absl::MutexLock lock(&mu_);
+    if (unknown_retention_.count(target_method) > 0) return std::nullopt;
     return retention_ms_;
+  }
+  // A route whose sidecar has not told its retention yet.
+  void set_retention_unknown(const std::string& target_method) {
+    absl::MutexLock l(&mu_);
+    unknown_retention_.insert(target_method);
   }
 
   static v1::SubmitResponse Applied(const Session& session, const std::string& command_id,
@@ -128,6 +145,8 @@ class FakeSidecarClient : public SidecarClient {
     return reconciled_traces_;
   }
   std::vector<std::string> reconciled() { absl::MutexLock l(&mu_); return reconciled_; }
+  // The size of each SubmitMany, in order.
+  std::vector<int> rounds() { absl::MutexLock l(&mu_); return rounds_; }
   std::vector<v1::ReconcileRequest> reconcile_requests() {
     absl::MutexLock l(&mu_);
     return reconcile_requests_;
@@ -142,6 +161,7 @@ class FakeSidecarClient : public SidecarClient {
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
   std::string failing_entity_ ABSL_GUARDED_BY(mu_);
   std::optional<int64_t> retention_ms_ ABSL_GUARDED_BY(mu_) = 7LL * 24 * 3600 * 1000;
+  std::set<std::string> unknown_retention_ ABSL_GUARDED_BY(mu_);
   std::deque<absl::StatusOr<v1::SubmitResponse>> submit_answers_ ABSL_GUARDED_BY(mu_);
   std::deque<absl::StatusOr<v1::ReconcileResponse>> reconcile_answers_ ABSL_GUARDED_BY(mu_);
   std::deque<SubmitDone> held_ ABSL_GUARDED_BY(mu_);
@@ -153,6 +173,7 @@ class FakeSidecarClient : public SidecarClient {
   std::vector<v1::TraceContext> reconciled_traces_ ABSL_GUARDED_BY(mu_);
   std::vector<Session> sessions_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> reconciled_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> rounds_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ReconcileRequest> reconcile_requests_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,5 +1,6 @@
 #include "outbox_agent/grpc_sidecar_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iterator>
@@ -24,26 +25,15 @@ namespace eonce {
 namespace {
 
 constexpr int64_t kInfoRefreshMs = 60'000;
-constexpr int64_t kInfoTimeoutMs = 2'000;
 
-constexpr int kMaxMessageBytes = 8 << 20;
 // Bytes of commands per SubmitBatch: within the smallest message limit a sidecar's binary
 // sets (its max_request_bytes plus 1 MiB), so a batch of commands it takes one by one
 // fits in one message too. A command larger than this goes alone.
 constexpr size_t kMaxBatchBytes = 1 << 20;
-// SubmitBatch calls in flight to one sidecar under one session, and the batchers kept.
+// SubmitBatch calls in flight to one sidecar under one session.
 constexpr int kBatchCallsInFlight = 2;
-constexpr size_t kMaxBatchers = 64;
 
 constexpr char kShardedPrefix[] = "sharded:";
-// How often a sharded route's slot map is asked again without a refusal to prompt it.
-constexpr int64_t kSlotMapRefreshMs = 30'000;
-// After a shard could not be reached, the soonest the seed is asked for the map again.
-constexpr int64_t kUnreachableRefreshMs = 1'000;
-// How long to wait before a command is retried while no slot map is held yet.
-constexpr int64_t kNoSlotMapRetryMs = 200;
-// Stubs kept for shard addresses; past it, those the held map no longer names go.
-constexpr size_t kMaxShardStubs = 2 * kMaxShards;
 
 // The answer to a call made while the client closes: nothing was sent.
 absl::Status Closing() {
@@ -170,31 +160,52 @@ void GrpcSidecarClient::Submit(const v1::Command& command, const Session& sessio
   BatcherFor(route, *stub, session)->Submit(command, deadline_ms, std::move(done));
 }
 
-SubmitBatcher* GrpcSidecarClient::BatcherFor(Route* route,
-                                             std::shared_ptr<v1::Sidecar::Stub> stub,
-                                             const Session& session) {
-  BatcherKey key{stub.get(), session.tenant, session.actor, session.epoch};
-  absl::MutexLock lock(&batchers_mu_);
-  auto it = batchers_.find(key);
-  if (it != batchers_.end()) return it->second.get();
-  if (batchers_.size() >= kMaxBatchers) {
-    // Sessions change with each credential epoch and stubs with the slot map: the idle
-    // batchers of earlier ones go.
-    for (auto old = batchers_.begin(); old != batchers_.end();) {
-      old = old->second->Idle() ? batchers_.erase(old) : std::next(old);
+void GrpcSidecarClient::SubmitMany(const Session& session, std::vector<SubmitCall> calls) {
+  // Grouped by sidecar, in the calls' order; a handful of sidecars at most, so a list.
+  struct Group {
+    Route* route;
+    std::shared_ptr<v1::Sidecar::Stub> stub;
+    std::vector<SubmitBatcher::Entry> entries;
+  };
+  std::vector<Group> groups;
+  for (SubmitCall& call : calls) {
+    Route* route = RouteFor(call.command->target_method());
+    if (!batch_submits_ || route == nullptr || !route->batches.load()) {
+      SubmitOne(*call.command, session, call.deadline_ms, std::move(call.done));
+      continue;
     }
+    absl::StatusOr<std::shared_ptr<v1::Sidecar::Stub>> stub = StubFor(*route, *call.command);
+    if (!stub.ok()) {
+      call.done(stub.status());
+      continue;
+    }
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&stub](const Group& g) { return g.stub == *stub; });
+    if (group == groups.end()) group = groups.insert(groups.end(), Group{route, *stub, {}});
+    group->entries.push_back(
+        SubmitBatcher::Entry{*call.command, call.deadline_ms, std::move(call.done)});
   }
-  SubmitBatcher::Options options;
-  options.max_calls = kBatchCallsInFlight;
-  options.max_batch_bytes = kMaxBatchBytes;
-  auto batcher = std::make_unique<SubmitBatcher>(
-      options, [this, route, stub, session](std::vector<v1::Command> commands,
-                                            int64_t deadline_ms, SubmitBatcher::BatchDone done) {
-        SendBatch(route, stub, session, std::move(commands), deadline_ms, std::move(done));
+  for (Group& group : groups) {
+    BatcherFor(group.route, group.stub, session)->AddMany(std::move(group.entries));
+  }
+}
+
+std::shared_ptr<SubmitBatcher> GrpcSidecarClient::BatcherFor(
+    Route* route, std::shared_ptr<v1::Sidecar::Stub> stub, const Session& session) {
+  return batchers_.For(
+      SubmitBatcherRegistry::Key{stub.get(), session.tenant, session.actor, session.epoch},
+      [this, route, &stub, &session] {
+        SubmitBatcher::Options options;
+        options.max_calls = kBatchCallsInFlight;
+        options.max_batch_bytes = kMaxBatchBytes;
+        return std::make_unique<SubmitBatcher>(
+            options, [this, route, stub, session](std::vector<v1::Command> commands,
+                                                  int64_t deadline_ms,
+                                                  SubmitBatcher::BatchDone done) {
+              SendBatch(route, stub, session, std::move(commands), deadline_ms,
+                        std::move(done));
+            });
       });
-  SubmitBatcher* out = batcher.get();
-  batchers_[key] = std::move(batcher);
-  return out;
 }
 
 void GrpcSidecarClient::SendBatch(Route* route, std::shared_ptr<v1::Sidecar::Stub> stub,
@@ -324,122 +335,6 @@ void GrpcSidecarClient::AskInfo(Route* route) {
                                     route->retention_ms = state->response.retention_ms();
                                   }
                                 });
-}
-
-absl::StatusOr<std::shared_ptr<v1::Sidecar::Stub>> GrpcSidecarClient::StubFor(
-    Route& route, const v1::Command& command) {
-  if (!route.sharded) return route.stub;
-  std::shared_ptr<const SlotMap> map;
-  bool stale = false;
-  {
-    absl::MutexLock lock(&route.mu);
-    map = route.map;
-    int64_t wait = map != nullptr ? kSlotMapRefreshMs : kNoSlotMapRetryMs;
-    stale = clock_.NowMs() - route.map_asked_at_ms >= wait;
-  }
-  if (stale) AskSlotMap(&route, "");
-  if (map == nullptr) {
-    return WithRetryAfter(Error(absl::StatusCode::kUnavailable, "SLOT_MAP_UNKNOWN",
-                                absl::StrCat("no slot map from ", route.address,
-                                             " yet; nothing was sent")),
-                          kNoSlotMapRetryMs);
-  }
-  const std::string& address = map->AddressOf(map->OwnerOf(SlotOfCommand(command)));
-  absl::MutexLock lock(&route.mu);
-  auto it = route.shard_stubs.find(address);
-  if (it != route.shard_stubs.end()) return it->second;
-  if (route.shard_stubs.size() >= kMaxShardStubs) {
-    for (auto old = route.shard_stubs.begin(); old != route.shard_stubs.end();) {
-      bool named = false;
-      for (const v1::ShardInfo& shard : map->proto().shards()) {
-        named |= shard.address() == old->first;
-      }
-      old = named ? std::next(old) : route.shard_stubs.erase(old);
-    }
-  }
-  std::shared_ptr<v1::Sidecar::Stub> stub =
-      v1::Sidecar::NewStub(NewChannel(address, tls_, kMaxMessageBytes));
-  route.shard_stubs[address] = stub;
-  return stub;
-}
-
-void GrpcSidecarClient::OnSlotRefusal(Route* route, const absl::Status& status) {
-  std::string reason = ReasonOf(status);
-  if (reason.empty() && status.code() == absl::StatusCode::kUnavailable) {
-    // No sidecar answered: the shard may be gone (scaled down after its slots moved).
-    // Ask the seed again, at most every kUnreachableRefreshMs.
-    bool due = false;
-    {
-      absl::MutexLock lock(&route->mu);
-      due = clock_.NowMs() - route->map_asked_at_ms >= kUnreachableRefreshMs;
-    }
-    if (due) AskSlotMap(route, "");
-    return;
-  }
-  if (reason != "SLOT_MOVED" && reason != "SLOT_MIGRATING") return;
-  std::map<std::string, std::string> facts = ErrorMetadataOf(status);
-  uint64_t epoch = 0;
-  if (!absl::SimpleAtoi(facts["epoch"], &epoch)) return;
-  {
-    absl::MutexLock lock(&route->mu);
-    if (route->map != nullptr && route->map->epoch() >= epoch) return;
-  }
-  // The refusing sidecar holds a newer map; the owner it names holds at least as new.
-  AskSlotMap(route, facts["owner_address"]);
-}
-
-void GrpcSidecarClient::AskSlotMap(Route* route, const std::string& address) {
-  std::shared_ptr<v1::Sidecar::Stub> stub = route->stub;
-  {
-    absl::MutexLock lock(&route->mu);
-    if (route->asking_map) return;
-    route->asking_map = true;
-    route->map_asked_at_ms = clock_.NowMs();
-    if (!address.empty()) {
-      auto it = route->shard_stubs.find(address);
-      if (it != route->shard_stubs.end()) stub = it->second;
-    }
-  }
-  struct State {
-    CallTracker::Ticket ticket;  // first: goes last
-    std::shared_ptr<v1::Sidecar::Stub> stub;  // alive while the call is
-    grpc::ClientContext context;
-    v1::GetSlotMapRequest request;
-    v1::SlotMap response;
-  };
-  auto state = std::make_shared<State>();
-  state->stub = stub;
-  if (!calls_.Start(state)) {
-    absl::MutexLock lock(&route->mu);
-    route->asking_map = false;
-    return;
-  }
-  state->context.set_deadline(WallDeadline(clock_, clock_.NowMs() + kInfoTimeoutMs));
-  stub->async()->GetSlotMap(
-      &state->context, &state->request, &state->response,
-      [state, route](grpc::Status status) {
-        absl::StatusOr<SlotMap> map =
-            status.ok() ? SlotMap::FromProto(std::move(state->response))
-                        : absl::StatusOr<SlotMap>(FromGrpcStatus(status, &state->context));
-        {
-          absl::MutexLock lock(&route->mu);
-          route->asking_map = false;
-          if (map.ok() && (route->map == nullptr || map->epoch() > route->map->epoch())) {
-            route->map = std::make_shared<const SlotMap>(std::move(*map));
-          }
-        }
-        if (!map.ok()) {
-          LogWarn("slot map unavailable", {{"sidecar", route->address},
-                                           {"error", std::string(map.status().message())}});
-        }
-      });
-}
-
-uint64_t GrpcSidecarClient::SlotMapEpoch(const std::string& target_method) {
-  Route* route = RouteFor(target_method);
-  if (route == nullptr || !route->sharded) return 0;
-  absl::MutexLock lock(&route->mu);
-  return route->map != nullptr ? route->map->epoch() : 0;
 }
 
 std::optional<int64_t> GrpcSidecarClient::RetentionMs(const std::string& target_method) {

@@ -13,9 +13,12 @@
 // itself goes back to the replayer, which retries the command (still first in its
 // entity's lane, so the entity's order holds across the change) to the new owner.
 //
+// The slot maps are kept in grpc_sidecar_client_slots.cc.
+//
 // Submits to one sidecar under one session go as SubmitBatch calls (common/submit_batcher.h:
 // a command alone goes at once; those that arrive while two calls are in flight share the
-// next), unless batching is turned off. A sidecar that answers SubmitBatch with
+// next; those handed over together by SubmitMany go together), unless batching is turned
+// off. A sidecar that answers SubmitBatch with
 // UNIMPLEMENTED (one from before it) gets one Submit per command from then on, starting
 // with that batch's commands: nothing is lost or sent twice by the switch, because the
 // batch was refused before any of its commands was looked at.
@@ -32,7 +35,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -43,6 +45,7 @@
 #include "common/tls.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "outbox_agent/sidecar_client.h"
+#include "outbox_agent/submit_batcher_registry.h"
 
 namespace eonce {
 
@@ -60,6 +63,8 @@ class GrpcSidecarClient : public SidecarClient {
 
   void Submit(const v1::Command& command, const Session& session, int64_t deadline_ms,
               std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) override;
+  // Those that go to one sidecar enter its batcher together (CommandBatcher::AddMany).
+  void SubmitMany(const Session& session, std::vector<SubmitCall> calls) override;
   void Reconcile(const v1::Command& command, const Session& session, int64_t deadline_ms,
                  std::function<void(absl::StatusOr<v1::ReconcileResponse>)> done) override;
   std::optional<int64_t> RetentionMs(const std::string& target_method) override;
@@ -91,15 +96,12 @@ class GrpcSidecarClient : public SidecarClient {
     // Set once a batch past the sidecar's message limit was sent again one by one.
     std::atomic<bool> split_logged{false};
   };
-  // A batcher per sidecar and session: (stub, tenant, actor, epoch).
-  using BatcherKey = std::tuple<const v1::Sidecar::Stub*, std::string, std::string, int64_t>;
-
   GrpcSidecarClient(Clock& clock, TlsFiles tls) : clock_(clock), tls_(std::move(tls)) {}
   absl::StatusOr<std::unique_ptr<Route>> NewRoute(const std::string& target);
   // One Submit call for one command.
   void SubmitOne(const v1::Command& command, const Session& session, int64_t deadline_ms,
                  std::function<void(absl::StatusOr<v1::SubmitResponse>)> done);
-  SubmitBatcher* BatcherFor(Route* route, std::shared_ptr<v1::Sidecar::Stub> stub,
+  std::shared_ptr<SubmitBatcher> BatcherFor(Route* route, std::shared_ptr<v1::Sidecar::Stub> stub,
                             const Session& session);
   // One SubmitBatch call; on UNIMPLEMENTED, or when the batch or its answer was past the
   // sidecar's message limit, the commands again one Submit each.
@@ -135,9 +137,14 @@ class GrpcSidecarClient : public SidecarClient {
   std::map<std::string, std::unique_ptr<Route>> routes_;
   std::unique_ptr<Route> default_route_;
   bool batch_submits_ = true;
-  absl::Mutex batchers_mu_;
-  // Destroyed before the call registry above: by then every call has ended.
-  std::map<BatcherKey, std::unique_ptr<SubmitBatcher>> batchers_ ABSL_GUARDED_BY(batchers_mu_);
+  // Every sidecar's message limit, both ways; how long GetInfo and GetSlotMap may take.
+  static constexpr int kMaxMessageBytes = 8 << 20;
+  static constexpr int64_t kInfoTimeoutMs = 2'000;
+  // Batchers kept (more while callers hold them).
+  static constexpr size_t kMaxBatchers = 64;
+  // A batcher per sidecar and session. Destroyed before the call registry above: by then
+  // every call has ended.
+  SubmitBatcherRegistry batchers_{kMaxBatchers};
 };
 
 }  // namespace eonce

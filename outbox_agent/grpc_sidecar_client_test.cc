@@ -53,6 +53,10 @@ class StandIn : public v1::Sidecar::CallbackService {
       return reactor;
     }
     release_.WaitForNotification();
+    {
+      absl::MutexLock lock(&mu_);
+      batch_calls_++;
+    }
     for (const v1::Command& c : request->commands()) {
       Count(c.command_id(), request->commands_size());
       *response->add_items()->mutable_response() = Applied(c, answer_pad_);
@@ -90,6 +94,7 @@ class StandIn : public v1::Sidecar::CallbackService {
   std::map<std::string, int> seen_;
   int largest_batch_ = 0;
   int singles_ = 0;
+  int batch_calls_ = 0;
   testing::AnswerGate reconciles_;
 
  private:
@@ -153,6 +158,42 @@ TEST_P(GrpcSidecarClientTest, EachCommandIsAnsweredOnceWithItsOwnAnswer) {
   }
   if (GetParam()) {
     EXPECT_GT(stand_in_->largest_batch_, 1) << "commands sent while calls were busy share one";
+    EXPECT_EQ(stand_in_->singles_, 0);
+  } else {
+    EXPECT_EQ(stand_in_->singles_, kCommands) << "without SubmitBatch, one Submit each";
+  }
+}
+
+// Submits handed over together (the replayer's round) leave together: one SubmitBatch
+// with all of them, not a first call of one (or two) while the rest wait behind it.
+TEST_P(GrpcSidecarClientTest, SubmitsHandedOverTogetherShareOneCall) {
+  constexpr int kCommands = 10;
+  Session session{"acme", "", 1};
+  std::vector<v1::Command> commands(kCommands);
+  std::vector<SidecarClient::SubmitCall> calls;
+  for (int i = 0; i < kCommands; ++i) {
+    commands[i].set_command_id(absl::StrCat("c", i));
+    commands[i].set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+    calls.push_back(SidecarClient::SubmitCall{
+        &commands[i], RealClock::Get().NowMs() + 10'000,
+        [&, id = commands[i].command_id()](absl::StatusOr<v1::SubmitResponse> r) {
+          absl::MutexLock lock(&mu);
+          answers[id] = r.ok() ? r->result().response() : r.status().ToString();
+          if (answers.size() == kCommands) all.Notify();
+        }});
+  }
+  stand_in_->release_.Notify();
+  client_->SubmitMany(session, std::move(calls));
+  ASSERT_TRUE(all.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  for (int i = 0; i < kCommands; ++i) {
+    const std::string id = absl::StrCat("c", i);
+    EXPECT_EQ(answers[id], id);
+  }
+  absl::MutexLock lock(&stand_in_->mu_);
+  for (int i = 0; i < kCommands; ++i) EXPECT_EQ(stand_in_->seen_[absl::StrCat("c", i)], 1);
+  if (GetParam()) {
+    EXPECT_EQ(stand_in_->batch_calls_, 1);
+    EXPECT_EQ(stand_in_->largest_batch_, kCommands);
     EXPECT_EQ(stand_in_->singles_, 0);
   } else {
     EXPECT_EQ(stand_in_->singles_, kCommands) << "without SubmitBatch, one Submit each";

@@ -9,6 +9,9 @@
 namespace eonce {
 namespace {
 
+// Due heads one Pump reads at most, whatever it skips: past it, the next Pump reads again.
+constexpr int kMaxDueScan = 4096;
+
 bool Sendable(const OutboxRecord& record, int64_t now) {
   switch (record.state()) {
     case v1::QUEUED:
@@ -39,9 +42,22 @@ absl::Status CheckOwner(const v1::ReconcileResponse& answer, const v1::Command& 
   return absl::OkStatus();
 }
 
+bool SameSession(const Session& a, const Session& b) {
+  return a.tenant == b.tenant && a.actor == b.actor && a.epoch == b.epoch;
+}
+
 }  // namespace
 
 absl::Status ValidateReplayerOptions(const ReplayerOptions& o) {
+  if (o.max_in_flight < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_in_flight: ", o.max_in_flight, " must be at least 1"));
+  }
+  if (o.max_round < 1 || o.max_round > o.max_in_flight) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_round: ", o.max_round, " must be between 1 and --max_in_flight (",
+        o.max_in_flight, "): a round is attempts in flight at once"));
+  }
   if (o.submit_timeout_ms <= 0) {
     return absl::InvalidArgumentError("submit_timeout_ms: must be positive");
   }
@@ -132,33 +148,28 @@ int Replayer::Pump() {
     free_slots = options_.max_in_flight - in_flight_;
   }
   if (free_slots <= 0) return 0;
+  free_slots = std::min(free_slots, std::max(options_.max_round, 1));
   int64_t now = clock_.NowMs();
-  auto due = store_.Due(now, free_slots * 4);
-  if (!due.ok()) {
-    LogError("outbox scan failed", {{"error", std::string(due.status().message())}});
-    return 0;
-  }
   // Pick what to send, then claim it all in one write: nothing is sent before its claim
   // is written, and nothing happens between picking and claiming that anyone could act on.
   std::vector<std::shared_ptr<Attempt>> picked;
   std::vector<OutboxStore::Change> claims;
   std::vector<bool> first_sends;  // the claim marks the record ever_sent for the first time
   absl::flat_hash_set<std::string> picked_entities;
-  for (const std::string& id : *due) {
-    if (static_cast<int>(picked.size()) >= free_slots) break;
+  auto consider = [&](const std::string& id) {
     auto found = store_.GetState(id);
-    if (!found.ok() || !found->has_value()) continue;
+    if (!found.ok() || !found->has_value()) return;
     const OutboxRecord& record = **found;
-    if (!Sendable(record, now)) continue;
+    if (!Sendable(record, now)) return;
     std::string entity = LaneOf(record);
-    if (picked_entities.contains(entity)) continue;
+    if (picked_entities.contains(entity)) return;
     {
       absl::MutexLock lock(&mu_);
-      if (busy_entities_.contains(entity)) continue;
+      if (busy_entities_.contains(entity)) return;
     }
-    if (RetireIfTooOld(record)) continue;
+    if (RetireIfTooOld(record)) return;
     // The retention must be known before anything is sent to that sidecar.
-    if (!client_.RetentionMs(record.command().target_method()).has_value()) continue;
+    if (!client_.RetentionMs(record.command().target_method()).has_value()) return;
 
     auto attempt = std::make_shared<Attempt>();
     attempt->command_id = id;
@@ -197,6 +208,29 @@ int Replayer::Pump() {
     first_sends.push_back(!reconcile_first && !record.ever_sent());
     picked.push_back(std::move(attempt));
     picked_entities.insert(std::move(entity));
+  };
+  // Heads whose route has no known retention yet are skipped but stay due: the read goes on
+  // in growing pages until the round is full, the due heads run out or kMaxDueScan were
+  // read, so a few hundred such heads sorting first cannot starve every other route. The
+  // scan is bounded because each head read costs a store lookup on the replay loop.
+  size_t scanned = 0;
+  for (int limit = free_slots * 4;; limit = std::min(limit * 2, kMaxDueScan)) {
+    auto due = store_.Due(now, limit);
+    if (!due.ok()) {
+      LogError("outbox scan failed", {{"error", std::string(due.status().message())}});
+      if (picked.empty()) return 0;
+      break;
+    }
+    // Ids already read are passed over: a page starts where the index does, earliest first.
+    for (size_t k = scanned; k < due->size(); ++k) {
+      if (static_cast<int>(picked.size()) >= free_slots) break;
+      consider((*due)[k]);
+    }
+    scanned = due->size();
+    if (static_cast<int>(picked.size()) >= free_slots ||
+        due->size() < static_cast<size_t>(limit) || limit >= kMaxDueScan) {
+      break;
+    }
   }
   // Not synced in general: a lost claim only means the record is claimed again. But the
   // claim that first marks a record ever_sent is durable before its command leaves the
@@ -214,7 +248,12 @@ int Replayer::Pump() {
       return 0;
     }
   }
+  // The round's sends go to the client together, after every attempt is counted: a
+  // batching client then sends them as full batches (SidecarClient::SubmitMany), not the
+  // first alone.
+  std::vector<std::shared_ptr<Attempt>> sends;
   int started = 0;
+  bool crashed = false;
   for (size_t i = 0; i < picked.size(); ++i) {
     if (!claimed[i].ok()) continue;
     std::shared_ptr<Attempt>& attempt = picked[i];
@@ -238,14 +277,25 @@ int Replayer::Pump() {
       // claimed with this one stay claimed until their claims run out, as a crash would
       // leave them).
       Done(attempt);
+      crashed = true;
       break;
     }
     if (attempt->reconcile_first) {
       Reconcile(attempt);
+    } else if (ReadyToSend(attempt)) {
+      sends.push_back(std::move(attempt));
     } else {
-      Dispatch(attempt);
+      crashed = true;  // as above: the process is going down before this send
+      break;
     }
   }
+  if (crashed) {
+    // The round's sends not yet handed to the client stay unsent and claimed, as a crash
+    // leaves them: only their slots are freed, for the simulation's process to go on.
+    for (const std::shared_ptr<Attempt>& attempt : sends) Done(attempt);
+    return started;
+  }
+  Dispatch(std::move(sends));
   return started;
 }
 
@@ -318,36 +368,54 @@ void Replayer::Send(std::shared_ptr<Attempt> attempt) {
     Done(attempt);
     return;
   }
-  Dispatch(std::move(attempt));
+  if (ReadyToSend(attempt)) Dispatch({std::move(attempt)});
 }
 
-void Replayer::Dispatch(std::shared_ptr<Attempt> attempt) {
+bool Replayer::ReadyToSend(const std::shared_ptr<Attempt>& attempt) {
   if (!HitFault(faults_, FaultPoint::kBeforeNetworkSend).ok()) {
     Done(attempt);
-    return;
+    return false;
   }
-  int64_t deadline = CallDeadline(*attempt);
-  client_.Submit(attempt->record.command(), attempt->session, deadline,
-                 [this, attempt](absl::StatusOr<v1::SubmitResponse> answer) {
-                   if (!HitFault(faults_, FaultPoint::kAfterNetworkSendBeforeResponse).ok() ||
-                       !HitFault(faults_, FaultPoint::kAfterResponseBeforeAck).ok()) {
-                     // The answer is lost: the record stays SENDING until its claim
-                     // runs out, then reconciles.
-                     Done(attempt);
-                     return;
-                   }
-                   OnAnswer(attempt, std::move(answer));
-                 });
+  return true;
 }
 
-void Replayer::Done(const std::shared_ptr<Attempt>& attempt) {
+void Replayer::Dispatch(std::vector<std::shared_ptr<Attempt>> attempts) {
+  // A round's attempts share the session they were claimed under, unless the credential
+  // changed amid the round: each run of one session goes as one SubmitMany.
+  std::vector<SidecarClient::SubmitCall> calls;
+  calls.reserve(attempts.size());
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    std::shared_ptr<Attempt> attempt = attempts[i];
+    const v1::Command* command = &attempt->record.command();
+    const int64_t deadline = CallDeadline(*attempt);
+    calls.push_back(SidecarClient::SubmitCall{
+        command, deadline, [this, attempt](absl::StatusOr<v1::SubmitResponse> answer) {
+          if (!HitFault(faults_, FaultPoint::kAfterNetworkSendBeforeResponse).ok() ||
+              !HitFault(faults_, FaultPoint::kAfterResponseBeforeAck).ok()) {
+            // The answer is lost: the record stays SENDING until its claim runs out, then
+            // reconciles.
+            Done(attempt);
+            return;
+          }
+          OnAnswer(attempt, std::move(answer));
+        }});
+    const Session& session = attempt->session;
+    if (i + 1 == attempts.size() || !SameSession(attempts[i + 1]->session, session)) {
+      // `attempts` holds every command until SubmitMany returns.
+      client_.SubmitMany(session, std::move(calls));
+      calls.clear();
+    }
+  }
+}
+
+void Replayer::Done(const std::shared_ptr<Attempt>& attempt, bool wake) {
   {
     absl::MutexLock lock(&mu_);
     --in_flight_;
     busy_entities_.erase(attempt->entity);
   }
   // The slot is free before the wake, which asks CanStart.
-  if (wake_) wake_();
+  if (wake && wake_) wake_();
 }
 
 }  // namespace eonce

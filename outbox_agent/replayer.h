@@ -5,7 +5,9 @@
 // a fresh fencing token, and starts its attempt; at most `max_in_flight` attempts run at
 // once and at most one per entity. An attempt whose last outcome is unknown reconciles
 // with the sidecar before it sends anything; any other is claimed and marked SENDING in
-// one write. Each answer is classified (retry_policy.h)
+// one write. The sends a Pump starts (at most `max_round`) go to the client together
+// (SidecarClient::SubmitMany), so a batching client sends a round as SubmitBatch calls, not
+// its first command alone. Each answer is classified (retry_policy.h)
 // and moves the record in one atomic write, guarded by the claim token: the late answer
 // of a worker whose claim was taken over is refused. An answer is applied only if its
 // fence still fits the current credential. Moves are written unsynced (a lost one leaves
@@ -18,15 +20,19 @@
 // the SidecarClient's threads. `wake`, if given, is called whenever an attempt ends, since
 // its slot, and maybe the next command of its entity, are then free for the next Pump: a
 // backlog drains at the pace of the answers, not of the caller's idle timer. It runs
-// under the Replayer's lock (so it is done before in_flight() can read 0) and must not
-// call the Replayer. Thread-safe. Collaborators must outlive the Replayer, and every
-// attempt must have finished (in_flight() == 0) before it is destroyed.
+// after the slot is freed and the Replayer's lock released (so it may ask CanStart, and
+// in_flight() can read 0 while it still runs: what it calls must outlive the Replayer's
+// last attempt); it must not Pump on the answering thread. The answers of one batch (a CallbackBatch) wake it once, after the
+// last of them, so the next Pump takes every slot they freed as one round. Thread-safe.
+// Collaborators must outlive the Replayer, and every attempt must have finished
+// (in_flight() == 0) before it is destroyed.
 #ifndef EONCE_OUTBOX_AGENT_REPLAYER_H_
 #define EONCE_OUTBOX_AGENT_REPLAYER_H_
 
 #include <atomic>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
@@ -45,6 +51,10 @@ struct ReplayerOptions {
   // Time a claim keeps beyond the calls it covers: queueing and the outbox writes.
   static constexpr int64_t kClaimSlackMs = 500;
   int max_in_flight = 64;
+  // Attempts one Pump claims (one synced write) and hands to the client together (one
+  // SubmitBatch per sidecar); 1 to max_in_flight (ValidateReplayerOptions, --max_round). Below max_in_flight, so that one round's claim is written
+  // while the round before is at the sidecar, rather than every attempt waiting in step.
+  int max_round = 32;
   // Covers the longest work under one claim, a Reconcile then a Submit, plus
   // kClaimSlackMs (ValidateReplayerOptions); every call is also cut off before its claim
   // ends, so a live worker's claim never runs out under it.
@@ -96,8 +106,11 @@ class Replayer {
   bool RetireIfTooOld(const OutboxRecord& record);
   // Marks the record SENDING, then dispatches it.
   void Send(std::shared_ptr<Attempt> attempt);
-  // Sends the attempt of a record already marked SENDING.
-  void Dispatch(std::shared_ptr<Attempt> attempt);
+  // Whether the attempt may go on to be sent (a fault point); ends it if not.
+  bool ReadyToSend(const std::shared_ptr<Attempt>& attempt);
+  // Sends the attempts of records already marked SENDING, handed to the client together
+  // (SidecarClient::SubmitMany), so a round's attempts leave as batches.
+  void Dispatch(std::vector<std::shared_ptr<Attempt>> attempts);
   // submit_timeout_ms from now, but kClaimSlackMs before the attempt's claim ends.
   int64_t CallDeadline(const Attempt& attempt) const;
   void Reconcile(std::shared_ptr<Attempt> attempt);
@@ -112,7 +125,9 @@ class Replayer {
   // Writes every move queued by Transition (OutboxStore::MutateMany) and ends their
   // attempts.
   void WriteTransitions();
-  void Done(const std::shared_ptr<Attempt>& attempt);
+  // Ends the attempt; `wake` unless more ends follow at once (a batch of answers wakes
+  // the loop once, so its next Pump sees every slot the batch freed).
+  void Done(const std::shared_ptr<Attempt>& attempt, bool wake = true);
   void Publish(const OutboxRecord& record);
 
   OutboxStore& store_;

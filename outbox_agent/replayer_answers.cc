@@ -89,6 +89,15 @@ void Replayer::OnAnswer(std::shared_ptr<Attempt> attempt,
     OnFailure(attempt, answer.status());
     return;
   }
+  if (!answer->fence().command_id().empty() &&
+      answer->fence().command_id() != attempt->command_id) {
+    // Answers of a batch are matched to commands by position: one fenced for another
+    // command says the matching went wrong, so what happened to this one is unknown.
+    OnFailure(attempt, Error(absl::StatusCode::kInternal, "ANSWER_MISMATCH",
+                             absl::StrCat("the sidecar's answer is for command ",
+                                          answer->fence().command_id().substr(0, 128))));
+    return;
+  }
   if (!credential_.Fits(attempt->session, answer->fence())) {
     // Receiving an answer does not grant permission to apply it.
     stats_.stale_responses_refused++;
@@ -129,12 +138,25 @@ void Replayer::OnAnswer(std::shared_ptr<Attempt> attempt,
 
 void Replayer::OnFailure(const std::shared_ptr<Attempt>& attempt, const absl::Status& status) {
   AnswerClass answer_class = Classify(status);
+  // A failure answered under a credential since replaced says nothing of the current one:
+  // no pause, no final state; the record goes again, at once and without spending an
+  // attempt, under the current credential. Retryable, unknown and parked outcomes keep
+  // their class (backoff; reconciled before anything is resent).
+  const bool stale = answer_class != AnswerClass::kRetryable &&
+                     answer_class != AnswerClass::kUnknown &&
+                     answer_class != AnswerClass::kParked &&
+                     !credential_.Current(attempt->session);
   int64_t now = clock_.NowMs();
   int64_t retry_after = RetryAfterOf(status).value_or(0);
   std::string why = absl::StrCat(AnswerClassName(answer_class), ": ",
                                  ReasonOf(status).empty() ? absl::StatusCodeToString(status.code())
                                                           : ReasonOf(status));
-  if (answer_class == AnswerClass::kUnauthenticated) credential_.PauseUntilRenewed();
+  if (stale) {
+    why = absl::StrCat("credential since replaced: ", why);
+    answer_class = AnswerClass::kUnauthenticated;  // its move, without the pause
+  } else if (answer_class == AnswerClass::kUnauthenticated) {
+    credential_.PauseUntilRenewed();
+  }
   Transition(attempt, std::move(why), [this, status, now, retry_after,
                                        answer_class](OutboxRecord* r) {
     SetError(r, status, now);
@@ -167,7 +189,8 @@ void Replayer::OnFailure(const std::shared_ptr<Attempt>& attempt, const absl::St
         r->set_state(v1::EXPIRED);
         break;
       case AnswerClass::kUnauthenticated:
-        // Not the record's fault: no attempt is spent, and it waits for renewal.
+        // Not the record's fault: no attempt is spent, and it waits for renewal (or goes
+        // at once, when the failure was answered under a credential since replaced).
         r->set_state(v1::RETRYABLE_FAILED);
         r->set_attempt(r->attempt() > 0 ? r->attempt() - 1 : 0);
         r->set_next_attempt_at_ms(now);
@@ -251,7 +274,7 @@ void Replayer::WriteTransitions() {
         Publish(*moved[i]);
       }
     }
-    Done(attempt);
+    Done(attempt, /*wake=*/i + 1 == pending.size());
   }
 }
 

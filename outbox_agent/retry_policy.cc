@@ -21,6 +21,10 @@ constexpr Row kClassification[] = {
     {absl::StatusCode::kResourceExhausted, nullptr, AnswerClass::kRetryable},
     {absl::StatusCode::kDeadlineExceeded, nullptr, AnswerClass::kUnknown},
     {absl::StatusCode::kCancelled, nullptr, AnswerClass::kUnknown},
+    // A batch answered with more or fewer answers than commands, or an answer fenced for
+    // another command: the sidecar may have applied any of them.
+    {absl::StatusCode::kInternal, "BATCH_MISMATCH", AnswerClass::kUnknown},
+    {absl::StatusCode::kInternal, "ANSWER_MISMATCH", AnswerClass::kUnknown},
     {absl::StatusCode::kFailedPrecondition, "OUTCOME_UNKNOWN", AnswerClass::kParked},
     {absl::StatusCode::kFailedPrecondition, "RECORD_EXPIRED", AnswerClass::kExpired},
     {absl::StatusCode::kInvalidArgument, nullptr, AnswerClass::kRejected},

@@ -11,6 +11,8 @@
 //   RESOURCE_EXHAUSTED   *                      retryable, with pushback
 //   DEADLINE_EXCEEDED    *                      unknown outcome
 //   CANCELLED            *                      unknown outcome
+//   INTERNAL             BATCH_MISMATCH,        unknown outcome: a batch's answers did not
+//                        ANSWER_MISMATCH        match its commands (count, command id)
 //   FAILED_PRECONDITION  OUTCOME_UNKNOWN        parked at the sidecar: unknown, slow retry
 //   FAILED_PRECONDITION  RECORD_EXPIRED         expired
 //   INVALID_ARGUMENT     *                      rejected (terminal), UPSTREAM_UNIMPLEMENTED

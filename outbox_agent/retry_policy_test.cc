@@ -30,6 +30,8 @@ TEST(ClassifyTest, TheTable) {
       {absl::StatusCode::kInvalidArgument, "INVALID_FIELD", AnswerClass::kRejected},
       {absl::StatusCode::kPermissionDenied, "CREDENTIAL_REVOKED", AnswerClass::kRejected},
       {absl::StatusCode::kUnauthenticated, "NO_IDENTITY", AnswerClass::kUnauthenticated},
+      {absl::StatusCode::kInternal, "BATCH_MISMATCH", AnswerClass::kUnknown},
+      {absl::StatusCode::kInternal, "ANSWER_MISMATCH", AnswerClass::kUnknown},
       {absl::StatusCode::kInternal, nullptr, AnswerClass::kUnclassified},
       {absl::StatusCode::kDataLoss, nullptr, AnswerClass::kUnclassified},
   };

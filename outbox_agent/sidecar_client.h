@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "eonce/v1/command.pb.h"
@@ -39,9 +40,26 @@ inline v1::ReconcileRequest ReconcileRequestFor(const v1::Command& command) {
 
 class SidecarClient {
  public:
+  using SubmitDone = std::function<void(absl::StatusOr<v1::SubmitResponse>)>;
+  // One Submit of a SubmitMany; `command` need only live until SubmitMany returns.
+  struct SubmitCall {
+    const v1::Command* command;
+    int64_t deadline_ms;
+    SubmitDone done;
+  };
+
   virtual ~SidecarClient() = default;
   virtual void Submit(const v1::Command& command, const Session& session, int64_t deadline_ms,
-                      std::function<void(absl::StatusOr<v1::SubmitResponse>)> done) = 0;
+                      SubmitDone done) = 0;
+  // Submits handed over together, under one session (the replayer's round of attempts):
+  // a client that batches sends them to each sidecar as few calls as its limits allow,
+  // rather than the first alone. Each `done` runs exactly once, as Submit's does. By
+  // default, one Submit each.
+  virtual void SubmitMany(const Session& session, std::vector<SubmitCall> calls) {
+    for (SubmitCall& call : calls) {
+      Submit(*call.command, session, call.deadline_ms, std::move(call.done));
+    }
+  }
   virtual void Reconcile(const v1::Command& command, const Session& session, int64_t deadline_ms,
                          std::function<void(absl::StatusOr<v1::ReconcileResponse>)> done) = 0;
   // The retention window of the sidecar that serves `target_method`; nullopt until it is

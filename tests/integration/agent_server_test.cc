@@ -214,6 +214,7 @@ TEST_F(AgentServerTest, KicksThatCouldStartNothingAreSkippedAndNothingWaitsForTh
   AgentServerOptions options = Options();
   options.idle_pump_ms = 600'000;
   options.replay.max_in_flight = 1;
+  options.replay.max_round = 1;
   auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
   ASSERT_TRUE(agent.ok()) << agent.status();
   const std::string address = "127.0.0.1:" + std::to_string((*agent)->port());
