@@ -1,4 +1,5 @@
 // outbox_agent: durable intent beside a producing service.
+#include <algorithm>
 #include <iostream>
 
 #include "absl/flags/flag.h"
@@ -30,8 +31,9 @@ ABSL_FLAG(bool, batch_submits, true,
           "for many commands); false: one Submit per attempt");
 ABSL_FLAG(int32_t, max_in_flight, 64, "attempts in flight at once");
 ABSL_FLAG(int32_t, max_round, eonce::ReplayerOptions().max_round,
-          "attempts one replay round claims in one synced write and sends together; 1 to "
-          "--max_in_flight (below it, the next round is claimed while one is at the sidecar)");
+          "attempts one replay round claims in one synced write and sends together; at least "
+          "1, and taken as --max_in_flight when above it (below it, the next round is claimed "
+          "while one is at the sidecar)");
 ABSL_FLAG(int32_t, max_attempts, 100, "attempts before a record is dead-lettered");
 ABSL_FLAG(int64_t, max_age_ms, 6LL * 24 * 3600 * 1000,
           "age at which a record is dead-lettered; must be below the sidecar retention");
@@ -74,7 +76,8 @@ int main(int argc, char** argv) {
   o.store.max_pending_records = absl::GetFlag(FLAGS_max_pending_records);
   o.store.forensic_retention_ms = absl::GetFlag(FLAGS_forensic_retention_ms);
   o.replay.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
-  o.replay.max_round = absl::GetFlag(FLAGS_max_round);
+  // The default round (32) must not make a small --max_in_flight an error.
+  o.replay.max_round = std::min(absl::GetFlag(FLAGS_max_round), o.replay.max_in_flight);
   o.replay.submit_timeout_ms = absl::GetFlag(FLAGS_submit_timeout_ms);
   o.replay.claim_ttl_ms = absl::GetFlag(FLAGS_claim_ttl_ms);
   o.replay.retry.max_attempts = absl::GetFlag(FLAGS_max_attempts);
