@@ -25,6 +25,7 @@
 #include "tests/integration/sharded_sidecars.h"
 #include "tests/util/agent_wait.h"
 #include "tests/util/temp_dir.h"
+#include "tests/util/lose_one_answer.h"
 #include "tools/explain/explainer.h"
 #include "tools/explain/grpc_views.h"
 #include "tools/explain/render.h"
@@ -33,18 +34,6 @@ namespace eonce {
 namespace {
 
 constexpr char kPolicy[] = "act acme * *\nallow acme * *\noperator acme oncall\nplatform acme root\n";
-
-// Loses the business's answer once, after the effect is durable.
-class LoseOneAnswer : public FaultInjector {
- public:
-  absl::Status Hit(FaultPoint point) override {
-    if (point == FaultPoint::kAfterApplyBeforeResponse && armed.exchange(false)) {
-      return absl::UnavailableError("answer lost after apply");
-    }
-    return absl::OkStatus();
-  }
-  std::atomic<bool> armed{false};
-};
 
 std::string PolicyFile() {
   std::string path = testing::FreshDir("policy") + "/policy";

@@ -23,22 +23,10 @@
 #include "services/ledger/ledger_service.h"
 #include "tests/integration/ledger_calls.h"
 #include "tests/util/temp_dir.h"
+#include "tests/util/lose_one_answer.h"
 
 namespace eonce {
 namespace {
-
-// Loses the business's answer once, after the effect is durable: the sidecar sees an
-// error that proves nothing (as after a crash or a dropped connection).
-class LoseOneAnswer : public FaultInjector {
- public:
-  absl::Status Hit(FaultPoint point) override {
-    if (point == FaultPoint::kAfterApplyBeforeResponse && armed.exchange(false)) {
-      return absl::UnavailableError("answer lost after apply");
-    }
-    return absl::OkStatus();
-  }
-  std::atomic<bool> armed{false};
-};
 
 class SidecarLedgerTest : public ::testing::TestWithParam<bool> {
  protected:
