@@ -197,6 +197,14 @@ class SimUpstream : public Upstream {
       : w_(w), node_(node), shard_(ShardOfNode(node)), business_(BusinessNode(shard_)),
         replies_(w.loop_) {}
 
+  // SlotData.HoldSlotData, as the sidecar's coordinator calls it after each map it
+  // acknowledges: answered at once by a business that is up (a hold repeats harmlessly).
+  absl::StatusOr<v1::HoldSlotDataResponse> HoldSlotData(const v1::HoldSlotDataRequest& request,
+                                                        int64_t /*deadline_ms*/) override {
+    if (!w_.node(business_).up) return absl::UnavailableError("the business is down");
+    return w_.inbox(shard_).HoldSlotData(request);
+  }
+
   void Forward(ForwardCall call, std::function<void(ForwardReply)> done) override {
     w_.ForwardIssued(call.tenant, call.command_id, node_);
     auto state = std::make_shared<bool>(false);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "dedupe_sidecar/slot_transfer.h"
 #include "tests/sim/world.h"
 
 namespace eonce::sim::internal {
@@ -116,19 +117,13 @@ void World::DeclareHeldSlots(int shard) {
   Sidecar& sc = sidecars_[shard];
   std::shared_ptr<const SlotMap> map = sc.gate->map();
   if (map == nullptr || map->epoch() <= sc.held_declared) return;
-  if (!nodes_[BusinessNode(shard)].up) return;
   const std::string id = absl::StrCat("s", shard);
-  auto held = [&](uint32_t slot) { return map->OwnerOf(slot) == id && !map->Migrating(slot); };
-  for (uint32_t first = 0; first < kSlotCount; ++first) {
-    if (!held(first)) continue;
-    uint32_t last = first;
-    while (last + 1 < kSlotCount && held(last + 1)) ++last;
-    v1::HoldSlotDataRequest run;
-    run.set_first_slot(first);
-    run.set_last_slot(last);
-    run.set_epoch(map->epoch());
-    if (!inbox(shard).HoldSlotData(run).ok()) return;  // the next tick tries again
-    first = last;
+  // The sidecar's own code (dedupe_sidecar/slot_transfer.h), through the simulated
+  // network: a business that is down fails the first run.
+  BusinessSlots business{*sc.upstream, *sidecar_clocks_[shard]};
+  if (!HoldBusinessSlots(*map, id, business, sidecar_clocks_[shard]->NowMs() + business.timeout_ms)
+           .ok()) {
+    return;  // the next tick tries again
   }
   sc.held_declared = map->epoch();
   Trace(absl::StrCat(id, " business holds its slots at epoch ", map->epoch()));
