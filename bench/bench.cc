@@ -44,14 +44,14 @@
 #include "bench/plot.h"
 #include "bench/report.h"
 #include "bench/shards.h"
-#include "common/clock.h"
-#include "common/command.h"
-#include "common/flags.h"
-#include "common/log.h"
-#include "common/random.h"
-#include "common/rocks.h"
-#include "common/server.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
+#include "common/base/flags.h"
+#include "common/base/log.h"
+#include "common/base/random.h"
+#include "common/store/rocks.h"
+#include "common/rpc/server.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
@@ -60,9 +60,9 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/server_builder.h"
-#include "outbox_agent/agent_server.h"
-#include "outbox_agent/client.h"
-#include "outbox_agent/enqueue_batcher.h"
+#include "outbox_agent/doors/agent_server.h"
+#include "outbox_agent/client/client.h"
+#include "outbox_agent/client/enqueue_batcher.h"
 #include "services/ledger/ledger_service.h"
 
 ABSL_FLAG(std::string, in_flight, "1,16,64", "calls in flight to measure at (the peers' client counts)");
@@ -390,7 +390,7 @@ int Run() {
     add("agent enqueue", n, f, "synced put (limit)");
   }
   // The same through EnqueueBatch calls, as a producer with many commands in flight sends
-  // them (outbox_agent/enqueue_batcher.h; two calls in flight, as the batched submits).
+  // them (outbox_agent/client/enqueue_batcher.h; two calls in flight, as the batched submits).
   if (want("agent") || want("enqueue")) {
     EnqueueBatcher::Options options = EnqueueBatcher::DefaultOptions();
     options.max_calls = 2;

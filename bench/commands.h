@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/command.h"
-#include "common/grpc_status.h"
-#include "common/submit_batcher.h"
+#include "common/command/command.h"
+#include "common/rpc/grpc_status.h"
+#include "common/rpc/submit_batcher.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/command.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"

@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/commands.h"
-#include "common/clock.h"
-#include "outbox_agent/enqueue_batcher.h"
+#include "common/base/clock.h"
+#include "outbox_agent/client/enqueue_batcher.h"
 
 namespace eonce::bench {
 

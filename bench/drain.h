@@ -8,7 +8,7 @@
 #include "bench/loops.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
-#include "outbox_agent/agent_server.h"
+#include "outbox_agent/doors/agent_server.h"
 
 namespace eonce::bench {
 

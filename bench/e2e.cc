@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/commands.h"
-#include "common/command.h"
+#include "common/command/command.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/create_channel.h"

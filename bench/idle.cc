@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/loops.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "tests/util/process.h"
 
 namespace eonce::bench {

@@ -2,13 +2,13 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "common/clock.h"
+#include "common/base/clock.h"
 #include "common/coord/etcd_flags.h"
-#include "common/flags.h"
-#include "common/log.h"
-#include "common/server.h"
-#include "common/server_flags.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/flags.h"
+#include "common/base/log.h"
+#include "common/rpc/server.h"
+#include "common/rpc/server_flags.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7100",
           "address agents call: host:port or unix:/path. An address other hosts can reach "

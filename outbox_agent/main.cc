@@ -3,13 +3,13 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "common/clock.h"
-#include "common/flags.h"
-#include "common/log.h"
-#include "common/random.h"
-#include "common/server.h"
-#include "common/server_flags.h"
-#include "outbox_agent/agent_server.h"
+#include "common/base/clock.h"
+#include "common/base/flags.h"
+#include "common/base/log.h"
+#include "common/base/random.h"
+#include "common/rpc/server.h"
+#include "common/rpc/server_flags.h"
+#include "outbox_agent/doors/agent_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7000",
           "address producers call: host:port or unix:/path. An address other hosts can reach "

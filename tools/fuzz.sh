@@ -9,10 +9,10 @@ seconds="${2:-60}"
 bazel build --color=no --curses=no //proto:command_cc //proto:records_cc //proto:slots_cc >/dev/null 2>&1
 gen=bazel-bin/proto
 out="$(mktemp -d)"
-srcs=(tests/fuzz/${target}_fuzzer.cc tests/fuzz/fuzz_targets.cc common/command.cc common/hash.cc
-      common/identity_uri.cc dedupe_sidecar/transparent_call.cc
-      common/status.cc common/ttl.cc common/rocks.cc dedupe_sidecar/policy.cc common/slots.cc
-      dedupe_sidecar/record_store.cc "$gen/eonce/v1/command.pb.cc" "$gen/eonce/internal/records.pb.cc"
+srcs=(tests/fuzz/${target}_fuzzer.cc tests/fuzz/fuzz_targets.cc common/command/command.cc common/base/hash.cc
+      common/rpc/identity_uri.cc dedupe_sidecar/doors/transparent_call.cc
+      common/base/status.cc common/store/ttl.cc common/store/rocks.cc dedupe_sidecar/authz/policy.cc common/coord/slots.cc
+      dedupe_sidecar/store/record_store.cc "$gen/eonce/v1/command.pb.cc" "$gen/eonce/internal/records.pb.cc"
       "$gen/eonce/v1/slots.pb.cc")
 clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address -I. -I"$gen" "${srcs[@]}" \
   -o "$out/${target}_fuzzer" $(pkg-config --libs protobuf rocksdb) -lcrypto \

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/clock.h"
-#include "common/status.h"
+#include "common/base/clock.h"
+#include "common/base/status.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 

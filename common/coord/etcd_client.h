@@ -10,7 +10,7 @@
 // away: its compare then fails, and the caller re-reads (a CAS loser does that anyway).
 //
 // TLS: with TlsFiles set, mutual TLS with the credentials of every eonce hop
-// (common/tls.h ChannelCredentials) on channels of our own: reconnects every 100 ms to 1 s
+// (common/rpc/tls.h ChannelCredentials) on channels of our own: reconnects every 100 ms to 1 s
 // but gRPC's default connect timeout, which NewChannel's short backoff would cut to 100 ms
 // (see AwaitConnected in the .cc for why a connect can take longer). etcd must be
 // started with --client-cert-auth and a certificate whose SANs name the endpoint's host.
@@ -32,7 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/tls.h"
+#include "common/rpc/tls.h"
 #include "etcd/etcdserverpb/rpc.grpc.pb.h"
 
 namespace eonce {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 

@@ -24,11 +24,11 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "common/clock.h"
+#include "common/base/clock.h"
 #include "common/coord/etcd_client.h"
 #include "common/coord/map_store.h"
-#include "common/slots.h"
-#include "common/tls.h"
+#include "common/coord/slots.h"
+#include "common/rpc/tls.h"
 
 namespace eonce {
 

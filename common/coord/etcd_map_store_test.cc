@@ -12,13 +12,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
+#include "common/base/clock.h"
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "common/coord/etcd_client.h"
 #include "common/coord/etcd_flags.h"
 #include "common/coord/seed.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "gtest/gtest.h"
 #include "tests/util/etcd_cluster.h"
 #include "tests/util/temp_dir.h"

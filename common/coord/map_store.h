@@ -18,7 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/slots.h"
+#include "common/coord/slots.h"
 
 namespace eonce {
 

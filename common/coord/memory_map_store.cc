@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace eonce {
 

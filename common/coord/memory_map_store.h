@@ -25,7 +25,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
-#include "common/clock.h"
+#include "common/base/clock.h"
 #include "common/coord/map_store.h"
 
 namespace eonce {

@@ -3,7 +3,7 @@
 #include "common/coord/memory_map_store.h"
 
 #include "common/coord/blind_map_store.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "gtest/gtest.h"
 
 namespace eonce {

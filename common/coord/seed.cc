@@ -1,6 +1,6 @@
 #include "common/coord/seed.h"
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace eonce {
 

@@ -12,10 +12,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "common/flags.h"
-#include "common/tls_flags.h"
+#include "common/base/flags.h"
+#include "common/rpc/tls_flags.h"
 #include "eonce/ledger/v1/ledger.pb.h"
-#include "outbox_agent/client.h"
+#include "outbox_agent/client/client.h"
 #include "outbox_agent/example/projection.h"
 
 ABSL_FLAG(std::string, agent, "127.0.0.1:7000", "the agent's address");

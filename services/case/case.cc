@@ -1,8 +1,8 @@
 #include "services/case/case.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/command.h"
-#include "common/status.h"
+#include "common/command/command.h"
+#include "common/base/status.h"
 
 namespace eonce {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/rocks.h"
+#include "common/store/rocks.h"
 #include "eonce/case/v1/case.pb.h"
 #include "services/inbox/inbox.h"
 

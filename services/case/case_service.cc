@@ -1,7 +1,7 @@
 #include "services/case/case_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/command.h"
+#include "common/command/command.h"
 #include "services/inbox/inbox_services.h"
 
 namespace eonce {

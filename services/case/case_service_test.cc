@@ -1,8 +1,8 @@
 // The case service over real gRPC: the inbox and exact outcomes after a crash.
 #include "services/case/case_service.h"
 
-#include "common/clock.h"
-#include "common/command.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"

@@ -19,7 +19,7 @@
 // `eonce-operator: <name>`, and its tenant in eonce-tenant.
 //
 // Refusals (reason first in the message, which is all gRPC sends for a refusal made
-// there; common/grpc_status.h reads the reason back from it):
+// there; common/rpc/grpc_status.h reads the reason back from it):
 //   UNAUTHENTICATED    NO_IDENTITY                  plaintext, and no component or operator
 //                                                   stated
 //   PERMISSION_DENIED  BUSINESS_CALLER_NOT_ALLOWED  a tenant's workload, a certificate that
@@ -40,7 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/tls.h"
+#include "common/rpc/tls.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_context.h"
 

@@ -2,7 +2,7 @@
 // and plaintext) is in tests/security/business_port_test.cc.
 #include "services/inbox/caller_gate.h"
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "gtest/gtest.h"
 
 namespace eonce {

@@ -11,9 +11,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/clock.h"
-#include "common/tls.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/clock.h"
+#include "common/rpc/tls.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "services/inbox/inbox_upstream.h"
 #include "services/inbox/service_host.h"
 

@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
-#include "common/status.h"
+#include "common/rpc/grpc_status.h"
+#include "common/base/status.h"
 
 namespace eonce {
 namespace {

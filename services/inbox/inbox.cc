@@ -3,12 +3,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "common/big_endian.h"
-#include "common/command.h"
-#include "common/error_details.h"
-#include "common/slots.h"
-#include "common/status.h"
-#include "common/trace_context.h"
+#include "common/base/big_endian.h"
+#include "common/command/command.h"
+#include "common/rpc/error_details.h"
+#include "common/coord/slots.h"
+#include "common/base/status.h"
+#include "common/command/trace_context.h"
 #include "services/inbox/inbox_internal.h"
 
 namespace eonce {

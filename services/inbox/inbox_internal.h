@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/big_endian.h"
+#include "common/base/big_endian.h"
 #include "rocksdb/slice.h"
 
 namespace eonce {

@@ -5,9 +5,9 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "common/hash.h"
-#include "common/slots.h"
-#include "common/status.h"
+#include "common/base/hash.h"
+#include "common/coord/slots.h"
+#include "common/base/status.h"
 #include "services/inbox/inbox.h"
 #include "services/inbox/inbox_internal.h"
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/error_details.h"
-#include "common/status.h"
+#include "common/rpc/error_details.h"
+#include "common/base/status.h"
 #include "services/inbox/inbox.h"
 #include "services/inbox/inbox_internal.h"
 

@@ -3,11 +3,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
-#include "common/command.h"
-#include "common/grpc_status.h"
-#include "common/metadata.h"
-#include "common/status.h"
-#include "common/trace_context.h"
+#include "common/command/command.h"
+#include "common/rpc/grpc_status.h"
+#include "common/rpc/metadata.h"
+#include "common/base/status.h"
+#include "common/command/trace_context.h"
 #include "services/inbox/caller_gate.h"
 
 namespace eonce {

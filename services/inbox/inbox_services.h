@@ -4,7 +4,7 @@
 #ifndef EONCE_SERVICES_INBOX_INBOX_SERVICES_H_
 #define EONCE_SERVICES_INBOX_INBOX_SERVICES_H_
 
-#include "common/grpc_status.h"
+#include "common/rpc/grpc_status.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/server_context.h"

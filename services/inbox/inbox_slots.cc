@@ -6,11 +6,11 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "common/big_endian.h"
-#include "common/hash.h"
-#include "common/slots.h"
-#include "common/status.h"
-#include "common/ttl.h"
+#include "common/base/big_endian.h"
+#include "common/base/hash.h"
+#include "common/coord/slots.h"
+#include "common/base/status.h"
+#include "common/store/ttl.h"
 #include "services/inbox/inbox.h"
 #include "services/inbox/inbox_internal.h"
 

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/crash_fs.h"
-#include "common/slots.h"
-#include "common/status.h"
+#include "common/store/crash_fs.h"
+#include "common/coord/slots.h"
+#include "common/base/status.h"
 #include "eonce/internal/records.pb.h"
 #include "gtest/gtest.h"
 #include "services/inbox/inbox.h"

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "common/crash_fs.h"
-#include "common/status.h"
+#include "common/store/crash_fs.h"
+#include "common/base/status.h"
 #include "gtest/gtest.h"
 #include "tests/util/crash.h"
 #include "tests/util/temp_dir.h"

@@ -1,7 +1,7 @@
 #include "services/inbox/inbox_upstream.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace eonce {
 

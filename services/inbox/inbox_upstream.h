@@ -20,8 +20,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/clock.h"
-#include "dedupe_sidecar/upstream.h"
+#include "common/base/clock.h"
+#include "dedupe_sidecar/upstream/upstream.h"
 #include "services/inbox/inbox.h"
 
 namespace eonce {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/synchronization/notification.h"
-#include "common/clock.h"
-#include "common/slots.h"
+#include "common/base/clock.h"
+#include "common/coord/slots.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
 

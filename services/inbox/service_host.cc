@@ -1,4 +1,4 @@
-#include "common/flags.h"
+#include "common/base/flags.h"
 #include "services/inbox/service_host.h"
 
 #include <chrono>
@@ -7,13 +7,13 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "common/chance_faults.h"
-#include "common/log.h"
-#include "common/random.h"
-#include "common/server.h"
-#include "common/server_flags.h"
-#include "common/server_security.h"
-#include "common/status.h"
+#include "common/base/chance_faults.h"
+#include "common/base/log.h"
+#include "common/base/random.h"
+#include "common/rpc/server.h"
+#include "common/rpc/server_flags.h"
+#include "common/rpc/server_security.h"
+#include "common/base/status.h"
 #include "grpcpp/server_builder.h"
 #include "services/inbox/caller_gate.h"
 

@@ -15,12 +15,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "common/clock.h"
-#include "common/fault.h"
-#include "common/metrics.h"
-#include "common/rocks.h"
-#include "common/server.h"
-#include "common/tls.h"
+#include "common/base/clock.h"
+#include "common/base/fault.h"
+#include "common/base/metrics.h"
+#include "common/store/rocks.h"
+#include "common/rpc/server.h"
+#include "common/rpc/tls.h"
 #include "grpcpp/impl/codegen/service_type.h"
 #include "grpcpp/server.h"
 #include "services/inbox/forwards_service.h"
@@ -44,13 +44,13 @@ struct ServiceHostOptions {
   // The name in the metrics: eonce_<name>_... ("ledger", "case").
   std::string metrics_name = "service";
   // Mutual TLS for the gRPC port; empty: plaintext, which a listen_address other hosts can
-  // reach is refused without `insecure` (common/server_security.h).
+  // reach is refused without `insecure` (common/rpc/server_security.h).
   TlsFiles tls;
   // --insecure: plaintext on any address, identities from headers; eonce_insecure is 1.
   bool insecure = false;
   // A companion (an embedded sidecar) runs in this process and takes the tenants' calls:
   // listen_address is then the business's one other door, a unix socket or mutual TLS;
-  // plaintext TCP is refused, loopback included (common/server_security.h).
+  // plaintext TCP is refused, loopback included (common/rpc/server_security.h).
   bool one_door = false;
   // A plaintext grpc.health.v1-only port for probes without a client certificate;
   // empty: none.

@@ -3,9 +3,9 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "common/big_endian.h"
-#include "common/command.h"
-#include "common/status.h"
+#include "common/base/big_endian.h"
+#include "common/command/command.h"
+#include "common/base/status.h"
 
 namespace eonce {
 namespace {

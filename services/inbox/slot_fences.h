@@ -31,8 +31,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/rocks.h"
-#include "common/slots.h"
+#include "common/store/rocks.h"
+#include "common/coord/slots.h"
 #include "rocksdb/write_batch.h"
 
 namespace eonce {

@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "common/slots.h"
-#include "common/status.h"
+#include "common/coord/slots.h"
+#include "common/base/status.h"
 #include "gtest/gtest.h"
 #include "services/inbox/inbox.h"
 #include "tests/util/temp_dir.h"

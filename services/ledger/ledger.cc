@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/slots.h"
-#include "common/status.h"
+#include "common/coord/slots.h"
+#include "common/base/status.h"
 #include "services/ledger/ledger_internal.h"
 
 namespace eonce {

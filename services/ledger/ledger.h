@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/rocks.h"
+#include "common/store/rocks.h"
 #include "eonce/ledger/v1/ledger.pb.h"
 #include "services/ledger/account_cache.h"
 #include "services/inbox/inbox.h"

@@ -1,8 +1,8 @@
 // The sharded ledger's two halves of a transfer between slots: the debit, which emits the
 // credit as a follow-up, and the credit (or its bounce). See ledger.h.
 #include "absl/strings/str_cat.h"
-#include "common/slots.h"
-#include "common/status.h"
+#include "common/coord/slots.h"
+#include "common/base/status.h"
 #include "services/ledger/ledger.h"
 #include "services/ledger/ledger_internal.h"
 

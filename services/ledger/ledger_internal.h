@@ -9,8 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/big_endian.h"
-#include "common/command.h"
+#include "common/base/big_endian.h"
+#include "common/command/command.h"
 #include "services/inbox/inbox.h"
 #include "services/ledger/ledger.h"
 

@@ -1,8 +1,8 @@
 #include "services/ledger/ledger_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
-#include "common/status.h"
+#include "common/base/log.h"
+#include "common/base/status.h"
 #include "services/inbox/inbox_services.h"
 #include "services/ledger/ledger_in_process.h"
 

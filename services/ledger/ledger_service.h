@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "common/clock.h"
+#include "common/base/clock.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "services/inbox/service_host.h"
 #include "services/ledger/ledger.h"

@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/command.h"
+#include "common/command/command.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/error_details.h"
-#include "common/slots.h"
-#include "common/status.h"
+#include "common/rpc/error_details.h"
+#include "common/coord/slots.h"
+#include "common/base/status.h"
 #include "gtest/gtest.h"
 #include "services/ledger/ledger.h"
 #include "tests/util/temp_dir.h"

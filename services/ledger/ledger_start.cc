@@ -5,7 +5,7 @@
 #include <memory>
 #include <utility>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "services/ledger/ledger.h"
 #include "services/ledger/ledger_internal.h"
 

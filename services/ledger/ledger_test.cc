@@ -1,6 +1,6 @@
 #include "services/ledger/ledger.h"
 
-#include "common/grpc_status.h"
+#include "common/rpc/grpc_status.h"
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
 

@@ -1,8 +1,8 @@
 // ledger_service: the reference ledger behind a dedupe sidecar, or with the sidecar in
 // its own process (--sidecar_listen).
 #include "absl/flags/flag.h"
-#include "common/clock.h"
-#include "common/server_flags.h"
+#include "common/base/clock.h"
+#include "common/rpc/server_flags.h"
 #include "services/inbox/embedded_sidecar.h"
 #include "services/inbox/service_host.h"
 #include "services/ledger/ledger_in_process.h"

@@ -35,7 +35,7 @@ DEFAULT_LISTEN = {"dedupe_sidecar": "0.0.0.0:7100"}
 
 
 def is_local(address):
-    """A unix socket, or a TCP address on the loopback network (common/server_security.h)."""
+    """A unix socket, or a TCP address on the loopback network (common/rpc/server_security.h)."""
     if address.startswith("unix:") and not address.startswith("unix-abstract:"):
         return True
     host = address.rsplit(":", 1)[0] if ":" in address else ""

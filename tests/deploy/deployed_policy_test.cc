@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "dedupe_sidecar/policy.h"
+#include "dedupe_sidecar/authz/policy.h"
 #include "gtest/gtest.h"
 
 namespace eonce {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/command.h"
+#include "common/command/command.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/create_channel.h"

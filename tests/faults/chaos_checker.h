@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/slots.h"
+#include "common/coord/slots.h"
 #include "eonce/ledger/v1/ledger.pb.h"
 #include "eonce/v1/agent.pb.h"
 #include "eonce/v1/outcome.pb.h"

@@ -16,7 +16,7 @@
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "common/command.h"
+#include "common/command/command.h"
 
 extern char** environ;
 

@@ -27,7 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/coord/etcd_client.h"
 #include "common/coord/etcd_map_store.h"
-#include "common/slots.h"
+#include "common/coord/slots.h"
 #include "tests/faults/stack.h"
 #include "tests/util/etcd_cluster.h"
 #include "tests/util/fault_proxy.h"

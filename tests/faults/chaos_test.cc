@@ -31,8 +31,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/command.h"
-#include "common/slots.h"
+#include "common/command/command.h"
+#include "common/coord/slots.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"

@@ -17,13 +17,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/command.h"
-#include "common/tls.h"
+#include "common/command/command.h"
+#include "common/rpc/tls.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "outbox_agent/states.h"
+#include "outbox_agent/store/states.h"
 #include "tests/faults/stack.h"
 #include "tests/util/health_check.h"
 #include "tests/util/temp_dir.h"

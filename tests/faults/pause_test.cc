@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/tls.h"
+#include "common/rpc/tls.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "gtest/gtest.h"

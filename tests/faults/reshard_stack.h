@@ -14,10 +14,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/clock.h"
+#include "common/base/clock.h"
 #include "common/coord/etcd_map_store.h"
-#include "common/command.h"
-#include "common/slots.h"
+#include "common/command/command.h"
+#include "common/coord/slots.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"

@@ -10,12 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/command.h"
-#include "common/tls.h"
+#include "common/command/command.h"
+#include "common/rpc/tls.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
-#include "outbox_agent/states.h"
+#include "outbox_agent/store/states.h"
 #include "tests/util/ground_truth.h"
 
 namespace eonce::testing {

@@ -5,13 +5,13 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "common/command.h"
-#include "common/identity_uri.h"
-#include "common/slots.h"
-#include "common/ttl.h"
-#include "dedupe_sidecar/policy.h"
-#include "dedupe_sidecar/record_store.h"
-#include "dedupe_sidecar/transparent_call.h"
+#include "common/command/command.h"
+#include "common/rpc/identity_uri.h"
+#include "common/coord/slots.h"
+#include "common/store/ttl.h"
+#include "dedupe_sidecar/authz/policy.h"
+#include "dedupe_sidecar/store/record_store.h"
+#include "dedupe_sidecar/doors/transparent_call.h"
 
 namespace eonce::fuzz {
 namespace {

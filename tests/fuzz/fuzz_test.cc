@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "common/command.h"
-#include "common/ttl.h"
-#include "dedupe_sidecar/record_store.h"
+#include "common/command/command.h"
+#include "common/store/ttl.h"
+#include "dedupe_sidecar/store/record_store.h"
 #include "gtest/gtest.h"
 #include "tests/fuzz/fuzz_targets.h"
 

@@ -1,7 +1,7 @@
 // The agent process's own rules, against a real sidecar: a unix socket, a second agent on
 // the same data directory, the retention contract at startup, the credential file, and
 // Watch.
-#include "outbox_agent/agent_server.h"
+#include "outbox_agent/doors/agent_server.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,15 +9,15 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
-#include "common/command.h"
-#include "common/random.h"
-#include "dedupe_sidecar/fake_upstream.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
+#include "common/base/random.h"
+#include "dedupe_sidecar/upstream/fake_upstream.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "outbox_agent/client.h"
+#include "outbox_agent/client/client.h"
 #include "tests/util/http_get.h"
 #include "services/ledger/ledger_service.h"
 #include "tests/util/temp_dir.h"

@@ -5,16 +5,16 @@
 #include <cstdio>
 #include <string>
 
-#include "common/clock.h"
-#include "common/command.h"
-#include "common/random.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
+#include "common/base/random.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "outbox_agent/agent_server.h"
+#include "outbox_agent/doors/agent_server.h"
 #include "services/ledger/ledger_service.h"
 #include "tests/util/agent_wait.h"
 #include "tests/util/temp_dir.h"

@@ -7,13 +7,13 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "common/clock.h"
-#include "common/command.h"
-#include "common/fault.h"
-#include "common/grpc_status.h"
-#include "common/hash.h"
-#include "common/status.h"
-#include "dedupe_sidecar/grpc_upstream.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
+#include "common/base/fault.h"
+#include "common/rpc/grpc_status.h"
+#include "common/base/hash.h"
+#include "common/base/status.h"
+#include "dedupe_sidecar/upstream/grpc_upstream.h"
 #include "eonce/ledger/v1/ledger.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "google/protobuf/unknown_field_set.h"
@@ -323,7 +323,7 @@ TEST_F(ForwardBatchTest, ABatchPastTheBusinesssMessageLimitGoesOneCallPerForward
 
 // gRPC destroys a call's callback closure on its own thread after the callback returned,
 // and with it the call's state, whose ClientContext owns a reference to the channel; the
-// upstream's end must wait for that (common/call_tracker.h). The caller's callback object
+// upstream's end must wait for that (common/rpc/call_tracker.h). The caller's callback object
 // holds the closure open on gRPC's thread: the upstream's end does not return until it is
 // let go (without the wait it returns at once). The ledger answers only once the call's
 // start has returned, so that the closure is the last owner.

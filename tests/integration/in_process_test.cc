@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
-#include "common/status.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/clock.h"
+#include "common/base/status.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"

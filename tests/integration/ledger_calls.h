@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/command.h"
-#include "common/grpc_status.h"
-#include "common/submit_batcher.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/command/command.h"
+#include "common/rpc/grpc_status.h"
+#include "common/rpc/submit_batcher.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"

@@ -3,12 +3,12 @@
 #include <chrono>
 #include <thread>
 
-#include "common/clock.h"
-#include "common/command.h"
-#include "common/crash_fs.h"
-#include "common/grpc_status.h"
-#include "common/status.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
+#include "common/store/crash_fs.h"
+#include "common/rpc/grpc_status.h"
+#include "common/base/status.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"

@@ -9,11 +9,11 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
-#include "common/command.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
 #include "common/coord/memory_map_store.h"
-#include "common/slots.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/coord/slots.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"

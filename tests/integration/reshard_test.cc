@@ -8,13 +8,13 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
-#include "common/grpc_status.h"
+#include "common/base/clock.h"
+#include "common/rpc/grpc_status.h"
 #include "common/coord/blind_map_store.h"
 #include "common/coord/memory_map_store.h"
-#include "common/slots.h"
-#include "common/status.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/coord/slots.h"
+#include "common/base/status.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/command.h"
-#include "common/status.h"
-#include "common/grpc_status.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
+#include "common/base/status.h"
+#include "common/rpc/grpc_status.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/command.h"
-#include "common/random.h"
-#include "common/trace_context.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
+#include "common/base/random.h"
+#include "common/command/trace_context.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
@@ -22,7 +22,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "outbox_agent/agent_server.h"
+#include "outbox_agent/doors/agent_server.h"
 #include "services/ledger/ledger_service.h"
 #include "tests/util/agent_wait.h"
 #include "tests/util/fault_proxy.h"

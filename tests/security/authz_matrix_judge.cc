@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/grpc_status.h"
-#include "common/status.h"
+#include "common/rpc/grpc_status.h"
+#include "common/base/status.h"
 #include "google/protobuf/message.h"
 
 namespace eonce::authz {

@@ -1,8 +1,8 @@
 #include "tests/security/authz_matrix_requests.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/command.h"
-#include "common/slots.h"
+#include "common/command/command.h"
+#include "common/coord/slots.h"
 #include "eonce/internal/reflection.pb.h"
 #include "eonce/ledger/v1/ledger.pb.h"
 #include "eonce/v1/agent.pb.h"

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "common/command.h"
+#include "common/command/command.h"
 #include "eonce/v1/command.pb.h"
 
 namespace eonce::authz {

@@ -31,7 +31,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/command.h"
+#include "common/command/command.h"
 #include "google/protobuf/descriptor.h"
 #include "grpc/health/v1/health.pb.h"
 #include "gtest/gtest.h"

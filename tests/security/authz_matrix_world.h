@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/tls.h"
-#include "dedupe_sidecar/sidecar_service.h"
-#include "outbox_agent/agent_server.h"
+#include "common/rpc/tls.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
+#include "outbox_agent/doors/agent_server.h"
 #include "services/inbox/embedded_sidecar.h"
 #include "services/inbox/service_host.h"
 #include "services/ledger/ledger_service.h"

@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
-#include "common/command.h"
-#include "common/grpc_status.h"
-#include "common/status.h"
-#include "common/tls.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
+#include "common/rpc/grpc_status.h"
+#include "common/base/status.h"
+#include "common/rpc/tls.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/create_channel.h"

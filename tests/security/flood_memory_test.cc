@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/command.h"
+#include "common/command/command.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "grpcpp/create_channel.h"

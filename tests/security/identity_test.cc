@@ -13,12 +13,12 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "common/clock.h"
-#include "common/command.h"
-#include "common/grpc_status.h"
-#include "common/status.h"
-#include "common/tls.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
+#include "common/rpc/grpc_status.h"
+#include "common/base/status.h"
+#include "common/rpc/tls.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"

@@ -11,11 +11,11 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "common/clock.h"
-#include "common/random.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/clock.h"
+#include "common/base/random.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "gtest/gtest.h"
-#include "outbox_agent/agent_server.h"
+#include "outbox_agent/doors/agent_server.h"
 #include "services/ledger/ledger_service.h"
 #include "tests/util/http_get.h"
 #include "tests/util/process.h"

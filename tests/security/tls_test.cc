@@ -4,7 +4,7 @@
 // that the tenant comes from the certificate, that Reconcile and the audit log stay
 // inside a tenant, and that changed certificate files are used for new connections
 // without a restart.
-#include "common/tls.h"
+#include "common/rpc/tls.h"
 
 #include <sys/stat.h>
 
@@ -17,11 +17,11 @@
 #include <thread>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/command.h"
-#include "common/grpc_status.h"
-#include "common/status.h"
-#include "dedupe_sidecar/sidecar_service.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
+#include "common/rpc/grpc_status.h"
+#include "common/base/status.h"
+#include "dedupe_sidecar/doors/sidecar_service.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"

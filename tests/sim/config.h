@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/random.h"
+#include "common/base/random.h"
 #include "tests/sim/sim.h"
 
 namespace eonce::sim::internal {

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace eonce::sim::internal {
 

@@ -22,9 +22,9 @@
 #include <optional>
 #include <string>
 
-#include "common/clock.h"
+#include "common/base/clock.h"
 #include "common/coord/map_store.h"
-#include "common/slots.h"
+#include "common/coord/slots.h"
 
 namespace eonce::sim::internal {
 

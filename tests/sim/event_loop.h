@@ -8,7 +8,7 @@
 #include <queue>
 #include <vector>
 
-#include "common/clock.h"
+#include "common/base/clock.h"
 
 namespace eonce::sim::internal {
 

@@ -32,9 +32,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/slots.h"
-#include "common/status.h"
-#include "dedupe_sidecar/slot_transfer.h"
+#include "common/coord/slots.h"
+#include "common/base/status.h"
+#include "dedupe_sidecar/sharding/slot_transfer.h"
 #include "tests/sim/world.h"
 
 namespace eonce::sim::internal {

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/callback_batch.h"
-#include "common/slots.h"
-#include "common/status.h"
+#include "common/base/callback_batch.h"
+#include "common/coord/slots.h"
+#include "common/base/status.h"
 #include "tests/sim/world.h"
 
 namespace eonce::sim::internal {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
-#include "dedupe_sidecar/negative_controls.h"
+#include "common/base/status.h"
+#include "dedupe_sidecar/core/negative_controls.h"
 #include "tests/sim/world.h"
 
 namespace eonce::sim::internal {

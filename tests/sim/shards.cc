@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
-#include "dedupe_sidecar/slot_transfer.h"
+#include "common/base/status.h"
+#include "dedupe_sidecar/sharding/slot_transfer.h"
 #include "tests/sim/world.h"
 
 namespace eonce::sim::internal {
@@ -118,7 +118,7 @@ void World::DeclareHeldSlots(int shard) {
   std::shared_ptr<const SlotMap> map = sc.gate->map();
   if (map == nullptr || map->epoch() <= sc.held_declared) return;
   const std::string id = absl::StrCat("s", shard);
-  // The sidecar's own code (dedupe_sidecar/slot_transfer.h), through the simulated
+  // The sidecar's own code (dedupe_sidecar/sharding/slot_transfer.h), through the simulated
   // network: a business that is down fails the first run.
   BusinessSlots business{*sc.upstream, *sidecar_clocks_[shard]};
   if (!HoldBusinessSlots(*map, id, business, sidecar_clocks_[shard]->NowMs() + business.timeout_ms)

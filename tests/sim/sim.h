@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/fault.h"
+#include "common/base/fault.h"
 
 namespace eonce::sim {
 

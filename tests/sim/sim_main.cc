@@ -7,7 +7,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "common/flags.h"
+#include "common/base/flags.h"
 #include "tests/sim/campaign.h"
 
 ABSL_FLAG(int64_t, seeds, 200, "how many seeds to run");

@@ -4,9 +4,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/command.h"
+#include "common/command/command.h"
 #include "eonce/ledger/v1/ledger.pb.h"
-#include "outbox_agent/client.h"
+#include "outbox_agent/client/client.h"
 #include "tests/sim/world.h"
 
 namespace eonce::sim::internal {
@@ -49,7 +49,7 @@ v1::Command World::MakeCommand(int index) {
 
 void World::Enqueue(int index, int tries_left) {
   v1::Command& command = commands_[index];
-  // What the client library does before its first attempt (outbox_agent/client.h); the
+  // What the client library does before its first attempt (outbox_agent/client/client.h); the
   // negative control leaves the id to the agent, which creates one per attempt.
   if (!options_.late_ids) AssignCommandId(&command, workload_random_);
   if (tries_left <= 0) {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
+#include "common/base/log.h"
 #include "tests/sim/world.h"
 
 namespace eonce::sim::internal {

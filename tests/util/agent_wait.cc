@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "outbox_agent/states.h"
+#include "outbox_agent/store/states.h"
 
 namespace eonce::testing {
 

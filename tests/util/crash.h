@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "common/crash_fs.h"
-#include "common/rocks.h"
+#include "common/store/crash_fs.h"
+#include "common/store/rocks.h"
 
 namespace eonce::testing {
 

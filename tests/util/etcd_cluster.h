@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/tls.h"
+#include "common/rpc/tls.h"
 #include "tests/util/process.h"
 
 namespace eonce::testing {

@@ -4,12 +4,12 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/command.h"
+#include "common/command/command.h"
 #include "eonce/ledger/v1/ledger.grpc.pb.h"
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "outbox_agent/states.h"
+#include "outbox_agent/store/states.h"
 
 namespace eonce::testing {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "common/grpc_status.h"
+#include "common/rpc/grpc_status.h"
 #include "eonce/internal/reflection.pb.h"
 #include "grpcpp/client_context.h"
 #include "absl/synchronization/mutex.h"

@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
-#include "dedupe_sidecar/deduper.h"
-#include "outbox_agent/sidecar_client.h"
+#include "dedupe_sidecar/core/deduper.h"
+#include "outbox_agent/core/sidecar_client.h"
 
 namespace eonce::testing {
 

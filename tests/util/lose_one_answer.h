@@ -7,7 +7,7 @@
 #include <atomic>
 
 #include "absl/status/status.h"
-#include "common/fault.h"
+#include "common/base/fault.h"
 
 namespace eonce {
 

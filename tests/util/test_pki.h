@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/tls.h"
+#include "common/rpc/tls.h"
 
 namespace eonce::testing {
 

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
+#include "common/base/clock.h"
 
 namespace eonce::demo {
 namespace {

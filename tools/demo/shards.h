@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/coord/map_store.h"
-#include "common/slots.h"
+#include "common/coord/slots.h"
 
 namespace eonce::demo {
 

@@ -6,8 +6,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "common/command.h"
-#include "common/slots.h"
+#include "common/command/command.h"
+#include "common/coord/slots.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"

@@ -5,8 +5,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
-#include "common/trace_context.h"
+#include "common/base/status.h"
+#include "common/command/trace_context.h"
 #include "services/inbox/inbox.h"
 #include "tools/explain/verdict.h"
 

@@ -26,7 +26,7 @@ namespace eonce::explain {
 
 // The most follow-ups of one command looked for (the ledger emits one).
 inline constexpr int kMaxFollowUps = 4;
-// The longest query: an idempotency key's limit (common/command.h).
+// The longest query: an idempotency key's limit (common/command/command.h).
 inline constexpr size_t kMaxQueryBytes = 256;
 
 struct ExplainOptions {

@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
-#include "common/command.h"
-#include "common/grpc_status.h"
-#include "common/status.h"
+#include "common/base/clock.h"
+#include "common/command/command.h"
+#include "common/rpc/grpc_status.h"
+#include "common/base/status.h"
 #include "eonce/v1/agent.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 

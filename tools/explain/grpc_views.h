@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/tls.h"
+#include "common/rpc/tls.h"
 #include "tools/explain/views.h"
 
 namespace eonce::explain {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "common/tls.h"
+#include "common/rpc/tls.h"
 #include "tools/reshard/shard_admin.h"
 
 namespace eonce {

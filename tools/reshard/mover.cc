@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace eonce {
 namespace {

@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/clock.h"
+#include "common/base/clock.h"
 #include "common/coord/map_store.h"
 #include "tools/reshard/shard_admin.h"
 

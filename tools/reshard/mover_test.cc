@@ -13,7 +13,7 @@
 #include "common/coord/blind_map_store.h"
 #include "common/coord/memory_map_store.h"
 #include "common/coord/seed.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "gtest/gtest.h"
 
 namespace eonce {

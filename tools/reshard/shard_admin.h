@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/slots.h"
+#include "common/coord/slots.h"
 #include "eonce/v1/sidecar.pb.h"
 
 namespace eonce {
