@@ -16,6 +16,7 @@
 #include "eonce/v1/outcome.grpc.pb.h"
 #include "eonce/v1/sidecar.grpc.pb.h"
 #include "outbox_agent/store/states.h"
+#include "tests/util/account_command.h"
 #include "tests/util/ground_truth.h"
 
 namespace eonce::testing {
@@ -212,16 +213,6 @@ int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int thread
                         int64_t give_up_ms, const std::string& transfer_prefix) {
   std::atomic<int64_t> failed{0};
   auto channel = Channel(address_);
-  auto command = [](const std::string& id, const std::string& method,
-                    const google::protobuf::Message& request, const std::string& account) {
-    v1::Command c;
-    c.set_command_id(id);
-    c.set_target_method(method);
-    c.set_request(request.SerializeAsString());
-    c.mutable_entity()->set_type("account");
-    c.mutable_entity()->set_id(account);
-    return c;
-  };
   auto run_threads = [&](auto body) {
     std::vector<std::thread> workers;
     for (int t = 0; t < threads; ++t) workers.emplace_back(body, t);
@@ -234,8 +225,8 @@ int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int thread
       open.set_id(absl::StrCat(account_prefix_, i));
       open.set_initial_balance(initial);
       if (!Enqueue(*stub,
-                   command(absl::StrCat("open-", i), "/eonce.ledger.v1.Ledger/OpenAccount", open,
-                           open.id()),
+                   AccountCommand(absl::StrCat("open-", i), "/eonce.ledger.v1.Ledger/OpenAccount",
+                                  open, open.id()),
                    give_up_ms)) {
         failed++;
       }
@@ -252,8 +243,8 @@ int64_t LoadClient::Run(int accounts, int64_t initial, int transfers, int thread
       transfer.set_to(absl::StrCat(account_prefix_, to));
       transfer.set_amount(1 + static_cast<int64_t>(rng() % (initial / 4)));
       if (!Enqueue(*stub,
-                   command(absl::StrCat(transfer_prefix, i), "/eonce.ledger.v1.Ledger/Transfer",
-                           transfer, transfer.from()),
+                   AccountCommand(absl::StrCat(transfer_prefix, i),
+                                  "/eonce.ledger.v1.Ledger/Transfer", transfer, transfer.from()),
                    give_up_ms)) {
         failed++;
       }

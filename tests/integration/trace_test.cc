@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "outbox_agent/doors/agent_server.h"
 #include "services/ledger/ledger_service.h"
+#include "tests/util/account_command.h"
 #include "tests/util/agent_wait.h"
 #include "tests/util/fault_proxy.h"
 #include "tests/util/http_get.h"
@@ -38,16 +39,7 @@ constexpr char kTraceparent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba
 
 std::string Address(int port) { return "127.0.0.1:" + std::to_string(port); }
 
-v1::Command Command(const std::string& id, const std::string& method,
-                    const google::protobuf::Message& request, const std::string& account) {
-  v1::Command c;
-  c.set_command_id(id);
-  c.set_target_method(method);
-  c.set_request(request.SerializeAsString());
-  c.mutable_entity()->set_type("account");
-  c.mutable_entity()->set_id(account);
-  return c;
-}
+using testing::AccountCommand;
 
 // Enqueue over gRPC, with the trace context in the call's metadata.
 grpc::Status Enqueue(v1::Agent::Stub& agent, const v1::Command& command,
@@ -108,8 +100,8 @@ TEST(TraceTest, OneTraceAcrossTheAgentTheSidecarAndTheLedgerThroughALostAnswer) 
     open.set_id(id);
     open.set_initial_balance(100);
     ASSERT_TRUE(Enqueue(*stub,
-                        Command(std::string("open-") + id, "/eonce.ledger.v1.Ledger/OpenAccount",
-                                open, id),
+                        AccountCommand(std::string("open-") + id,
+                                       "/eonce.ledger.v1.Ledger/OpenAccount", open, id),
                         "")
                     .ok());
     auto opened = testing::WaitUntilFinal(*stub, std::string("open-") + id, 20'000);
@@ -128,7 +120,7 @@ TEST(TraceTest, OneTraceAcrossTheAgentTheSidecarAndTheLedgerThroughALostAnswer) 
   transfer.set_to("bob");
   transfer.set_amount(30);
   ASSERT_TRUE(
-      Enqueue(*stub, Command("pay-1", "/eonce.ledger.v1.Ledger/Transfer", transfer, "alice"),
+      Enqueue(*stub, AccountCommand("pay-1", "/eonce.ledger.v1.Ledger/Transfer", transfer, "alice"),
               kTraceparent)
           .ok());
   v1::WatchEvent event;
@@ -238,7 +230,8 @@ TEST(TraceTest, AMalformedTraceparentIsDroppedCountedAndTheCommandAppliedOnce) {
   ledger::v1::OpenAccountRequest open;
   open.set_id("carol");
   open.set_initial_balance(5);
-  v1::Command command = Command("open-carol", "/eonce.ledger.v1.Ledger/OpenAccount", open, "carol");
+  v1::Command command =
+      AccountCommand("open-carol", "/eonce.ledger.v1.Ledger/OpenAccount", open, "carol");
   // Uppercase hex: not a traceparent. Never an error to the caller.
   const std::string malformed = "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01";
   grpc::Status enqueued = Enqueue(*stub, command, malformed);
@@ -303,16 +296,16 @@ TEST(TraceTest, TheFieldWinsOverTheMetadataAndABatchsMetadataFillsTheRest) {
   ledger::v1::OpenAccountRequest open;
   open.set_id("dave");
 
-  v1::Command both = Command("both", "/eonce.ledger.v1.Ledger/OpenAccount", open, "dave");
+  v1::Command both = AccountCommand("both", "/eonce.ledger.v1.Ledger/OpenAccount", open, "dave");
   both.mutable_trace()->set_traceparent(field);
   ASSERT_TRUE(Enqueue(*stub, both, kTraceparent).ok());
 
   grpc::ClientContext context;
   context.AddMetadata(kTraceparentHeader, kTraceparent);
   v1::EnqueueBatchRequest batch;
-  *batch.add_commands() = Command("from-metadata", "/eonce.ledger.v1.Ledger/OpenAccount", open,
-                                  "erin");
-  v1::Command own = Command("own-field", "/eonce.ledger.v1.Ledger/OpenAccount", open, "fay");
+  *batch.add_commands() =
+      AccountCommand("from-metadata", "/eonce.ledger.v1.Ledger/OpenAccount", open, "erin");
+  v1::Command own = AccountCommand("own-field", "/eonce.ledger.v1.Ledger/OpenAccount", open, "fay");
   own.mutable_trace()->set_traceparent(field);
   *batch.add_commands() = own;
   v1::EnqueueBatchResponse answered;
