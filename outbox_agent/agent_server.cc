@@ -30,6 +30,8 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   }
   const RetryOptions& retry = options.replay.retry;
   EONCE_RETURN_IF_ERROR(ValidateReplayerOptions(options.replay));
+  EONCE_RETURN_IF_ERROR(
+      ValidateIdleWait(IdleWaitOptions{options.idle_pump_ms, options.max_idle_wait_ms}));
   if (options.replay.max_in_flight < 1 || options.replay.max_in_flight > 4096) {
     return absl::InvalidArgumentError("max_in_flight: must be in [1, 4096]");
   }

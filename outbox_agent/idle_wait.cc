@@ -2,7 +2,21 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace eonce {
+
+absl::Status ValidateIdleWait(const IdleWaitOptions& options) {
+  if (options.max_wait_ms < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_idle_wait_ms: ", options.max_wait_ms, " must be at least 1"));
+  }
+  if (options.stuck_poll_ms < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("idle_pump_ms: ", options.stuck_poll_ms, " must be at least 1"));
+  }
+  return absl::OkStatus();
+}
 
 int64_t IdleWaitMs(int64_t now_ms, std::optional<int64_t> next_due_ms, int64_t next_periodic_ms,
                    const IdleWaitOptions& options) {

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "absl/status/status.h"
+
 namespace eonce {
 
 struct IdleWaitOptions {
@@ -24,6 +26,9 @@ struct IdleWaitOptions {
   // The longest the loop sleeps when nothing wakes it.
   int64_t max_wait_ms = 1'000;
 };
+
+// INVALID_ARGUMENT naming the flag when a wait is not positive (the loop would spin).
+absl::Status ValidateIdleWait(const IdleWaitOptions& options);
 
 // The wait at `now_ms`, with the outbox's earliest due time `next_due_ms` (none when
 // nothing waits) and the loop's next periodic work at `next_periodic_ms`. In

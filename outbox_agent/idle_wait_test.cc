@@ -53,5 +53,11 @@ TEST_F(IdleWaitTest, WhatIsDueButCannotStartIsPolledAndPeriodicWorkIsNotMissed) 
   EXPECT_EQ(IdleWaitMs(now, std::nullopt, now - 5, kIdle), 0) << "overdue periodic work";
 }
 
+TEST(IdleWaitOptionsTest, AWaitThatIsNotPositiveIsRefused) {
+  EXPECT_TRUE(ValidateIdleWait(kIdle).ok());
+  EXPECT_EQ(ValidateIdleWait({20, 0}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateIdleWait({0, 1'000}).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace eonce
