@@ -1,6 +1,7 @@
 // eonce bench, an idle sidecar: a sidecar process (from the built binaries) in front of a
-// ledger process, with no traffic at all, and the CPU each uses meanwhile: what a
-// sidecar costs a pod that is quiet, from timers and background threads alone.
+// ledger process, and an outbox agent with an empty outbox in front of the sidecar, with
+// no traffic at all, and the CPU each uses meanwhile: what each costs a pod that is
+// quiet, from timers and background threads alone.
 #ifndef EONCE_BENCH_IDLE_H_
 #define EONCE_BENCH_IDLE_H_
 
@@ -14,9 +15,10 @@ struct IdleFigures {
   double seconds = 0;
   double sidecar_core_pct = -1;  // percent of one core, over `seconds`
   double ledger_core_pct = -1;
+  double agent_core_pct = -1;
 };
 
-// Starts a ledger and a sidecar from `bin_dir` under `dir`, lets them settle for
+// Starts a ledger, a sidecar and an agent from `bin_dir` under `dir`, lets them settle for
 // `settle_seconds` (their start-up work is not idleness), then reads each one's CPU time
 // (/proc/<pid>/stat, user + system) `seconds` apart.
 absl::Status BenchIdleSidecar(const std::string& bin_dir, const std::string& dir,

@@ -29,11 +29,19 @@ ABSL_FLAG(std::string, routes, "",
 ABSL_FLAG(bool, batch_submits, true,
           "send the attempts in flight to one sidecar as SubmitBatch calls (one call's cost "
           "for many commands); false: one Submit per attempt");
-ABSL_FLAG(int32_t, max_in_flight, 64, "attempts in flight at once");
+ABSL_FLAG(int32_t, max_in_flight, eonce::ReplayerOptions().max_in_flight,
+          "attempts in flight at once, in all rounds (at most one per entity; at most 4096); "
+          "the default is three rounds of --max_round: while a sidecar works on two "
+          "SubmitBatch calls, the next round is claimed and ready to go");
 ABSL_FLAG(int32_t, max_round, eonce::ReplayerOptions().max_round,
-          "attempts one replay round claims in one synced write and sends together; at least "
-          "1, and taken as --max_in_flight when above it (below it, the next round is claimed "
-          "while one is at the sidecar)");
+          "attempts one replay round claims in one synced write and sends together (64 fill "
+          "one SubmitBatch call); at least 1, and taken as --max_in_flight when above it. "
+          "Rounds follow one another while attempt slots are free, so --max_in_flight / "
+          "--max_round rounds can be in flight at once");
+ABSL_FLAG(int64_t, max_idle_wait_ms, eonce::AgentServerOptions().max_idle_wait_ms,
+          "the longest the replay loop sleeps when nothing wakes it: an Enqueue, an answer or "
+          "a new credential wake it at once, and it sleeps until the outbox's next due time "
+          "(a retry) or its periodic work (each second), at most this long");
 ABSL_FLAG(int32_t, max_attempts, 100, "attempts before a record is dead-lettered");
 ABSL_FLAG(int64_t, max_age_ms, 6LL * 24 * 3600 * 1000,
           "age at which a record is dead-lettered; must be below the sidecar retention");
@@ -76,8 +84,9 @@ int main(int argc, char** argv) {
   o.store.max_pending_records = absl::GetFlag(FLAGS_max_pending_records);
   o.store.forensic_retention_ms = absl::GetFlag(FLAGS_forensic_retention_ms);
   o.replay.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
-  // The default round (32) must not make a small --max_in_flight an error.
+  // The default round (64) must not make a small --max_in_flight an error.
   o.replay.max_round = std::min(absl::GetFlag(FLAGS_max_round), o.replay.max_in_flight);
+  o.max_idle_wait_ms = absl::GetFlag(FLAGS_max_idle_wait_ms);
   o.replay.submit_timeout_ms = absl::GetFlag(FLAGS_submit_timeout_ms);
   o.replay.claim_ttl_ms = absl::GetFlag(FLAGS_claim_ttl_ms);
   o.replay.retry.max_attempts = absl::GetFlag(FLAGS_max_attempts);

@@ -3,11 +3,12 @@
 // Pump() picks due records (only lane heads are due, so commands of one entity go out in
 // enqueue order and a failing entity blocks only itself), claims each under a lease with
 // a fresh fencing token, and starts its attempt; at most `max_in_flight` attempts run at
-// once and at most one per entity. An attempt whose last outcome is unknown reconciles
-// with the sidecar before it sends anything; any other is claimed and marked SENDING in
-// one write. The sends a Pump starts (at most `max_round`) go to the client together
-// (SidecarClient::SubmitMany), so a batching client sends a round as SubmitBatch calls, not
-// its first command alone. Each answer is classified (retry_policy.h)
+// once and at most one per entity, so the rounds of several Pumps are in flight together
+// while no entity has two attempts out. An attempt whose last outcome is unknown
+// reconciles with the sidecar before it sends anything; any other is claimed and marked
+// SENDING in one write. The sends a Pump starts (at most `max_round`) go to the client
+// together (SidecarClient::SubmitMany), so a batching client sends a round as SubmitBatch
+// calls, not its first command alone. Each answer is classified (retry_policy.h)
 // and moves the record in one atomic write, guarded by the claim token: the late answer
 // of a worker whose claim was taken over is refused. An answer is applied only if its
 // fence still fits the current credential. Moves are written unsynced (a lost one leaves
@@ -50,11 +51,17 @@ namespace eonce {
 struct ReplayerOptions {
   // Time a claim keeps beyond the calls it covers: queueing and the outbox writes.
   static constexpr int64_t kClaimSlackMs = 500;
-  int max_in_flight = 64;
+  // Three rounds of max_round: while a sidecar works on two (the real client's two
+  // SubmitBatch calls in flight to it), the third is claimed or waits in the client, ready
+  // for the first call to end (docs/performance.md, "The drain": two rounds left the
+  // sidecar idle while the next one's claim was synced).
+  int max_in_flight = 192;
   // Attempts one Pump claims (one synced write) and hands to the client together (one
-  // SubmitBatch per sidecar); 1 to max_in_flight (ValidateReplayerOptions, --max_round). Below max_in_flight, so that one round's claim is written
-  // while the round before is at the sidecar, rather than every attempt waiting in step.
-  int max_round = 32;
+  // SubmitBatch per sidecar); 1 to max_in_flight (ValidateReplayerOptions, --max_round).
+  // Below max_in_flight, so that one round's claim is written while the round before is
+  // at the sidecar, rather than every attempt waiting in step. 64 fills one SubmitBatch
+  // (kMaxBatchCommands): smaller rounds cost a synced claim and a call for fewer commands.
+  int max_round = 64;
   // Covers the longest work under one claim, a Reconcile then a Submit, plus
   // kClaimSlackMs (ValidateReplayerOptions); every call is also cut off before its claim
   // ends, so a live worker's claim never runs out under it.

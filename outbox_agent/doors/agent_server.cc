@@ -11,6 +11,7 @@
 #include "common/base/status.h"
 #include "common/rpc/tls.h"
 #include "grpcpp/server_builder.h"
+#include "outbox_agent/core/idle_wait.h"
 #include "outbox_agent/doors/agent_service.h"
 #include "outbox_agent/transport/grpc_sidecar_client.h"
 
@@ -29,6 +30,8 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
   }
   const RetryOptions& retry = options.replay.retry;
   EONCE_RETURN_IF_ERROR(ValidateReplayerOptions(options.replay));
+  EONCE_RETURN_IF_ERROR(
+      ValidateIdleWait(IdleWaitOptions{options.idle_pump_ms, options.max_idle_wait_ms}));
   if (options.replay.max_in_flight < 1 || options.replay.max_in_flight > 4096) {
     return absl::InvalidArgumentError("max_in_flight: must be in [1, 4096]");
   }
@@ -177,17 +180,19 @@ void AgentServer::Kick() {
 }
 
 void AgentServer::Loop() {
+  const IdleWaitOptions idle{options_.idle_pump_ms, options_.max_idle_wait_ms};
   int64_t last_credential_check = 0;
+  int64_t wait_ms = 0;
   while (true) {
     {
       absl::MutexLock lock(&loop_mu_);
       auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_mu_) { return kicked_ || stop_; };
-      loop_mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(options_.idle_pump_ms));
+      loop_mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(wait_ms));
       if (stop_) return;
       kicked_ = false;
     }
     int64_t now = clock_->NowMs();
-    if (now - last_credential_check >= 1000) {
+    if (now - last_credential_check >= options_.probe_every_ms) {
       last_credential_check = now;
       // Readiness follows the store: a full disk or an I/O error turns it off until a
       // restart (the store's breaker).
@@ -204,6 +209,8 @@ void AgentServer::Loop() {
     // Keep pumping while there is work and room.
     while (replayer_->Pump() > 0) {
     }
+    wait_ms = IdleWaitMs(clock_->NowMs(), store_->NextDueMs(),
+                         last_credential_check + options_.probe_every_ms, idle);
   }
 }
 

@@ -48,9 +48,14 @@ struct AgentServerOptions {
   ReplayerOptions replay;
   // How long to wait at startup for the sidecars' retention (to refuse a bad max age).
   int64_t startup_info_wait_ms = 3'000;
-  // How long the replay loop sleeps when nothing wakes it (an Enqueue, an attempt's end):
-  // it then looks for records whose time came (retries, claims that ran out).
+  // When nothing wakes the replay loop (an Enqueue, an attempt's end, a new credential),
+  // it sleeps until the outbox's next due time (a retry, a claim that runs out) or its
+  // periodic work (each second), at most `max_idle_wait_ms` (outbox_agent/idle_wait.h).
+  // Records due already that a pass could not start are looked at every `idle_pump_ms`.
   int64_t idle_pump_ms = 20;
+  int64_t max_idle_wait_ms = 1'000;
+  // How often the loop probes the store (readiness) and rereads the credential file.
+  int64_t probe_every_ms = 1'000;
   // Prometheus endpoint, "host:port"; empty: none.
   std::string metrics_address;
   // Mutual TLS on the listening port (producers' certificates must name `tenant`) and
@@ -89,7 +94,7 @@ class AgentServer {
   // Wakes the replay loop (new work arrived), unless it could start no attempt now: while
   // the credential is not active or every attempt slot is taken, a wake-up would find
   // nothing to do, and what ends that state kicks again (a new credential, an attempt's
-  // end); the loop's idle wake-up (idle_pump_ms) catches the rest. Under load this spares
+  // end); the loop's idle wake-up (idle_wait.h) catches the rest. Under load this spares
   // the loop a wake-up, and the kicker a futex call, per Enqueue.
   void Kick();
   // Kicks that woke the loop, and kicks left out because it could start nothing.

@@ -181,6 +181,8 @@ TEST_F(AgentServerTest, CredentialFileRevokesAndRenews) {
 TEST_F(AgentServerTest, AnAttemptsEndStartsTheNextWithoutWaitingForTheIdleTimer) {
   AgentServerOptions options = Options();
   options.idle_pump_ms = 600'000;
+  options.max_idle_wait_ms = 600'000;
+  options.probe_every_ms = 600'000;
   auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
   ASSERT_TRUE(agent.ok()) << agent.status();
   // Revoked while they are enqueued, so that their own kicks start nothing.
@@ -206,6 +208,29 @@ TEST_F(AgentServerTest, AnAttemptsEndStartsTheNextWithoutWaitingForTheIdleTimer)
   EXPECT_EQ((*agent)->replayer().stats().attempts.load(), 3);
 }
 
+// An idle agent with an empty outbox sleeps as long as it is let (here longer than the test
+// may take), and the Enqueue of a producer wakes it at once: the command is sent without
+// waiting for any timer.
+TEST_F(AgentServerTest, AnEnqueueWakesAnIdleAgentThatSleepsUntilItsNextDueTime) {
+  AgentServerOptions options = Options();
+  options.idle_pump_ms = 600'000;
+  options.max_idle_wait_ms = 600'000;
+  options.probe_every_ms = 600'000;
+  auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  EXPECT_EQ((*agent)->store().NextDueMs(), std::nullopt) << "nothing due: the longest sleep";
+  auto client = AgentClient::Connect("127.0.0.1:" + std::to_string((*agent)->port()));
+  ASSERT_TRUE(client->Enqueue(Open("heidi")).ok());
+  bool acked = false;
+  for (int i = 0; i < 2000 && !acked; ++i) {  // at most 20 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto r = (*agent)->store().Get("open-heidi");
+    acked = r.ok() && r->has_value() && (*r)->state() == v1::ACKED;
+  }
+  EXPECT_TRUE(acked);
+  EXPECT_EQ((*agent)->replayer().stats().attempts.load(), 1);
+}
+
 // A kick that could start nothing does not wake the loop: none while the credential is
 // revoked, and none while the only attempt slot is taken. What ends that state kicks
 // instead (the new credential, each attempt's end), so nothing waits for the loop's idle
@@ -213,6 +238,8 @@ TEST_F(AgentServerTest, AnAttemptsEndStartsTheNextWithoutWaitingForTheIdleTimer)
 TEST_F(AgentServerTest, KicksThatCouldStartNothingAreSkippedAndNothingWaitsForTheIdleTimer) {
   AgentServerOptions options = Options();
   options.idle_pump_ms = 600'000;
+  options.max_idle_wait_ms = 600'000;
+  options.probe_every_ms = 600'000;
   options.replay.max_in_flight = 1;
   options.replay.max_round = 1;
   auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
