@@ -31,8 +31,8 @@ ABSL_FLAG(bool, batch_submits, true,
           "for many commands); false: one Submit per attempt");
 ABSL_FLAG(int32_t, max_in_flight, eonce::ReplayerOptions().max_in_flight,
           "attempts in flight at once, in all rounds (at most one per entity; at most 4096); "
-          "the default is three rounds of --max_round: while a sidecar works on two "
-          "SubmitBatch calls, the next round is claimed and ready to go");
+          "the default is two rounds of --max_round, one per SubmitBatch call in flight to a "
+          "sidecar: one round's claim is synced while the other is at the sidecar");
 ABSL_FLAG(int32_t, max_round, eonce::ReplayerOptions().max_round,
           "attempts one replay round claims in one synced write and sends together (64 fill "
           "one SubmitBatch call); at least 1, and taken as --max_in_flight when above it. "
