@@ -36,7 +36,7 @@ figures() {  # figures SIDECAR_P50_AT_1 IN_PROCESS_P50_AT_1 DUPLICATE_RATIO DRAI
     row "first-seen, in process" 64 274.8 1000.0 0; echo ,
     row "ledger direct" 64 600.0 1000.0 0; echo ,
     row "first-seen, in process, batched" 64 300.0 1000.0 "${5:-0}" "${6:-0}"; echo ,
-    row "pipeline drain" 64 300.0 0 "$4"
+    row "pipeline drain" 128 300.0 0 "$4"  # the agent's attempts in flight, not 64
     echo '], "sidecar_rss_mib": 250.0, "disk_ratio": 0.8}'
   } > "$work/latest.json"
   : > "$work/latest.txt"
