@@ -11,6 +11,8 @@ namespace {
 
 // Due heads one Pump reads at most, whatever it skips: past it, the next Pump reads again.
 constexpr int kMaxDueScan = 4096;
+// A head whose route has no known retention yet is looked at again this much later.
+constexpr int64_t kRetentionRecheckMs = 1'000;
 
 bool Sendable(const OutboxRecord& record, int64_t now) {
   switch (record.state()) {
@@ -168,8 +170,13 @@ int Replayer::Pump() {
       if (busy_entities_.contains(entity)) return;
     }
     if (RetireIfTooOld(record)) return;
-    // The retention must be known before anything is sent to that sidecar.
-    if (!client_.RetentionMs(record.command().target_method()).has_value()) return;
+    // The retention must be known before anything is sent to that sidecar. Until it is, the
+    // head steps back in the due queue (in memory), so that however many such heads there
+    // are, they cannot fill every scan ahead of the heads of other routes.
+    if (!client_.RetentionMs(record.command().target_method()).has_value()) {
+      store_.PostponeDue(id, now + kRetentionRecheckMs);
+      return;
+    }
 
     auto attempt = std::make_shared<Attempt>();
     attempt->command_id = id;
@@ -209,11 +216,12 @@ int Replayer::Pump() {
     picked.push_back(std::move(attempt));
     picked_entities.insert(std::move(entity));
   };
-  // Heads whose route has no known retention yet are skipped but stay due: the read goes on
-  // in growing pages until the round is full, the due heads run out or kMaxDueScan were
-  // read, so a few hundred such heads sorting first cannot starve every other route. The
-  // scan is bounded because each head read costs a store lookup on the replay loop.
-  size_t scanned = 0;
+  // Heads whose route has no known retention yet are skipped and postponed: the read goes
+  // on in growing pages until the round is full, the due heads run out or a page of
+  // kMaxDueScan was read, and the postponed heads leave the pages that follow, so no number
+  // of such heads can starve every other route. The scan is bounded because each head read
+  // costs a store lookup on the replay loop.
+  absl::flat_hash_set<std::string> read;
   for (int limit = free_slots * 4;; limit = std::min(limit * 2, kMaxDueScan)) {
     auto due = store_.Due(now, limit);
     if (!due.ok()) {
@@ -221,12 +229,11 @@ int Replayer::Pump() {
       if (picked.empty()) return 0;
       break;
     }
-    // Ids already read are passed over: a page starts where the index does, earliest first.
-    for (size_t k = scanned; k < due->size(); ++k) {
+    // A page starts where the index does, earliest first: ids already read are passed over.
+    for (const std::string& id : *due) {
       if (static_cast<int>(picked.size()) >= free_slots) break;
-      consider((*due)[k]);
+      if (read.insert(id).second) consider(id);
     }
-    scanned = due->size();
     if (static_cast<int>(picked.size()) >= free_slots ||
         due->size() < static_cast<size_t>(limit) || limit >= kMaxDueScan) {
       break;

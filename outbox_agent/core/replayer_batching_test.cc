@@ -140,6 +140,37 @@ TEST_F(ReplayerTest, HeadsOfARouteWithoutRetentionDoNotStarveTheOthers) {
   EXPECT_EQ(StateOf("healthy"), v1::ACKED);
 }
 
+// More heads without a known retention than one page of the scan reads (kMaxDueScan,
+// 4096), all sorting first: they step back in the due queue as they are read, so the scan
+// reaches the healthy head behind them, and the loop is not left polling them.
+TEST_F(ReplayerTest, MoreHeadsWithoutRetentionThanAScanReadsDoNotStarveTheOthers) {
+  replayer_.reset();
+  options_.max_in_flight = 128;
+  options_.max_round = 64;
+  replayer_ = std::make_unique<Replayer>(*store_, sidecar_, *credential_, clock_, random_,
+                                         options_, &feed_);
+  const std::string stalled = "/eonce.case.v1.Cases/Open";
+  sidecar_.set_retention_unknown(stalled);
+  for (int i = 0; i < 4100; ++i) {
+    v1::Command c;
+    c.set_command_id(absl::StrCat("s", i));
+    c.set_target_method(stalled);
+    c.set_request("req");
+    c.mutable_entity()->set_type("case");
+    c.mutable_entity()->set_id(absl::StrCat("s", i));
+    ASSERT_TRUE(outbox_->Enqueue(c).ok());
+  }
+  clock_.AdvanceMs(1);
+  Enqueue("healthy", "e1");
+  EXPECT_EQ(replayer_->Pump(), 1);
+  EXPECT_EQ(StateOf("healthy"), v1::ACKED);
+  // What is left due is the stalled heads, a second from now, not at once.
+  std::optional<int64_t> due = store_->NextDueMs();
+  ASSERT_TRUE(due.has_value());
+  EXPECT_GT(*due, clock_.NowMs());
+  EXPECT_EQ(StateOf("s0"), v1::QUEUED);
+}
+
 TEST(ReplayerOptionsTest, ARoundIsOneToMaxInFlightAttempts) {
   ReplayerOptions options;
   EXPECT_TRUE(ValidateReplayerOptions(options).ok());

@@ -11,6 +11,13 @@ void DueIndex::Set(const std::string& command_id, int64_t at_ms) {
   SetLocked(command_id, at_ms);
 }
 
+void DueIndex::Postpone(const std::string& command_id, int64_t not_before_ms) {
+  absl::MutexLock lock(&mu_);
+  auto it = at_.find(command_id);
+  if (it == at_.end() || it->second >= not_before_ms) return;
+  SetLocked(command_id, not_before_ms);
+}
+
 void DueIndex::SetLocked(const std::string& command_id, int64_t at_ms) {
   auto [it, inserted] = at_.try_emplace(command_id, at_ms);
   if (!inserted) {

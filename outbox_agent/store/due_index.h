@@ -38,6 +38,10 @@ class DueIndex {
   // what Release will do.
   void Hold(const std::string& command_id);
   void Release(const std::string& command_id);
+  // Moves `command_id` to `not_before_ms` if it is in the queue at an earlier time; an id
+  // not in the queue, or held, is left alone. It only ever delays: a write that sets the
+  // id's time afterwards (Set, Remove) overrides it.
+  void Postpone(const std::string& command_id, int64_t not_before_ms);
 
   // At most `limit` command ids due at or before `now_ms`, earliest first.
   std::vector<std::string> DueBy(int64_t now_ms, int limit) const;

@@ -54,5 +54,23 @@ TEST(DueIndexTest, AHeldEntryWaitsForItsReleaseWithTheLastTimeItWasGiven) {
   EXPECT_EQ(due.DueBy(100, 10), (std::vector<std::string>{"c", "b"}));
 }
 
+TEST(DueIndexTest, PostponeOnlyDelaysAnEntryThatIsInTheQueue) {
+  DueIndex due;
+  due.Set("a", 5);
+  due.Set("b", 6);
+  due.Postpone("a", 50);
+  EXPECT_EQ(due.DueBy(10, 10), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(due.Earliest(), 6);
+  due.Postpone("a", 20);  // never earlier
+  EXPECT_EQ(due.DueBy(49, 10), (std::vector<std::string>{"b"}));
+  due.Postpone("gone", 50);  // not in the queue: stays out
+  due.Hold("h");
+  due.Postpone("h", 50);  // held: stays held
+  EXPECT_EQ(due.DueBy(100, 10), (std::vector<std::string>{"b", "a"}));
+  due.Set("a", 1);  // a later write wins
+  EXPECT_EQ(due.DueBy(10, 10), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(due.size(), 2u);
+}
+
 }  // namespace
 }  // namespace eonce

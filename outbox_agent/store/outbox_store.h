@@ -147,6 +147,11 @@ class OutboxStore {
   absl::StatusOr<std::vector<std::string>> Due(int64_t now_ms, int limit);
   // The earliest time anything is due; nullopt when nothing is.
   std::optional<int64_t> NextDueMs();
+  // `command_id` is looked at again no sooner than `not_before_ms`: in memory only (the
+  // record keeps its time, and a restart or its next write restores it), and only ever a
+  // delay (DueIndex::Postpone). For a head that is due but cannot be sent yet, so that it
+  // stops sorting ahead of the heads that can.
+  void PostponeDue(const std::string& command_id, int64_t not_before_ms);
 
   // Records in command id order after `after`; at most ListLimit(limit) of them.
   absl::StatusOr<std::vector<OutboxRecord>> List(OutboxState state, const std::string& after,

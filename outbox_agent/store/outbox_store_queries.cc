@@ -22,6 +22,10 @@ absl::StatusOr<std::vector<std::string>> OutboxStore::Due(int64_t now_ms, int li
 
 std::optional<int64_t> OutboxStore::NextDueMs() { return due_.Earliest(); }
 
+void OutboxStore::PostponeDue(const std::string& command_id, int64_t not_before_ms) {
+  due_.Postpone(command_id, not_before_ms);
+}
+
 size_t OutboxStore::ListLimit(int limit) {
   return static_cast<size_t>(std::clamp(limit <= 0 ? 100 : limit, 1, 1000));
 }
