@@ -18,6 +18,10 @@ absl::Status ValidateIdleWait(const IdleWaitOptions& options) {
   return absl::OkStatus();
 }
 
+bool PeriodicWorkDue(int64_t now_ms, int64_t last_ms, int64_t every_ms) {
+  return now_ms < last_ms || now_ms - last_ms >= every_ms;
+}
+
 int64_t IdleWaitMs(int64_t now_ms, std::optional<int64_t> next_due_ms, int64_t next_periodic_ms,
                    const IdleWaitOptions& options) {
   int64_t wait = std::max<int64_t>(options.max_wait_ms, 0);

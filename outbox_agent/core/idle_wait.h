@@ -30,6 +30,11 @@ struct IdleWaitOptions {
 // INVALID_ARGUMENT naming the flag when a wait is not positive (the loop would spin).
 absl::Status ValidateIdleWait(const IdleWaitOptions& options);
 
+// Whether the loop's periodic work (last done at `last_ms`) is due at `now_ms`: every
+// `every_ms`, and at once when the clock went back past `last_ms` (a wall clock stepped
+// back must not stop the probe and the credential file for as long as the step).
+bool PeriodicWorkDue(int64_t now_ms, int64_t last_ms, int64_t every_ms);
+
 // The wait at `now_ms`, with the outbox's earliest due time `next_due_ms` (none when
 // nothing waits) and the loop's next periodic work at `next_periodic_ms`. In
 // [0, max_wait_ms].

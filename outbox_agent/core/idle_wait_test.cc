@@ -59,5 +59,14 @@ TEST(IdleWaitOptionsTest, AWaitThatIsNotPositiveIsRefused) {
   EXPECT_EQ(ValidateIdleWait({0, 1'000}).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(PeriodicWorkTest, DueEveryIntervalAndAtOnceWhenTheClockWentBack) {
+  EXPECT_FALSE(PeriodicWorkDue(1'500, 1'000, 1'000));
+  EXPECT_TRUE(PeriodicWorkDue(2'000, 1'000, 1'000));
+  EXPECT_TRUE(PeriodicWorkDue(0, 0, 0));
+  // The wall clock stepped back an hour: the probe and the credential file are not left
+  // for an hour.
+  EXPECT_TRUE(PeriodicWorkDue(1'000, 3'600'000, 1'000));
+}
+
 }  // namespace
 }  // namespace eonce

@@ -179,6 +179,11 @@ void AgentServer::Kick() {
   kicked_ = true;
 }
 
+bool AgentServer::stopping() {
+  absl::MutexLock lock(&loop_mu_);
+  return stop_;
+}
+
 void AgentServer::Loop() {
   const IdleWaitOptions idle{options_.idle_pump_ms, options_.max_idle_wait_ms};
   int64_t last_credential_check = 0;
@@ -192,7 +197,7 @@ void AgentServer::Loop() {
       kicked_ = false;
     }
     int64_t now = clock_->NowMs();
-    if (now - last_credential_check >= options_.probe_every_ms) {
+    if (PeriodicWorkDue(now, last_credential_check, options_.probe_every_ms)) {
       last_credential_check = now;
       // Readiness follows the store: a full disk or an I/O error turns it off until a
       // restart (the store's breaker).
@@ -206,11 +211,18 @@ void AgentServer::Loop() {
         LogError("credential file unreadable", {{"error", std::string(reloaded.message())}});
       }
     }
-    // Keep pumping while there is work and room.
+    // Keep pumping while there is work and room, but not past the periodic work or a stop:
+    // under a steady load every pass starts something, and a revoked credential file, a
+    // full disk or a shutdown must still be seen.
+    bool periodic_due = false;
     while (replayer_->Pump() > 0) {
+      periodic_due =
+          PeriodicWorkDue(clock_->NowMs(), last_credential_check, options_.probe_every_ms);
+      if (periodic_due || stopping()) break;
     }
-    wait_ms = IdleWaitMs(clock_->NowMs(), store_->NextDueMs(),
-                         last_credential_check + options_.probe_every_ms, idle);
+    wait_ms = periodic_due ? 0
+                           : IdleWaitMs(clock_->NowMs(), store_->NextDueMs(),
+                                        last_credential_check + options_.probe_every_ms, idle);
   }
 }
 

@@ -104,6 +104,7 @@ class AgentServer {
  private:
   AgentServer() = default;
   void Loop();
+  bool stopping() ABSL_LOCKS_EXCLUDED(loop_mu_);
   void RelayLoop();
   std::vector<prometheus::MetricFamily> Collect();
 
