@@ -116,6 +116,24 @@ TEST_F(ReplayerTest, BatchedRoundsKeepEachEntitysOrderAndReconcileTheUnknown) {
   EXPECT_EQ(std::find(submitted.begin(), last_b0, "b1"), last_b0) << "b1 went before b0's resend";
 }
 
+// Heads whose route has no known retention yet: `n` commands, one entity each ("s0",
+// "s1", ...), to a method the fake sidecar has no retention for, `step_ms` apart.
+void EnqueueStalledHeads(Outbox& outbox, FakeSidecarClient& sidecar, ManualClock& clock, int n,
+                         int64_t step_ms) {
+  const std::string stalled = "/eonce.case.v1.Cases/Open";
+  sidecar.set_retention_unknown(stalled);
+  for (int i = 0; i < n; ++i) {
+    v1::Command c;
+    c.set_command_id(absl::StrCat("s", i));
+    c.set_target_method(stalled);
+    c.set_request("req");
+    c.mutable_entity()->set_type("case");
+    c.mutable_entity()->set_id(absl::StrCat("s", i));
+    ASSERT_TRUE(outbox.Enqueue(c).ok());
+    clock.AdvanceMs(step_ms);
+  }
+}
+
 // Heads whose route has no known retention are skipped but stay due; however many sort
 // first, the heads of a healthy route behind them are still sent.
 TEST_F(ReplayerTest, HeadsOfARouteWithoutRetentionDoNotStarveTheOthers) {
@@ -123,18 +141,7 @@ TEST_F(ReplayerTest, HeadsOfARouteWithoutRetentionDoNotStarveTheOthers) {
   options_.max_round = 2;
   replayer_ = std::make_unique<Replayer>(*store_, sidecar_, *credential_, clock_, random_,
                                          options_, &feed_);
-  const std::string stalled = "/eonce.case.v1.Cases/Open";
-  sidecar_.set_retention_unknown(stalled);
-  for (int i = 0; i < 40; ++i) {
-    v1::Command c;
-    c.set_command_id(absl::StrCat("s", i));
-    c.set_target_method(stalled);
-    c.set_request("req");
-    c.mutable_entity()->set_type("case");
-    c.mutable_entity()->set_id(absl::StrCat("s", i));
-    ASSERT_TRUE(outbox_->Enqueue(c).ok());
-    clock_.AdvanceMs(1);
-  }
+  EnqueueStalledHeads(*outbox_, sidecar_, clock_, 40, /*step_ms=*/1);
   Enqueue("healthy", "e1");
   EXPECT_EQ(replayer_->Pump(), 1);
   EXPECT_EQ(StateOf("healthy"), v1::ACKED);
@@ -149,17 +156,7 @@ TEST_F(ReplayerTest, MoreHeadsWithoutRetentionThanAScanReadsDoNotStarveTheOthers
   options_.max_round = 64;
   replayer_ = std::make_unique<Replayer>(*store_, sidecar_, *credential_, clock_, random_,
                                          options_, &feed_);
-  const std::string stalled = "/eonce.case.v1.Cases/Open";
-  sidecar_.set_retention_unknown(stalled);
-  for (int i = 0; i < 4100; ++i) {
-    v1::Command c;
-    c.set_command_id(absl::StrCat("s", i));
-    c.set_target_method(stalled);
-    c.set_request("req");
-    c.mutable_entity()->set_type("case");
-    c.mutable_entity()->set_id(absl::StrCat("s", i));
-    ASSERT_TRUE(outbox_->Enqueue(c).ok());
-  }
+  EnqueueStalledHeads(*outbox_, sidecar_, clock_, 4100, /*step_ms=*/0);
   clock_.AdvanceMs(1);
   Enqueue("healthy", "e1");
   EXPECT_EQ(replayer_->Pump(), 1);
