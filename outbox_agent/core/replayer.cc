@@ -221,7 +221,10 @@ int Replayer::Pump() {
   // kMaxDueScan was read, and the postponed heads leave the pages that follow, so no number
   // of such heads can starve every other route. The scan is bounded because each head read
   // costs a store lookup on the replay loop.
+  // A page starts where the index does, earliest first: ids already read are passed over.
+  // The first page is most often the last, so the ids read are kept only from the second.
   absl::flat_hash_set<std::string> read;
+  bool first_page = true;
   for (int limit = free_slots * 4;; limit = std::min(limit * 2, kMaxDueScan)) {
     auto due = store_.Due(now, limit);
     if (!due.ok()) {
@@ -229,15 +232,17 @@ int Replayer::Pump() {
       if (picked.empty()) return 0;
       break;
     }
-    // A page starts where the index does, earliest first: ids already read are passed over.
     for (const std::string& id : *due) {
       if (static_cast<int>(picked.size()) >= free_slots) break;
-      if (read.insert(id).second) consider(id);
+      if (first_page || read.insert(id).second) consider(id);
     }
     if (static_cast<int>(picked.size()) >= free_slots ||
         due->size() < static_cast<size_t>(limit) || limit >= kMaxDueScan) {
       break;
     }
+    // Every id of this page was read (the round is not full): pass them over from now on.
+    if (first_page) read.insert(due->begin(), due->end());
+    first_page = false;
   }
   // Not synced in general: a lost claim only means the record is claimed again. But the
   // claim that first marks a record ever_sent is durable before its command leaves the
