@@ -22,6 +22,7 @@ void Outbox::Enqueue(v1::Command command, EnqueueDone done) {
   }
   // Checked and placed in its lane here; written by the store's committer with the other
   // inserts of its group, and answered once durable.
+  const bool sends_at_once = outlook_ != nullptr && outlook_->SendsAtOnce(command);
   store_.InsertWhenDurable(command, [this, done = std::move(done)](
                                         absl::StatusOr<OutboxStore::Inserted> inserted) {
     absl::Status durable = inserted.status();
@@ -39,7 +40,7 @@ void Outbox::Enqueue(v1::Command command, EnqueueDone done) {
     *response.mutable_record() = std::move(inserted->first);
     response.set_created(inserted->second);
     done(std::move(response));
-  });
+  }, sends_at_once);
 }
 
 absl::StatusOr<v1::EnqueueResponse> Outbox::Enqueue(v1::Command command) {

@@ -22,6 +22,7 @@
 #include "common/base/random.h"
 #include "eonce/v1/agent.pb.h"
 #include "outbox_agent/core/credential.h"
+#include "outbox_agent/core/send_outlook.h"
 #include "outbox_agent/store/outbox_store.h"
 #include "outbox_agent/core/state_feed.h"
 
@@ -32,17 +33,21 @@ inline constexpr uint32_t kSchemaVersion = 1;
 class Outbox {
  public:
   Outbox(OutboxStore& store, CredentialState& credential, Clock& clock, Random& random,
-         CommandLimits limits, StateFeed* feed = nullptr, FaultInjector* faults = nullptr)
+         CommandLimits limits, StateFeed* feed = nullptr, FaultInjector* faults = nullptr,
+         const SendOutlook* outlook = nullptr)
       : store_(store),
         credential_(credential),
         clock_(clock),
         random_(random),
         limits_(limits),
         feed_(feed),
-        faults_(faults) {}
+        faults_(faults),
+        outlook_(outlook) {}
 
   // Calls `done` once the record is durable: at once, or from the store's committer thread
   // after the fsync that serves every Enqueue waiting then. Nothing in it waits for a disk.
+  // A command that heads its entity's lane while `outlook` says it would be sent at once
+  // is written marked as maybe sent (ever_sent), so its first claim needs no sync.
   using EnqueueDone = std::function<void(absl::StatusOr<v1::EnqueueResponse>)>;
   void Enqueue(v1::Command command, EnqueueDone done);
   // The same, returning when `done` would be called (tests, tools).
@@ -69,6 +74,7 @@ class Outbox {
   const CommandLimits limits_;
   StateFeed* const feed_;
   FaultInjector* const faults_;
+  const SendOutlook* const outlook_;
   std::atomic<int64_t> traceparents_dropped_{0};
   std::atomic<int64_t> tracestates_dropped_{0};
 };

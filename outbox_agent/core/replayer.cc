@@ -99,6 +99,10 @@ bool Replayer::CanStart() const {
   return in_flight_ < options_.max_in_flight;
 }
 
+bool Replayer::SendsAtOnce(const v1::Command& command) const {
+  return CanStart() && client_.RetentionMs(command.target_method()).has_value();
+}
+
 void Replayer::Publish(const OutboxRecord& record) {
   if (feed_ == nullptr) return;
   feed_->Publish(StateFeed::EventOf(record));

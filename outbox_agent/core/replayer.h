@@ -15,7 +15,9 @@
 // the record SENDING, which a restart reconciles), except what the world outside acts on:
 // a final state other than ACKED is durable before anyone is told of it, and the claim
 // that first marks a record ever_sent before its command leaves the process (the claims
-// of one Pump share one sync; a batch of answers, one more).
+// of one Pump share one sync; a batch of answers, one more). As a SendOutlook it tells the
+// Outbox which new lane heads it would send at once, so that they are marked with their
+// Enqueue's sync and their first claim needs none.
 //
 // Pump is called by one thread (the agent's loop, or the simulation); answers arrive on
 // the SidecarClient's threads. `wake`, if given, is called whenever an attempt ends, since
@@ -43,6 +45,7 @@
 #include "outbox_agent/core/credential.h"
 #include "outbox_agent/store/outbox_store.h"
 #include "outbox_agent/core/retry_policy.h"
+#include "outbox_agent/core/send_outlook.h"
 #include "outbox_agent/core/sidecar_client.h"
 #include "outbox_agent/core/state_feed.h"
 
@@ -90,7 +93,7 @@ struct ReplayStats {
   std::atomic<int64_t> stale_responses_refused{0};
 };
 
-class Replayer {
+class Replayer : public SendOutlook {
  public:
   Replayer(OutboxStore& store, SidecarClient& client, CredentialState& credential, Clock& clock,
            Random& random, ReplayerOptions options, StateFeed* feed = nullptr,
@@ -102,6 +105,9 @@ class Replayer {
   // is free. (Each attempt's end calls `wake`, outside the replayer's lock, once its slot
   // is free.)
   bool CanStart() const;
+  // SendOutlook: the credential is active, an attempt slot is free and the command's route
+  // has told its retention (Pump sends nothing before it knows it).
+  bool SendsAtOnce(const v1::Command& command) const override;
   int in_flight() const;
   const ReplayStats& stats() const { return stats_; }
   const ReplayerOptions& options() const { return options_; }

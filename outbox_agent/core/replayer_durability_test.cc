@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/base/callback_batch.h"
 #include "outbox_agent/core/replayer_test_fixture.h"
 #include "outbox_agent/store/states.h"
@@ -164,6 +165,127 @@ TEST_F(ReplayerDurabilityTest, TheFirstClaimsOfOneRoundShareOneSyncAndLaterClaim
   EXPECT_EQ(*syncs, 0);  // claimed again and acked: nothing that needs a sync
   EXPECT_EQ(StateOf("c3"), v1::ACKED);
   fs_->set_before_wal_sync(nullptr);
+}
+
+// A command that heads its lane while the replayer would send it at once carries its mark
+// in its Enqueue's synced write, so its claim needs no sync: one fsync fewer between the
+// producer's yes and the command leaving. One enqueued behind it is marked by its claim.
+TEST_F(ReplayerDurabilityTest, ALaneHeadSentAtOnceIsMarkedByItsEnqueueAndItsClaimIsNotSynced) {
+  auto outbox = std::make_unique<Outbox>(*store_, *credential_, clock_, random_,
+                                         CommandLimits(), &feed_, nullptr, replayer_.get());
+  auto enqueue = [&](const std::string& id, const std::string& entity) {
+    v1::Command c;
+    c.set_command_id(id);
+    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+    c.set_request("req-" + id);
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id(entity);
+    auto r = outbox->Enqueue(c);
+    ASSERT_TRUE(r.ok()) << r.status();
+  };
+  enqueue("head", "a");
+  enqueue("behind", "a");
+  outbox.reset();
+  fs_->Crash();  // the power goes out: what the Enqueues synced stays
+  Open();
+  EXPECT_TRUE(Get("head").ever_sent());
+  EXPECT_FALSE(Get("behind").ever_sent());
+
+  auto syncs = std::make_shared<std::atomic<int>>(0);
+  fs_->set_before_wal_sync([syncs] { ++*syncs; });
+  ASSERT_EQ(replayer_->Pump(), 1);
+  EXPECT_EQ(*syncs, 0);  // the head's claim: its mark is durable already
+  EXPECT_EQ(StateOf("head"), v1::ACKED);
+  ASSERT_EQ(replayer_->Pump(), 1);
+  EXPECT_EQ(*syncs, 1);  // the next one's claim marks it: synced before it leaves
+  EXPECT_EQ(StateOf("behind"), v1::ACKED);
+  fs_->set_before_wal_sync(nullptr);
+  EXPECT_EQ(sidecar_.submitted(), (std::vector<std::string>{"head", "behind"}));
+}
+
+// No mark while the command would wait anyway: the credential revoked, every attempt slot
+// taken, or its route's retention unknown. Such a record, if it expires before it is ever
+// sent, is known not to have happened and lets its entity's next command go.
+TEST_F(ReplayerDurabilityTest, NoMarkAtEnqueueWhileTheCommandWouldWait) {
+  Outbox outbox(*store_, *credential_, clock_, random_, CommandLimits(), &feed_, nullptr,
+                replayer_.get());
+  auto enqueue = [&](const std::string& id, const std::string& method) {
+    v1::Command c;
+    c.set_command_id(id);
+    c.set_target_method(method);
+    c.set_request("req-" + id);
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id(id);
+    auto r = outbox.Enqueue(c);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() && r->record().ever_sent();
+  };
+  const std::string transfer = "/eonce.ledger.v1.Ledger/Transfer";
+  EXPECT_TRUE(enqueue("ready", transfer));
+  sidecar_.set_retention_unknown("/eonce.ledger.v1.Ledger/OpenAccount");
+  EXPECT_FALSE(enqueue("no-retention", "/eonce.ledger.v1.Ledger/OpenAccount"));
+  ASSERT_TRUE(credential_->Set(1, /*revoked=*/true).ok());
+  EXPECT_FALSE(enqueue("revoked", transfer));
+  ASSERT_TRUE(credential_->Set(2, false).ok());
+  sidecar_.set_hold(true);
+  for (int i = 0; i < options_.max_in_flight; ++i) {
+    Enqueue(absl::StrCat("fill-", i), absl::StrCat("f", i));
+  }
+  while (replayer_->in_flight() < options_.max_in_flight && replayer_->Pump() > 0) {
+  }
+  ASSERT_EQ(replayer_->in_flight(), options_.max_in_flight);
+  EXPECT_FALSE(enqueue("no-slot", transfer));
+  EXPECT_FALSE(Get("no-slot").ever_sent());
+}
+
+// What a mark costs when no send follows it: the agent dies right after the Enqueue and the
+// sidecar stays away past the command's retention. Whether it was sent cannot be told from
+// the mark alone, so the record waits for an operator and holds its entity's next command.
+TEST_F(ReplayerDurabilityTest, AMarkedHeadThatExpiresUnsentWaitsForAnOperator) {
+  sidecar_.set_retention_ms(120'000);  // retention minus margin: 60 s
+  {
+    Outbox outbox(*store_, *credential_, clock_, random_, CommandLimits(), &feed_, nullptr,
+                  replayer_.get());
+    v1::Command c;
+    c.set_command_id("marked");
+    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+    c.set_request("req");
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id("a");
+    ASSERT_TRUE(outbox.Enqueue(c).ok());
+  }
+  Enqueue("next", "a");
+  fs_->Crash();
+  Open();
+  clock_.AdvanceMs(61'000);
+  replayer_->Pump();
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("marked"), v1::EXPIRED);
+  EXPECT_TRUE(AwaitsOperator(Get("marked")));
+  EXPECT_EQ(StateOf("next"), v1::QUEUED);
+  EXPECT_TRUE(sidecar_.submitted().empty());
+
+  // The same with the agent up: the credential is revoked between the Enqueue and the
+  // send, and renewed only after the command's retention.
+  {
+    Outbox outbox(*store_, *credential_, clock_, random_, CommandLimits(), &feed_, nullptr,
+                  replayer_.get());
+    v1::Command c;
+    c.set_command_id("marked-then-revoked");
+    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+    c.set_request("req");
+    c.mutable_entity()->set_type("account");
+    c.mutable_entity()->set_id("b");
+    ASSERT_TRUE(outbox.Enqueue(c).ok());
+  }
+  ASSERT_TRUE(credential_->Set(1, /*revoked=*/true).ok());
+  EXPECT_EQ(replayer_->Pump(), 0);
+  clock_.AdvanceMs(61'000);
+  ASSERT_TRUE(credential_->Set(2, false).ok());
+  replayer_->Pump();
+  EXPECT_EQ(StateOf("marked-then-revoked"), v1::EXPIRED);
+  EXPECT_TRUE(AwaitsOperator(Get("marked-then-revoked")));
+  EXPECT_TRUE(sidecar_.submitted().empty());
 }
 
 }  // namespace

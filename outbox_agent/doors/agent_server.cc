@@ -72,12 +72,14 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(AgentServerOptio
     }
     s->client_ = std::move(grpc_client);
   }
-  s->outbox_ = std::make_unique<Outbox>(*s->store_, *s->credential_, clock, random, options.limits,
-                                        &s->feed_);
   AgentServer* raw = s.get();
   s->replayer_ = std::make_unique<Replayer>(*s->store_, *s->client_, *s->credential_, clock, random,
                                             options.replay, &s->feed_, /*faults=*/nullptr,
                                             [raw] { raw->Kick(); });
+  // The replayer tells the outbox which new lane heads it sends at once: their mark that
+  // they may have been sent rides on the Enqueue's sync, not on a sync of their claim.
+  s->outbox_ = std::make_unique<Outbox>(*s->store_, *s->credential_, clock, random, options.limits,
+                                        &s->feed_, /*faults=*/nullptr, s->replayer_.get());
   s->service_ = NewAgentService(*s->outbox_, *s->store_, *s->credential_, s->feed_,
                                 s->draining_, [raw] { raw->Kick(); }, options.tenant);
   EnableStandardServices();

@@ -105,7 +105,11 @@ class OutboxStore {
   // in memory too. A new record is not due before MarkDurable: the caller announces it
   // first, then makes it due.
   using InsertFn = std::function<void(absl::StatusOr<Inserted>)>;
-  void InsertWhenDurable(const v1::Command& command, InsertFn done);
+  // `sends_at_once`: the agent would send the command at once were it its lane's head
+  // (core/send_outlook.h). A new record that heads its lane is then written with ever_sent
+  // set, in the same synced write, so its first claim needs no sync: a record marked but
+  // never sent is only treated as maybe sent, never the reverse.
+  void InsertWhenDurable(const v1::Command& command, InsertFn done, bool sends_at_once = false);
   // The new record `command_id` is durable: from now on it may be due.
   void MarkDurable(const std::string& command_id);
   // Calls `done` once every write made so far is durable (RocksStore::WhenDurable).

@@ -30,7 +30,8 @@ absl::StatusOr<OutboxStore::Inserted> OutboxStore::Insert(const v1::Command& com
   return result;
 }
 
-void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done) {
+void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done,
+                                    bool sends_at_once) {
   OutboxRecord record;
   *record.mutable_command() = command;
   const std::string id = command.command_id();
@@ -86,6 +87,10 @@ void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done) {
       t->set_to(v1::QUEUED);
       t->set_at_ms(now);
       t->set_why("enqueued");
+      // The head of its lane, about to be sent: marked as maybe sent now, under the
+      // Enqueue's sync, rather than by a claim synced for it alone.
+      const bool head = !NextInLane(record).has_value();
+      if (head && sends_at_once) record.set_ever_sent(true);
       // A long payload apart from the record, which its transitions rewrite.
       std::optional<std::string> payload = MovePayloadOut(id, &record, &batch);
       batch.Put(store_.cf(kRecordsCf), id, Encode(record));
@@ -96,7 +101,7 @@ void OutboxStore::InsertWhenDurable(const v1::Command& command, InsertFn done) {
       // and nothing is due before MarkDurable (an attempt must never go out for a command
       // a crash can still take back, nor be announced before the command is).
       due_.Hold(id);
-      if (!NextInLane(record).has_value()) due_.Set(id, now);
+      if (head) due_.Set(id, now);
       lanes_.Add(lane, record.enqueue_seq(), id);
       counts_[v1::QUEUED]++;
       absl::MutexLock lock(&pending_mu_);

@@ -161,8 +161,10 @@ TEST_F(AgentServerTest, CredentialFileRevokesAndRenews) {
   rewrite("epoch=3\nrevoked=true\n");
   ASSERT_TRUE(credential.MaybeReloadFile(options.credential_file).ok());
   EXPECT_FALSE(credential.active());
-  // Revoked: nothing is sent, the command waits durably.
-  ASSERT_TRUE((*agent)->outbox().Enqueue(Open("bob")).ok());
+  // Revoked: nothing is sent, the command waits durably, not marked as maybe sent.
+  auto bob = (*agent)->outbox().Enqueue(Open("bob"));
+  ASSERT_TRUE(bob.ok()) << bob.status();
+  EXPECT_FALSE(bob->record().ever_sent());
   EXPECT_EQ((*agent)->replayer().Pump(), 0);
   EXPECT_EQ((*(*agent)->store().Get("open-bob"))->state(), v1::QUEUED);
 
@@ -173,6 +175,19 @@ TEST_F(AgentServerTest, CredentialFileRevokesAndRenews) {
   rewrite("epoch=2\n");  // backwards: refused
   EXPECT_FALSE(credential.MaybeReloadFile(options.credential_file).ok());
   EXPECT_EQ(credential.session().epoch, 4);
+}
+
+// A lane head enqueued while the agent sends goes out at once, so its record carries the
+// mark that it may have been sent from its Enqueue's own synced write on (the claim that
+// sends it then needs no sync).
+TEST_F(AgentServerTest, AnEnqueueWhileTheAgentSendsIsMarkedMaybeSentInItsOwnWrite) {
+  auto agent = AgentServer::Start(Options(), RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto client = AgentClient::Connect("127.0.0.1:" + std::to_string((*agent)->port()));
+  auto ivan = client->Enqueue(Open("ivan"));
+  ASSERT_TRUE(ivan.ok()) << ivan.status();
+  EXPECT_TRUE(ivan->record().ever_sent());
+  EXPECT_EQ(ivan->record().history_size(), 1);  // the mark is no step of its own
 }
 
 // A backlog drains at the pace of the answers: each attempt's end wakes the loop, whose

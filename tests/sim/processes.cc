@@ -141,8 +141,6 @@ absl::Status World::StartAgent() {
       }
     }
   });
-  outbox_ = std::make_unique<Outbox>(*outbox_store_, *credential_, clock_, agent_random_,
-                                     CommandLimits(), feed_.get(), nodes_[kAgent].faults.get());
   ReplayerOptions replay;
   replay.max_in_flight = 8;
   replay.submit_timeout_ms = 3'000;
@@ -155,6 +153,11 @@ absl::Status World::StartAgent() {
   replayer_ = std::make_unique<Replayer>(*outbox_store_, *sidecar_client_, *credential_, clock_,
                                          agent_random_, replay, feed_.get(),
                                          nodes_[kAgent].faults.get());
+  // As the agent is assembled: a new lane head that would be sent at once is marked as
+  // maybe sent with its Enqueue's sync, and its first claim is not synced.
+  outbox_ = std::make_unique<Outbox>(*outbox_store_, *credential_, clock_, agent_random_,
+                                     CommandLimits(), feed_.get(), nodes_[kAgent].faults.get(),
+                                     replayer_.get());
   // The credential the operator wants now (it may have changed while the agent was down).
   Session current = credential_->session();
   if (current.epoch != epoch_ || credential_->revoked() != want_revoked_) {
@@ -165,8 +168,8 @@ absl::Status World::StartAgent() {
 }
 
 void World::StopAgent() {
-  replayer_.reset();
   outbox_.reset();
+  replayer_.reset();
   subscription_.reset();
   watchdog_.reset();
   feed_.reset();
