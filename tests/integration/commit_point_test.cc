@@ -52,8 +52,12 @@ class CommitPointTest : public ::testing::TestWithParam<bool> {
   }
 
   void TearDown() override {
-    if (sidecar_ != nullptr) EXPECT_TRUE(sidecar_->Shutdown(1000).ok());
-    if (ledger_ != nullptr) EXPECT_TRUE(ledger_->Shutdown(1000).ok());
+    if (sidecar_ != nullptr) {
+      EXPECT_TRUE(sidecar_->Shutdown(1000).ok());
+    }
+    if (ledger_ != nullptr) {
+      EXPECT_TRUE(ledger_->Shutdown(1000).ok());
+    }
   }
 
   void StartSidecar() {

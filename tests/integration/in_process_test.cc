@@ -52,7 +52,9 @@ class InProcessTest : public ::testing::TestWithParam<bool> {
   }
 
   void TearDown() override {
-    if (sidecar_ != nullptr) EXPECT_TRUE(sidecar_->Shutdown(1000).ok());
+    if (sidecar_ != nullptr) {
+      EXPECT_TRUE(sidecar_->Shutdown(1000).ok());
+    }
   }
 
   void StartSidecar() {

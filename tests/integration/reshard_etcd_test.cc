@@ -124,7 +124,9 @@ class ReshardEtcdTest : public ::testing::Test {
 
   void TearDown() override {
     for (auto& sidecar : sidecars_) {
-      if (sidecar != nullptr) EXPECT_TRUE(sidecar->Shutdown(1000).ok());
+      if (sidecar != nullptr) {
+        EXPECT_TRUE(sidecar->Shutdown(1000).ok());
+      }
     }
     if (ledger_ != nullptr) {
       EXPECT_TRUE(ledger_->Shutdown(1000).ok());

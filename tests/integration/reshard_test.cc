@@ -94,9 +94,13 @@ class ReshardTest : public ::testing::Test {
 
   void TearDown() override {
     for (auto& sidecar : sidecars_) {
-      if (sidecar != nullptr) EXPECT_TRUE(sidecar->Shutdown(1000).ok());
+      if (sidecar != nullptr) {
+        EXPECT_TRUE(sidecar->Shutdown(1000).ok());
+      }
     }
-    if (ledger_ != nullptr) EXPECT_TRUE(ledger_->Shutdown(1000).ok());
+    if (ledger_ != nullptr) {
+      EXPECT_TRUE(ledger_->Shutdown(1000).ok());
+    }
   }
 
   // An account id on `shard`'s slots, in another slot than `other_slot_than`'s.

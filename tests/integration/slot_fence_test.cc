@@ -63,7 +63,9 @@ class SlotFenceTest : public ::testing::Test {
     auto sidecar = SidecarServer::Start(options, RealClock::Get());
     ASSERT_TRUE(sidecar.ok()) << sidecar.status();
     sidecar_ = std::move(*sidecar);
-    if (sharded) ASSERT_TRUE(sidecar_->AwaitShardServing(kEpoch, absl::Seconds(30)));
+    if (sharded) {
+      ASSERT_TRUE(sidecar_->AwaitShardServing(kEpoch, absl::Seconds(30)));
+    }
     sidecar_stub_ = v1::Sidecar::NewStub(grpc::CreateChannel(
         absl::StrCat("127.0.0.1:", sidecar_->port()), grpc::InsecureChannelCredentials()));
     auto business = grpc::CreateChannel(absl::StrCat("127.0.0.1:", ledger_->port()),
