@@ -28,22 +28,6 @@ bool Sendable(const OutboxRecord& record, int64_t now) {
   }
 }
 
-// A record found under the command's key that belongs to another command or payload is a
-// conflict: its outcome is not this command's.
-absl::Status CheckOwner(const v1::ReconcileResponse& answer, const v1::Command& command) {
-  if (answer.state() == v1::RECORD_NOT_SEEN) return absl::OkStatus();
-  if (!answer.payload_sha256().empty() &&
-      answer.payload_sha256() != command.payload_hash().sha256()) {
-    return Error(absl::StatusCode::kAlreadyExists, "IDEMPOTENCY_CONFLICT",
-                 "the key's record holds another payload");
-  }
-  if (answer.command_id() != command.command_id()) {
-    return Error(absl::StatusCode::kAlreadyExists, "KEY_REUSED",
-                 absl::StrCat("the key's record belongs to command '", answer.command_id(), "'"));
-  }
-  return absl::OkStatus();
-}
-
 bool SameSession(const Session& a, const Session& b) {
   return a.tenant == b.tenant && a.actor == b.actor && a.epoch == b.epoch;
 }
@@ -318,52 +302,6 @@ int Replayer::Pump() {
 int64_t Replayer::CallDeadline(const Attempt& attempt) const {
   return std::min(clock_.NowMs() + options_.submit_timeout_ms,
                   attempt.claim_expires_ms - ReplayerOptions::kClaimSlackMs);
-}
-
-void Replayer::Reconcile(std::shared_ptr<Attempt> attempt) {
-  stats_.reconciles++;
-  int64_t deadline = CallDeadline(*attempt);
-  client_.Reconcile(
-      attempt->record.command(), attempt->session, deadline,
-      [this, attempt](absl::StatusOr<v1::ReconcileResponse> answer) {
-        if (!answer.ok()) {
-          OnFailure(attempt, answer.status());
-          return;
-        }
-        // The sidecar checks the owner of the key too; this check also holds against
-        // one that does not.
-        if (absl::Status owner = CheckOwner(*answer, attempt->record.command()); !owner.ok()) {
-          OnFailure(attempt, owner);
-          return;
-        }
-        switch (answer->state()) {
-          case v1::RECORD_COMMITTED:
-          case v1::RECORD_FAILED: {
-            v1::SubmitResponse response;
-            response.set_disposition(v1::REPLAYED);
-            *response.mutable_result() = answer->result();
-            *response.mutable_replay() = answer->replay();
-            response.mutable_replay()->set_replayed(true);
-            // The fence is the session we asked under: Reconcile answers within it.
-            response.mutable_fence()->set_tenant(attempt->session.tenant);
-            response.mutable_fence()->set_credential_epoch(attempt->session.epoch);
-            response.mutable_fence()->set_command_id(attempt->command_id);
-            OnAnswer(attempt, std::move(response));
-            return;
-          }
-          case v1::RECORD_EXPIRED:
-            OnFailure(attempt, Error(absl::StatusCode::kFailedPrecondition, "RECORD_EXPIRED",
-                                     "the sidecar's record is past retention"));
-            return;
-          case v1::RECORD_UNKNOWN_PARKED:
-            OnFailure(attempt, Error(absl::StatusCode::kFailedPrecondition, "OUTCOME_UNKNOWN",
-                                     "parked at the sidecar for an operator"));
-            return;
-          default:  // NOT_SEEN or PROCESSING: sending is safe; the sidecar dedupes
-            Send(attempt);
-            return;
-        }
-      });
 }
 
 void Replayer::Send(std::shared_ptr<Attempt> attempt) {
