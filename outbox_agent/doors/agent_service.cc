@@ -342,7 +342,9 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
                                  const v1::DropRequest* request,
                                  OutboxRecord* response) override {
     return OperatorOnly(context, response, [&]() -> grpc::ServerUnaryReactor* {
-      return FinishUnary(context, outbox_.Drop(request->command_id(), request->why()), response);
+      auto result = outbox_.Drop(request->command_id(), request->why());
+      if (result.ok()) kick_();  // the entity's next command may be due now
+      return FinishUnary(context, std::move(result), response);
     });
   }
 

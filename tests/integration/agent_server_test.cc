@@ -298,6 +298,54 @@ TEST_F(AgentServerTest, KicksThatCouldStartNothingAreSkippedAndNothingWaitsForTh
   EXPECT_EQ((*agent)->replayer().stats().attempts.load(), static_cast<int64_t>(ids.size()));
 }
 
+// An operator's Drop of the record that holds its entity's lane wakes the loop: the
+// entity's next command goes at once, not after the loop's idle timer, which here is
+// longer than the test may take.
+TEST_F(AgentServerTest, AnOperatorsDropLetsTheEntitysNextCommandGoAtOnce) {
+  AgentServerOptions options = Options();
+  options.idle_pump_ms = 600'000;
+  options.max_idle_wait_ms = 600'000;
+  options.probe_every_ms = 600'000;
+  auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  const std::string address = "127.0.0.1:" + std::to_string((*agent)->port());
+  auto client = AgentClient::Connect(address);
+  // Revoked while the two commands arrive (their kicks are skipped); the first is then
+  // dead-lettered, and the credential renewed without a kick.
+  ASSERT_TRUE((*agent)->credential().Set(1, true).ok());
+  v1::Command next = Open("kim-next");
+  next.mutable_entity()->set_id("kim");
+  ASSERT_TRUE(client->Enqueue(Open("kim")).ok());
+  ASSERT_TRUE(client->Enqueue(next).ok());
+  ASSERT_TRUE((*agent)->store().Mutate("open-kim", "dead-lettered for the test",
+                                       [](OutboxRecord* r) {
+                                         r->set_state(v1::DEAD_LETTERED);
+                                         return absl::OkStatus();
+                                       }, /*sync=*/true).ok());
+  ASSERT_TRUE((*agent)->credential().Set(2, false).ok());
+  auto state_of_next = [&] {
+    auto r = (*agent)->store().Get("open-kim-next");
+    return r.ok() && r->has_value() ? (*r)->state() : v1::OUTBOX_STATE_UNSPECIFIED;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(state_of_next(), v1::QUEUED) << "held behind the dead letter";
+
+  auto stub = v1::Agent::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.AddMetadata(kOperatorHeader, "oncall");  // an operator's call
+  v1::DropRequest drop;
+  drop.set_command_id("open-kim");
+  drop.set_why("applied by hand");
+  OutboxRecord dropped;
+  ASSERT_TRUE(stub->Drop(&context, drop, &dropped).ok());
+  bool acked = false;
+  for (int i = 0; i < 2000 && !acked; ++i) {  // at most 20 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    acked = state_of_next() == v1::ACKED;
+  }
+  EXPECT_TRUE(acked);
+}
+
 TEST_F(AgentServerTest, MetricsEndpointPassesPromtool) {
   AgentServerOptions options = Options();
   options.metrics_address = "127.0.0.1:0";
