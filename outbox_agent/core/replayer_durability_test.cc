@@ -44,6 +44,12 @@ class ReplayerDurabilityTest : public ReplayerTest {
     Open();
   }
 
+  // An Outbox that asks the replayer which new lane heads it sends at once, as the agent's.
+  std::unique_ptr<Outbox> OutboxWithOutlook() {
+    return std::make_unique<Outbox>(*store_, *credential_, clock_, random_, CommandLimits(),
+                                    &feed_, /*faults=*/nullptr, replayer_.get());
+  }
+
   std::vector<std::shared_ptr<StateFeed::Subscription>> watchers_;
 };
 
@@ -171,16 +177,9 @@ TEST_F(ReplayerDurabilityTest, TheFirstClaimsOfOneRoundShareOneSyncAndLaterClaim
 // in its Enqueue's synced write, so its claim needs no sync: one fsync fewer between the
 // producer's yes and the command leaving. One enqueued behind it is marked by its claim.
 TEST_F(ReplayerDurabilityTest, ALaneHeadSentAtOnceIsMarkedByItsEnqueueAndItsClaimIsNotSynced) {
-  auto outbox = std::make_unique<Outbox>(*store_, *credential_, clock_, random_,
-                                         CommandLimits(), &feed_, nullptr, replayer_.get());
+  std::unique_ptr<Outbox> outbox = OutboxWithOutlook();
   auto enqueue = [&](const std::string& id, const std::string& entity) {
-    v1::Command c;
-    c.set_command_id(id);
-    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
-    c.set_request("req-" + id);
-    c.mutable_entity()->set_type("account");
-    c.mutable_entity()->set_id(entity);
-    auto r = outbox->Enqueue(c);
+    auto r = outbox->Enqueue(CommandOf(id, entity));
     ASSERT_TRUE(r.ok()) << r.status();
   };
   enqueue("head", "a");
@@ -207,16 +206,9 @@ TEST_F(ReplayerDurabilityTest, ALaneHeadSentAtOnceIsMarkedByItsEnqueueAndItsClai
 // taken, or its route's retention unknown. Such a record, if it expires before it is ever
 // sent, is known not to have happened and lets its entity's next command go.
 TEST_F(ReplayerDurabilityTest, NoMarkAtEnqueueWhileTheCommandWouldWait) {
-  Outbox outbox(*store_, *credential_, clock_, random_, CommandLimits(), &feed_, nullptr,
-                replayer_.get());
+  std::unique_ptr<Outbox> outbox = OutboxWithOutlook();
   auto enqueue = [&](const std::string& id, const std::string& method) {
-    v1::Command c;
-    c.set_command_id(id);
-    c.set_target_method(method);
-    c.set_request("req-" + id);
-    c.mutable_entity()->set_type("account");
-    c.mutable_entity()->set_id(id);
-    auto r = outbox.Enqueue(c);
+    auto r = outbox->Enqueue(CommandOf(id, id, "", method));
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() && r->record().ever_sent();
   };
@@ -243,17 +235,7 @@ TEST_F(ReplayerDurabilityTest, NoMarkAtEnqueueWhileTheCommandWouldWait) {
 // the mark alone, so the record waits for an operator and holds its entity's next command.
 TEST_F(ReplayerDurabilityTest, AMarkedHeadThatExpiresUnsentWaitsForAnOperator) {
   sidecar_.set_retention_ms(120'000);  // retention minus margin: 60 s
-  {
-    Outbox outbox(*store_, *credential_, clock_, random_, CommandLimits(), &feed_, nullptr,
-                  replayer_.get());
-    v1::Command c;
-    c.set_command_id("marked");
-    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
-    c.set_request("req");
-    c.mutable_entity()->set_type("account");
-    c.mutable_entity()->set_id("a");
-    ASSERT_TRUE(outbox.Enqueue(c).ok());
-  }
+  ASSERT_TRUE(OutboxWithOutlook()->Enqueue(CommandOf("marked", "a")).ok());
   Enqueue("next", "a");
   fs_->Crash();
   Open();
@@ -267,17 +249,7 @@ TEST_F(ReplayerDurabilityTest, AMarkedHeadThatExpiresUnsentWaitsForAnOperator) {
 
   // The same with the agent up: the credential is revoked between the Enqueue and the
   // send, and renewed only after the command's retention.
-  {
-    Outbox outbox(*store_, *credential_, clock_, random_, CommandLimits(), &feed_, nullptr,
-                  replayer_.get());
-    v1::Command c;
-    c.set_command_id("marked-then-revoked");
-    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
-    c.set_request("req");
-    c.mutable_entity()->set_type("account");
-    c.mutable_entity()->set_id("b");
-    ASSERT_TRUE(outbox.Enqueue(c).ok());
-  }
+  ASSERT_TRUE(OutboxWithOutlook()->Enqueue(CommandOf("marked-then-revoked", "b")).ok());
   ASSERT_TRUE(credential_->Set(1, /*revoked=*/true).ok());
   EXPECT_EQ(replayer_->Pump(), 0);
   clock_.AdvanceMs(61'000);

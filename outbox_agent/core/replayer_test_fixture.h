@@ -51,15 +51,21 @@ class ReplayerTest : public ::testing::Test {
                                            options_, &feed_);
   }
 
-  std::string Enqueue(const std::string& id, const std::string& entity,
-                      const std::string& request = "") {
+  static v1::Command CommandOf(const std::string& id, const std::string& entity,
+                               const std::string& request = "",
+                               const std::string& method = "/eonce.ledger.v1.Ledger/Transfer") {
     v1::Command c;
     c.set_command_id(id);
-    c.set_target_method("/eonce.ledger.v1.Ledger/Transfer");
+    c.set_target_method(method);
     c.set_request(request.empty() ? "req-" + id : request);
     c.mutable_entity()->set_type("account");
     c.mutable_entity()->set_id(entity);
-    auto r = outbox_->Enqueue(c);
+    return c;
+  }
+
+  std::string Enqueue(const std::string& id, const std::string& entity,
+                      const std::string& request = "") {
+    auto r = outbox_->Enqueue(CommandOf(id, entity, request));
     EXPECT_TRUE(r.ok()) << r.status();
     return id;
   }
