@@ -49,6 +49,16 @@ class AgentServerTest : public ::testing::Test {
     return options;
   }
 
+  // An agent whose replay loop sleeps longer than any test may take unless something
+  // wakes it: what a test sees happen was started by a kick.
+  AgentServerOptions SleepyOptions() {
+    AgentServerOptions options = Options();
+    options.idle_pump_ms = 600'000;
+    options.max_idle_wait_ms = 600'000;
+    options.probe_every_ms = 600'000;
+    return options;
+  }
+
   v1::Command Open(const std::string& id) {
     ledger::v1::OpenAccountRequest open;
     open.set_id(id);
@@ -194,10 +204,7 @@ TEST_F(AgentServerTest, AnEnqueueWhileTheAgentSendsIsMarkedMaybeSentInItsOwnWrit
 // idle timer here is longer than the test may take. Three commands of one entity go out
 // one after the other, and only the first is started by a kick from outside.
 TEST_F(AgentServerTest, AnAttemptsEndStartsTheNextWithoutWaitingForTheIdleTimer) {
-  AgentServerOptions options = Options();
-  options.idle_pump_ms = 600'000;
-  options.max_idle_wait_ms = 600'000;
-  options.probe_every_ms = 600'000;
+  AgentServerOptions options = SleepyOptions();
   auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
   ASSERT_TRUE(agent.ok()) << agent.status();
   // Revoked while they are enqueued, so that their own kicks start nothing.
@@ -227,10 +234,7 @@ TEST_F(AgentServerTest, AnAttemptsEndStartsTheNextWithoutWaitingForTheIdleTimer)
 // may take), and the Enqueue of a producer wakes it at once: the command is sent without
 // waiting for any timer.
 TEST_F(AgentServerTest, AnEnqueueWakesAnIdleAgentThatSleepsUntilItsNextDueTime) {
-  AgentServerOptions options = Options();
-  options.idle_pump_ms = 600'000;
-  options.max_idle_wait_ms = 600'000;
-  options.probe_every_ms = 600'000;
+  AgentServerOptions options = SleepyOptions();
   auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
   ASSERT_TRUE(agent.ok()) << agent.status();
   EXPECT_EQ((*agent)->store().NextDueMs(), std::nullopt) << "nothing due: the longest sleep";
@@ -251,10 +255,7 @@ TEST_F(AgentServerTest, AnEnqueueWakesAnIdleAgentThatSleepsUntilItsNextDueTime) 
 // instead (the new credential, each attempt's end), so nothing waits for the loop's idle
 // timer, which here is longer than the test may take.
 TEST_F(AgentServerTest, KicksThatCouldStartNothingAreSkippedAndNothingWaitsForTheIdleTimer) {
-  AgentServerOptions options = Options();
-  options.idle_pump_ms = 600'000;
-  options.max_idle_wait_ms = 600'000;
-  options.probe_every_ms = 600'000;
+  AgentServerOptions options = SleepyOptions();
   options.replay.max_in_flight = 1;
   options.replay.max_round = 1;
   auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
@@ -302,10 +303,7 @@ TEST_F(AgentServerTest, KicksThatCouldStartNothingAreSkippedAndNothingWaitsForTh
 // entity's next command goes at once, not after the loop's idle timer, which here is
 // longer than the test may take.
 TEST_F(AgentServerTest, AnOperatorsDropLetsTheEntitysNextCommandGoAtOnce) {
-  AgentServerOptions options = Options();
-  options.idle_pump_ms = 600'000;
-  options.max_idle_wait_ms = 600'000;
-  options.probe_every_ms = 600'000;
+  AgentServerOptions options = SleepyOptions();
   auto agent = AgentServer::Start(options, RealClock::Get(), RealRandom::Get());
   ASSERT_TRUE(agent.ok()) << agent.status();
   const std::string address = "127.0.0.1:" + std::to_string((*agent)->port());
