@@ -9,7 +9,7 @@
 namespace eonce {
 
 void Outbox::Publish(const OutboxRecord& record) {
-  if (feed_ == nullptr) return;
+  if (feed_ == nullptr || !feed_->Wants(record.state())) return;
   feed_->Publish(StateFeed::EventOf(record));
 }
 

@@ -22,15 +22,18 @@ bool StateFeed::Subscription::cut_off() const {
   return cut_off_;
 }
 
-std::shared_ptr<StateFeed::Subscription> StateFeed::Subscribe(std::function<void()> wake) {
+std::shared_ptr<StateFeed::Subscription> StateFeed::Subscribe(std::function<void()> wake,
+                                                              StateSet states) {
   absl::MutexLock lock(&mu_);
   if (subscribers_.size() >= max_subscribers_) return nullptr;
   auto subscription = std::make_shared<Subscription>();
   {
     absl::MutexLock inner(&subscription->mu_);
     subscription->wake_ = std::move(wake);
+    subscription->states_ = states;
   }
   subscribers_.push_back(subscription);
+  UpdateWantedLocked();
   return subscription;
 }
 
@@ -38,6 +41,16 @@ void StateFeed::Unsubscribe(const std::shared_ptr<Subscription>& subscription) {
   absl::MutexLock lock(&mu_);
   subscribers_.erase(std::remove(subscribers_.begin(), subscribers_.end(), subscription),
                      subscribers_.end());
+  UpdateWantedLocked();
+}
+
+void StateFeed::UpdateWantedLocked() {
+  StateSet wanted = 0;
+  for (const auto& subscriber : subscribers_) {
+    absl::MutexLock inner(&subscriber->mu_);
+    wanted |= subscriber->states_;
+  }
+  wanted_.store(wanted, std::memory_order_release);
 }
 
 void StateFeed::Publish(const v1::WatchEvent& event) {
@@ -46,7 +59,7 @@ void StateFeed::Publish(const v1::WatchEvent& event) {
     absl::MutexLock lock(&mu_);
     for (auto& subscriber : subscribers_) {
       absl::MutexLock inner(&subscriber->mu_);
-      if (subscriber->cut_off_) continue;
+      if (subscriber->cut_off_ || (subscriber->states_ & BitOf(event.state())) == 0) continue;
       if (subscriber->queue_.size() >= max_queue_) {
         subscriber->cut_off_ = true;
       } else {

@@ -2,10 +2,15 @@
 //
 // A notice names a command and its new state; the store says what is true. Each
 // subscriber has a bounded queue; one that falls behind is cut off (it is told so and
-// may re-subscribe and re-read), so a slow watcher never slows the replayer. Thread-safe.
+// may re-subscribe and re-read), so a slow watcher never slows the replayer. A subscriber
+// may ask for some states only: notices of the others are neither queued for it nor wake
+// it, and a publisher asks Wants first, so that a notice nobody hears is never built.
+// Thread-safe.
 #ifndef EONCE_OUTBOX_AGENT_CORE_STATE_FEED_H_
 #define EONCE_OUTBOX_AGENT_CORE_STATE_FEED_H_
 
+#include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -18,6 +23,14 @@ namespace eonce {
 
 class StateFeed {
  public:
+  // A set of states, one bit per OutboxState value (BitOf).
+  using StateSet = uint64_t;
+  static_assert(v1::OutboxState_ARRAYSIZE <= 64, "a StateSet holds every state");
+  static constexpr StateSet kEveryState = ~StateSet{0};
+  static constexpr StateSet BitOf(v1::OutboxState state) {
+    return StateSet{1} << static_cast<int>(state);
+  }
+
   class Subscription {
    public:
     // Blocks up to `timeout_ms` for the next notice; false on timeout or cut-off.
@@ -27,6 +40,7 @@ class StateFeed {
    private:
     friend class StateFeed;
     mutable absl::Mutex mu_;
+    StateSet states_ ABSL_GUARDED_BY(mu_) = kEveryState;
     std::deque<v1::WatchEvent> queue_ ABSL_GUARDED_BY(mu_);
     bool cut_off_ ABSL_GUARDED_BY(mu_) = false;
     std::function<void()> wake_ ABSL_GUARDED_BY(mu_);
@@ -35,9 +49,14 @@ class StateFeed {
   explicit StateFeed(size_t max_queue = 4096, size_t max_subscribers = 64)
       : max_queue_(max_queue), max_subscribers_(max_subscribers) {}
 
-  // Null when there are already max_subscribers.
-  std::shared_ptr<Subscription> Subscribe(std::function<void()> wake = nullptr);
+  // Null when there are already max_subscribers. The subscriber hears of `states` only.
+  std::shared_ptr<Subscription> Subscribe(std::function<void()> wake = nullptr,
+                                          StateSet states = kEveryState);
   void Unsubscribe(const std::shared_ptr<Subscription>& subscription);
+  // Whether some subscriber hears of `state`.
+  bool Wants(v1::OutboxState state) const {
+    return (wanted_.load(std::memory_order_acquire) & BitOf(state)) != 0;
+  }
   void Publish(const v1::WatchEvent& event);
   // The notice for `record`'s current state, with its trace id and current attempt's span.
   static v1::WatchEvent EventOf(const v1::OutboxRecord& record);
@@ -45,8 +64,12 @@ class StateFeed {
  private:
   const size_t max_queue_;
   const size_t max_subscribers_;
+  // The union of the subscribers' states, kept under mu_ as they come and go.
+  void UpdateWantedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   absl::Mutex mu_;
   std::vector<std::shared_ptr<Subscription>> subscribers_ ABSL_GUARDED_BY(mu_);
+  std::atomic<StateSet> wanted_{0};
 };
 
 }  // namespace eonce

@@ -45,7 +45,8 @@ void TakeTraceFromMetadata(const grpc::CallbackServerContext& context, v1::Comma
 // OnDone may follow it at once.
 class WatchReactor : public grpc::ServerWriteReactor<v1::WatchEvent> {
  public:
-  explicit WatchReactor(StateFeed& feed) : feed_(feed), shared_(std::make_shared<Shared>()) {
+  WatchReactor(StateFeed& feed, StateFeed::StateSet states)
+      : feed_(feed), shared_(std::make_shared<Shared>()) {
     shared_->reactor = this;
     std::weak_ptr<Shared> weak = shared_;
     subscription_ = feed_.Subscribe([weak] {
@@ -59,7 +60,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::WatchEvent> {
         if (reactor != nullptr) finish = reactor->MaybeWriteLocked();
       }
       if (finish) reactor->FinishCutOff();
-    });
+    }, states);
     if (subscription_ == nullptr) {
       {
         absl::MutexLock lock(&shared_->mu);
@@ -161,6 +162,25 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::WatchEvent> {
   bool writing_ = false;   // guarded by shared_->mu
   bool finished_ = false;  // guarded by shared_->mu
 };
+
+// The states a Watch asks for: every state when it names none.
+constexpr int kMaxWatchedStates = 16;
+absl::StatusOr<StateFeed::StateSet> WatchedStates(const v1::WatchRequest& request) {
+  if (request.states_size() == 0) return StateFeed::kEveryState;
+  if (request.states_size() > kMaxWatchedStates) {
+    return Error(absl::StatusCode::kInvalidArgument, "TOO_MANY_STATES",
+                 absl::StrCat("a Watch names at most ", kMaxWatchedStates, " states"));
+  }
+  StateFeed::StateSet states = 0;
+  for (int state : request.states()) {
+    if (state == v1::OUTBOX_STATE_UNSPECIFIED || !v1::OutboxState_IsValid(state)) {
+      return Error(absl::StatusCode::kInvalidArgument, "UNKNOWN_STATE",
+                   absl::StrCat("no outbox state has the number ", state));
+    }
+    states |= StateFeed::BitOf(static_cast<v1::OutboxState>(state));
+  }
+  return states;
+}
 
 // A Watch refused before it started.
 class RefusedWatch : public grpc::ServerWriteReactor<v1::WatchEvent> {
@@ -296,11 +316,13 @@ class AgentServiceImpl : public v1::Agent::CallbackService {
   }
 
   grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext* context,
-                                                  const v1::WatchRequest* /*request*/) override {
+                                                  const v1::WatchRequest* request) override {
     if (absl::Status allowed = Authorize(*context); !allowed.ok()) {
       return new RefusedWatch(ToGrpcStatus(allowed, context));
     }
-    return new WatchReactor(feed_);
+    absl::StatusOr<StateFeed::StateSet> states = WatchedStates(*request);
+    if (!states.ok()) return new RefusedWatch(ToGrpcStatus(states.status(), context));
+    return new WatchReactor(feed_, *states);
   }
 
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* context,

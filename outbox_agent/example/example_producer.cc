@@ -31,7 +31,11 @@ int main(int argc, char** argv) {
   }
   auto agent = eonce::AgentClient::Connect(absl::GetFlag(FLAGS_agent), tls);
   grpc::ClientContext watch_context;
-  auto watch = agent->stub().Watch(&watch_context, eonce::v1::WatchRequest());
+  // Only the ends this producer waits for wake it.
+  eonce::v1::WatchRequest ends;
+  ends.add_states(eonce::v1::ACKED);
+  ends.add_states(eonce::v1::REJECTED);
+  auto watch = agent->stub().Watch(&watch_context, ends);
   watch->WaitForInitialMetadata();  // subscribed: no state change from here on is missed
 
   eonce::Projection projection;

@@ -13,6 +13,17 @@ inline bool IsFinal(v1::OutboxState state) {
          state == v1::DEAD_LETTERED || state == v1::EXPIRED || state == v1::DROPPED;
 }
 
+// A Watch of the final states alone: its watcher is not woken by the steps before.
+inline v1::WatchRequest WatchFinalStates() {
+  v1::WatchRequest request;
+  for (int s = 0; s < v1::OutboxState_ARRAYSIZE; ++s) {
+    if (v1::OutboxState_IsValid(s) && IsFinal(static_cast<v1::OutboxState>(s))) {
+      request.add_states(static_cast<v1::OutboxState>(s));
+    }
+  }
+  return request;
+}
+
 }  // namespace eonce
 
 #endif  // EONCE_OUTBOX_AGENT_STORE_STATES_H_

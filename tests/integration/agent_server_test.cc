@@ -12,6 +12,8 @@
 #include "common/base/clock.h"
 #include "common/command/command.h"
 #include "common/base/random.h"
+#include "common/base/status.h"
+#include "common/rpc/grpc_status.h"
 #include "dedupe_sidecar/upstream/fake_upstream.h"
 #include "dedupe_sidecar/doors/sidecar_service.h"
 #include "grpcpp/create_channel.h"
@@ -387,6 +389,40 @@ TEST_F(AgentServerTest, WatchStreamsStateChanges) {
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.front(), v1::QUEUED);
   EXPECT_EQ(seen.back(), v1::ACKED);
+}
+
+// A Watch that names states hears of those alone, over the real stream: the first notice
+// of a command it sees is its ACKED, not the steps before. A state no agent knows is
+// refused before anything is subscribed.
+TEST_F(AgentServerTest, AWatchThatNamesStatesHearsOfThoseAlone) {
+  auto agent = AgentServer::Start(Options(), RealClock::Get(), RealRandom::Get());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto client = AgentClient::Connect("127.0.0.1:" + std::to_string((*agent)->port()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::WatchRequest acked_only;
+  acked_only.add_states(v1::ACKED);
+  auto stream = client->stub().Watch(&context, acked_only);
+  stream->WaitForInitialMetadata();
+  ASSERT_TRUE(client->Enqueue(Open("erin")).ok());
+  v1::WatchEvent event;
+  ASSERT_TRUE(stream->Read(&event));
+  EXPECT_EQ(event.command_id(), "open-erin");
+  EXPECT_EQ(event.state(), v1::ACKED);
+  context.TryCancel();
+
+  for (int state : {0, 99}) {
+    grpc::ClientContext refused_context;
+    refused_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::WatchRequest unknown;
+    unknown.add_states(static_cast<v1::OutboxState>(state));
+    auto refused = client->stub().Watch(&refused_context, unknown);
+    EXPECT_FALSE(refused->Read(&event));
+    grpc::Status status = refused->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << state;
+    EXPECT_EQ(ReasonOf(FromGrpcStatus(status, &refused_context)), "UNKNOWN_STATE")
+        << status.error_message();
+  }
 }
 
 // A watcher that goes away while a write to it is in flight still ends its stream on the

@@ -15,7 +15,7 @@ absl::StatusOr<v1::OutboxRecord> WaitUntilFinal(v1::Agent::Stub& agent,
   grpc::ClientContext watch_context;
   watch_context.set_deadline(deadline);
   std::unique_ptr<grpc::ClientReader<v1::WatchEvent>> watch =
-      agent.Watch(&watch_context, v1::WatchRequest());
+      agent.Watch(&watch_context, WatchFinalStates());
   v1::OutboxRecord record;
   auto read = [&]() -> bool {
     grpc::ClientContext context;
