@@ -50,7 +50,7 @@ void StateFeed::UpdateWantedLocked() {
     absl::MutexLock inner(&subscriber->mu_);
     wanted |= subscriber->states_;
   }
-  wanted_.store(wanted, std::memory_order_release);
+  wanted_.store(wanted);
 }
 
 void StateFeed::Publish(const v1::WatchEvent& event) {

@@ -55,7 +55,7 @@ class StateFeed {
   void Unsubscribe(const std::shared_ptr<Subscription>& subscription);
   // Whether some subscriber hears of `state`.
   bool Wants(v1::OutboxState state) const {
-    return (wanted_.load(std::memory_order_acquire) & BitOf(state)) != 0;
+    return (wanted_.load() & BitOf(state)) != 0;
   }
   void Publish(const v1::WatchEvent& event);
   // The notice for `record`'s current state, with its trace id and current attempt's span.
