@@ -322,6 +322,7 @@ void Replayer::Send(std::shared_ptr<Attempt> attempt) {
     Done(attempt);
     return;
   }
+  Publish(*sending);
   if (ReadyToSend(attempt)) Dispatch({std::move(attempt)});
 }
 

@@ -125,6 +125,26 @@ TEST_F(ReplayerTest, UnknownOutcomeReconcilesBeforeSending) {
   EXPECT_EQ(sidecar_.reconciled(), std::vector<std::string>{"c1"});
 }
 
+// A record reconciled and found never seen is sent again: its move from CLAIMED to SENDING
+// is announced like any other, so a watcher of SENDING alone hears of it.
+TEST_F(ReplayerTest, ASendAfterAReconcileIsAnnouncedToItsWatchers) {
+  Enqueue("c1", "a");
+  sidecar_.AnswerSubmit(Fail(absl::StatusCode::kDeadlineExceeded, nullptr));
+  replayer_->Pump();
+  ASSERT_EQ(StateOf("c1"), v1::UNKNOWN);
+  std::shared_ptr<StateFeed::Subscription> sending =
+      feed_.Subscribe(nullptr, StateFeed::BitOf(v1::SENDING));
+  clock_.AdvanceMs(options_.retry.max_backoff_ms);
+  replayer_->Pump();  // reconciled (not seen), then sent again
+  ASSERT_EQ(sidecar_.reconciled(), std::vector<std::string>{"c1"});
+  ASSERT_EQ(sidecar_.submitted().size(), 2u);
+  v1::WatchEvent event;
+  ASSERT_TRUE(sending->Next(&event, 0)) << "the send after the reconcile was not announced";
+  EXPECT_EQ(event.command_id(), "c1");
+  EXPECT_EQ(event.state(), v1::SENDING);
+  feed_.Unsubscribe(sending);
+}
+
 // A producer-supplied key that another command already used: the record the sidecar holds
 // under that key is not this command's outcome, so reconciling to it is a conflict.
 TEST_F(ReplayerTest, ReconcileToAnotherCommandsRecordIsAConflictNotAnAck) {

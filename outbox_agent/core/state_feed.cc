@@ -34,6 +34,8 @@ std::shared_ptr<StateFeed::Subscription> StateFeed::Subscribe(std::function<void
   }
   subscribers_.push_back(subscription);
   UpdateWantedLocked();
+  // Before the subscriber reads the store (Wants has the other half).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   return subscription;
 }
 

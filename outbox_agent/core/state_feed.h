@@ -53,8 +53,12 @@ class StateFeed {
   std::shared_ptr<Subscription> Subscribe(std::function<void()> wake = nullptr,
                                           StateSet states = kEveryState);
   void Unsubscribe(const std::shared_ptr<Subscription>& subscription);
-  // Whether some subscriber hears of `state`.
+  // Whether some subscriber hears of `state`. A publisher asks after its change is in the
+  // store: the fence orders that write before this read, as the feed's mutex did when
+  // every notice took it, so that a subscriber who read the store after subscribing and
+  // missed the change is seen here (and told of it).
   bool Wants(v1::OutboxState state) const {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     return (wanted_.load() & BitOf(state)) != 0;
   }
   void Publish(const v1::WatchEvent& event);

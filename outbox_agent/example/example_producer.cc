@@ -31,6 +31,10 @@ int main(int argc, char** argv) {
   }
   auto agent = eonce::AgentClient::Connect(absl::GetFlag(FLAGS_agent), tls);
   grpc::ClientContext watch_context;
+  // The stream ends with the producer's patience: a command that never ends as it waits
+  // (a sidecar down, a dead letter) wakes nothing, and the wait must still end.
+  watch_context.set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s)));
   // Only the ends this producer waits for wake it.
   eonce::v1::WatchRequest ends;
   ends.add_states(eonce::v1::ACKED);
