@@ -9,8 +9,7 @@
 namespace eonce {
 
 void Outbox::Publish(const OutboxRecord& record) {
-  if (feed_ == nullptr || !feed_->Wants(record.state())) return;
-  feed_->Publish(StateFeed::EventOf(record));
+  if (feed_ != nullptr) feed_->Announce(record);
 }
 
 void Outbox::Enqueue(v1::Command command, EnqueueDone done) {

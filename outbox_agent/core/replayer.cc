@@ -88,8 +88,7 @@ bool Replayer::SendsAtOnce(const v1::Command& command) const {
 }
 
 void Replayer::Publish(const OutboxRecord& record) {
-  if (feed_ == nullptr || !feed_->Wants(record.state())) return;
-  feed_->Publish(StateFeed::EventOf(record));
+  if (feed_ != nullptr) feed_->Announce(record);
 }
 
 bool Replayer::RetireIfTooOld(const OutboxRecord& record) {

@@ -4,7 +4,7 @@
 // subscriber has a bounded queue; one that falls behind is cut off (it is told so and
 // may re-subscribe and re-read), so a slow watcher never slows the replayer. A subscriber
 // may ask for some states only: notices of the others are neither queued for it nor wake
-// it, and a publisher asks Wants first, so that a notice nobody hears is never built.
+// it, and Announce builds a record's notice only when someone hears of it.
 // Thread-safe.
 #ifndef EONCE_OUTBOX_AGENT_CORE_STATE_FEED_H_
 #define EONCE_OUTBOX_AGENT_CORE_STATE_FEED_H_
@@ -62,6 +62,10 @@ class StateFeed {
     return (wanted_.load() & BitOf(state)) != 0;
   }
   void Publish(const v1::WatchEvent& event);
+  // Publishes the notice of `record`'s current state, built only when someone hears of it.
+  void Announce(const v1::OutboxRecord& record) {
+    if (Wants(record.state())) Publish(EventOf(record));
+  }
   // The notice for `record`'s current state, with its trace id and current attempt's span.
   static v1::WatchEvent EventOf(const v1::OutboxRecord& record);
 
